@@ -1,0 +1,100 @@
+// Package convoy is the domain of the Sequential Convoy: transactions, the
+// order message format, the order fold, the sequence rules that make
+// application strictly ordered and exactly-once, and the Store they rely on.
+// It knows nothing of echo, aztables or azservicebus.
+package convoy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/convoy-dev/convoy/handler/fault"
+)
+
+// Op is what a transaction does to its order.
+type Op string
+
+const (
+	CreateOrder       Op = "CreateOrder"
+	AddTransaction    Op = "AddTransaction"
+	ModifyTransaction Op = "ModifyTransaction"
+	DeleteOrder       Op = "DeleteOrder"
+)
+
+// MaxIDLength bounds ledger, order and transaction ids, so that
+// "<ledgerId>:<index>" stays within Service Bus's 128-character MessageId.
+const MaxIDLength = 100
+
+// Transaction is one transaction of one order, as carried in an order message.
+type Transaction struct {
+	OrderID  string          `json:"orderId"`
+	Op       Op              `json:"op"`
+	TxID     string          `json:"txId,omitempty"`
+	Amount   *int64          `json:"amount,omitempty"`
+	Currency string          `json:"currency,omitempty"`
+	Data     json.RawMessage `json:"data,omitempty"` // carried through untouched
+}
+
+// Validate returns every problem with t, each naming index (its position in
+// the ledger, or 0 for a lone message). It is the one definition of a valid
+// transaction, shared by the publisher and the processor.
+func (t Transaction) Validate(index int) []fault.Problem {
+	var ps []fault.Problem
+	bad := func(field, reason string) { ps = append(ps, fault.Problem{Index: index, Field: field, Reason: reason}) }
+	if why := CheckID(t.OrderID); why != "" {
+		bad("orderId", why)
+	}
+	needsTx, needsCurrency := false, false
+	switch t.Op {
+	case CreateOrder:
+		needsCurrency = true
+	case AddTransaction, ModifyTransaction:
+		needsTx = true
+	case DeleteOrder:
+	case "":
+		bad("op", "is required")
+	default:
+		bad("op", fmt.Sprintf("%q is not one of CreateOrder, AddTransaction, ModifyTransaction, DeleteOrder", string(t.Op)))
+	}
+	if needsTx {
+		if why := CheckID(t.TxID); why != "" {
+			bad("txId", why)
+		}
+		if t.Amount == nil {
+			bad("amount", "is required for "+string(t.Op))
+		}
+	}
+	if needsCurrency && !isCurrency(t.Currency) {
+		if t.Currency == "" {
+			bad("currency", "is required for CreateOrder")
+		} else {
+			bad("currency", fmt.Sprintf("%q is not three capital letters", t.Currency))
+		}
+	}
+	if len(t.Data) > 0 && (bytes.TrimSpace(t.Data)[0] != '{') {
+		bad("data", "must be a JSON object")
+	}
+	return ps
+}
+
+// CheckID returns why s is not a valid id (1-100 characters of [A-Za-z0-9._-]), or "".
+func CheckID(s string) string {
+	if s == "" {
+		return "is required"
+	}
+	if len(s) > MaxIDLength {
+		return "is longer than " + strconv.Itoa(MaxIDLength) + " characters"
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return "may contain only letters, digits, '.', '_' and '-'"
+		}
+	}
+	return ""
+}
+
+func isCurrency(s string) bool {
+	return len(s) == 3 && s[0] >= 'A' && s[0] <= 'Z' && s[1] >= 'A' && s[1] <= 'Z' && s[2] >= 'A' && s[2] <= 'Z'
+}

@@ -1,0 +1,172 @@
+package invocation
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Message is one Service Bus message as the trigger delivers it.
+type Message struct {
+	Body                  []byte
+	SessionID             string
+	MessageID             string
+	SequenceNumber        int64 // queue-wide, assigned by Service Bus
+	DeliveryCount         int64 // 1 on first delivery
+	EnqueuedTime          time.Time
+	ContentType           string
+	ApplicationProperties map[string]json.RawMessage // values keep their JSON types
+}
+
+// ServiceBusMessages returns the messages of a Service Bus trigger whose
+// binding is named binding, for both cardinalities: one message (the default)
+// or a batch ("cardinality": "many", recognised by the …Array metadata keys).
+func (r *Request) ServiceBusMessages(binding string) ([]Message, error) {
+	raw, ok := lookup(r.Data, binding)
+	if !ok {
+		return nil, fmt.Errorf("Data has no %q binding", binding)
+	}
+	if _, batch := lookup(r.Metadata, "MessageIdArray"); batch {
+		return r.batch(raw)
+	}
+	body, err := DecodeString(raw)
+	if err != nil {
+		return nil, fmt.Errorf("Data.%s: %w", binding, err)
+	}
+	m := Message{Body: []byte(body)}
+	if err := r.fillSingle(&m); err != nil {
+		return nil, err
+	}
+	return []Message{m}, nil
+}
+
+func (r *Request) fillSingle(m *Message) error {
+	var err error
+	str := func(key string, dst *string) {
+		if err == nil {
+			*dst, _, err = r.MetadataString(key)
+		}
+	}
+	str("SessionId", &m.SessionID)
+	str("MessageId", &m.MessageID)
+	str("ContentType", &m.ContentType)
+	if err != nil {
+		return err
+	}
+	for key, dst := range map[string]*int64{"SequenceNumber": &m.SequenceNumber, "DeliveryCount": &m.DeliveryCount} {
+		if raw, ok := lookup(r.Metadata, key); ok {
+			if *dst, err = DecodeInt(raw); err != nil {
+				return fmt.Errorf("metadata %s: %w", key, err)
+			}
+		}
+	}
+	if m.EnqueuedTime, err = r.enqueuedTime("EnqueuedTimeUtc", "EnqueuedTime"); err != nil {
+		return err
+	}
+	m.ApplicationProperties, err = r.applicationProperties()
+	return err
+}
+
+func (r *Request) enqueuedTime(keys ...string) (time.Time, error) {
+	for _, key := range keys {
+		if raw, ok := lookup(r.Metadata, key); ok {
+			t, err := DecodeTime(raw)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("metadata %s: %w", key, err)
+			}
+			return t, nil
+		}
+	}
+	return time.Time{}, nil
+}
+
+// applicationProperties prefers ApplicationProperties and falls back to its
+// older copy UserProperties.
+func (r *Request) applicationProperties() (map[string]json.RawMessage, error) {
+	for _, key := range []string{"ApplicationProperties", "UserProperties"} {
+		if raw, ok := lookup(r.Metadata, key); ok {
+			m, err := DecodeObject(raw)
+			if err != nil {
+				return nil, fmt.Errorf("metadata %s: %w", key, err)
+			}
+			return m, nil
+		}
+	}
+	return map[string]json.RawMessage{}, nil
+}
+
+// batch decodes "cardinality": "many": Data holds an array of bodies and each
+// per-message key K arrives as KArray.
+func (r *Request) batch(raw json.RawMessage) ([]Message, error) {
+	bodies, err := DecodeArray(raw)
+	if err != nil {
+		return nil, fmt.Errorf("batch body: %w", err)
+	}
+	msgs := make([]Message, len(bodies))
+	for i, b := range bodies {
+		s, err := DecodeString(b)
+		if err != nil {
+			return nil, fmt.Errorf("batch body %d: %w", i, err)
+		}
+		msgs[i].Body = []byte(s)
+	}
+	column := func(key string, set func(m *Message, v json.RawMessage) error) error {
+		raw, ok := lookup(r.Metadata, key+"Array")
+		if !ok {
+			return nil
+		}
+		vals, err := DecodeArray(raw)
+		if err != nil {
+			return fmt.Errorf("metadata %sArray: %w", key, err)
+		}
+		if len(vals) != len(msgs) {
+			return fmt.Errorf("metadata %sArray has %d values for %d messages", key, len(vals), len(msgs))
+		}
+		for i, v := range vals {
+			if isNull(v) {
+				continue
+			}
+			if err := set(&msgs[i], v); err != nil {
+				return fmt.Errorf("metadata %sArray[%d]: %w", key, i, err)
+			}
+		}
+		return nil
+	}
+	setString := func(field func(*Message) *string) func(*Message, json.RawMessage) error {
+		return func(m *Message, v json.RawMessage) (err error) {
+			*field(m), err = DecodeString(v)
+			return err
+		}
+	}
+	setInt := func(field func(*Message) *int64) func(*Message, json.RawMessage) error {
+		return func(m *Message, v json.RawMessage) (err error) {
+			*field(m), err = DecodeInt(v)
+			return err
+		}
+	}
+	for _, c := range []struct {
+		key string
+		set func(*Message, json.RawMessage) error
+	}{
+		{"SessionId", setString(func(m *Message) *string { return &m.SessionID })},
+		{"MessageId", setString(func(m *Message) *string { return &m.MessageID })},
+		{"ContentType", setString(func(m *Message) *string { return &m.ContentType })},
+		{"SequenceNumber", setInt(func(m *Message) *int64 { return &m.SequenceNumber })},
+		{"DeliveryCount", setInt(func(m *Message) *int64 { return &m.DeliveryCount })},
+		{"EnqueuedTimeUtc", func(m *Message, v json.RawMessage) (err error) { m.EnqueuedTime, err = DecodeTime(v); return err }},
+		{"ApplicationProperties", func(m *Message, v json.RawMessage) (err error) {
+			m.ApplicationProperties, err = DecodeObject(v)
+			return err
+		}},
+	} {
+		if err := column(c.key, c.set); err != nil {
+			return nil, err
+		}
+	}
+	for i := range msgs {
+		if msgs[i].ApplicationProperties == nil {
+			msgs[i].ApplicationProperties = map[string]json.RawMessage{}
+		}
+	}
+	return msgs, nil
+}

@@ -1,0 +1,10 @@
+package memstore_test
+
+import (
+	"testing"
+
+	"github.com/convoy-dev/convoy/handler/convoy/storetest"
+	"github.com/convoy-dev/convoy/handler/memstore"
+)
+
+func TestConformance(t *testing.T) { storetest.Run(t, memstore.New()) }

@@ -1,0 +1,286 @@
+// Package settings reads the program's app settings (environment variables set
+// by the Functions host from app settings or local.settings.json) into one
+// validated struct. Every setting has a documented default; Load reports every
+// missing or malformed setting by name, at once.
+package settings
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DevelopmentStorage is what UseDevelopmentStorage=true means: Azurite's
+// well-known account on its default table port. The Go SDK does not understand
+// the shorthand itself.
+const DevelopmentStorage = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;" +
+	"AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;" +
+	"TableEndpoint=http://127.0.0.1:10002/devstoreaccount1;"
+
+// Connection is either a connection string or an identity-based endpoint.
+type Connection struct {
+	ConnectionString string // set for key- or emulator-based connections
+	Endpoint         string // fully qualified namespace (Service Bus) or table service URI (Storage)
+	ClientID         string // user-assigned managed identity; empty for DefaultAzureCredential / system identity
+	Credential       string // "managedidentity" forces ManagedIdentityCredential
+}
+
+// UsesIdentity reports whether the connection authenticates with Microsoft Entra ID.
+func (c Connection) UsesIdentity() bool { return c.ConnectionString == "" }
+
+// Settings is everything the program reads from its environment.
+type Settings struct {
+	Port            int           // FUNCTIONS_CUSTOMHANDLER_PORT (legacy FUNCTIONS_HTTPWORKER_PORT); default 8080
+	ServiceBus      Connection    // ServiceBusConnection or ServiceBusConnection__fullyQualifiedNamespace
+	Storage         Connection    // StateStorage or StateStorage__tableServiceUri
+	OrdersQueue     string        // OrdersQueueName; default "orders"
+	LedgersQueue    string        // LedgersQueueName; default "ledgers"
+	OrdersTable     string        // OrdersTableName; default "ConvoyOrders"
+	LedgersTable    string        // LedgersTableName; default "ConvoyLedgers"
+	MaxRequestBytes int64         // MaxRequestBytes; default 64 MiB
+	ShutdownTimeout time.Duration // ShutdownTimeoutSeconds; default 25s
+	OrderCacheSize  int           // OrderCacheSize; orders whose state each instance caches; default 1000
+	RetryBudget     time.Duration // TransientRetrySeconds; in-invocation retry budget; default 20s
+	LogFormat       string        // LogFormat: "json" or "text"; default json in Azure, text elsewhere
+	LogLevel        string        // LogLevel: debug, info, warn, error; default info
+}
+
+// Defaults.
+const (
+	DefaultPort            = 8080
+	DefaultOrdersQueue     = "orders"
+	DefaultLedgersQueue    = "ledgers"
+	DefaultOrdersTable     = "ConvoyOrders"
+	DefaultLedgersTable    = "ConvoyLedgers"
+	DefaultMaxRequestBytes = 64 << 20
+	DefaultShutdownTimeout = 25 * time.Second
+	DefaultOrderCacheSize  = 1000
+	DefaultRetryBudget     = 20 * time.Second
+)
+
+// Load reads and validates the settings through lookup (os.LookupEnv in main).
+func Load(lookup func(string) (string, bool)) (Settings, error) {
+	r := reader{lookup: lookup}
+	s := Settings{
+		Port:            r.port(),
+		ServiceBus:      r.serviceBus(),
+		Storage:         r.storage(),
+		OrdersQueue:     r.name("OrdersQueueName", DefaultOrdersQueue, validQueueName),
+		LedgersQueue:    r.name("LedgersQueueName", DefaultLedgersQueue, validQueueName),
+		OrdersTable:     r.name("OrdersTableName", DefaultOrdersTable, validTableName),
+		LedgersTable:    r.name("LedgersTableName", DefaultLedgersTable, validTableName),
+		MaxRequestBytes: int64(r.positiveInt("MaxRequestBytes", DefaultMaxRequestBytes)),
+		ShutdownTimeout: time.Duration(r.positiveInt("ShutdownTimeoutSeconds", int(DefaultShutdownTimeout/time.Second))) * time.Second,
+		OrderCacheSize:  r.positiveInt("OrderCacheSize", DefaultOrderCacheSize),
+		RetryBudget:     time.Duration(r.positiveInt("TransientRetrySeconds", int(DefaultRetryBudget/time.Second))) * time.Second,
+		LogFormat:       r.oneOf("LogFormat", defaultLogFormat(lookup), "json", "text"),
+		LogLevel:        r.oneOf("LogLevel", "info", "debug", "info", "warn", "error"),
+	}
+	if s.OrdersTable == s.LedgersTable && s.OrdersTable != "" {
+		r.fail("LedgersTableName", "must differ from OrdersTableName")
+	}
+	return s, errors.Join(r.errs...)
+}
+
+// In Azure, App Service sets WEBSITE_INSTANCE_ID; logs there are parsed, so JSON.
+func defaultLogFormat(lookup func(string) (string, bool)) string {
+	if v, ok := lookup("WEBSITE_INSTANCE_ID"); ok && v != "" {
+		return "json"
+	}
+	return "text"
+}
+
+type reader struct {
+	lookup func(string) (string, bool)
+	errs   []error
+}
+
+func (r *reader) get(name string) string {
+	v, _ := r.lookup(name)
+	return strings.TrimSpace(v)
+}
+
+func (r *reader) fail(name, format string, args ...any) {
+	r.errs = append(r.errs, fmt.Errorf("setting %s: %s", name, fmt.Sprintf(format, args...)))
+}
+
+func (r *reader) port() int {
+	name, v := "FUNCTIONS_CUSTOMHANDLER_PORT", r.get("FUNCTIONS_CUSTOMHANDLER_PORT")
+	if v == "" {
+		name, v = "FUNCTIONS_HTTPWORKER_PORT", r.get("FUNCTIONS_HTTPWORKER_PORT")
+	}
+	if v == "" {
+		return DefaultPort
+	}
+	p, err := strconv.Atoi(v)
+	if err != nil || p < 1 || p > 65535 {
+		r.fail(name, "%q is not a TCP port (1-65535)", v)
+	}
+	return p
+}
+
+func (r *reader) positiveInt(name string, def int) int {
+	v := r.get(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		r.fail(name, "%q is not a positive integer", v)
+		return def
+	}
+	return n
+}
+
+func (r *reader) oneOf(name, def string, allowed ...string) string {
+	v := strings.ToLower(r.get(name))
+	if v == "" {
+		return def
+	}
+	for _, a := range allowed {
+		if v == a {
+			return v
+		}
+	}
+	r.fail(name, "%q is not one of %s", v, strings.Join(allowed, ", "))
+	return def
+}
+
+func (r *reader) name(setting, def string, valid func(string) string) string {
+	v := r.get(setting)
+	if v == "" {
+		return def
+	}
+	if why := valid(v); why != "" {
+		r.fail(setting, "%q %s", v, why)
+	}
+	return v
+}
+
+// serviceBus follows the Functions host's rule: the plain setting (a
+// connection string) wins; otherwise the __fullyQualifiedNamespace group.
+func (r *reader) serviceBus() Connection {
+	const base = "ServiceBusConnection"
+	if cs := r.get(base); cs != "" {
+		kv, err := parseConnectionString(cs)
+		switch {
+		case err != nil:
+			r.fail(base, "%v", err)
+		case !strings.HasPrefix(strings.ToLower(kv["endpoint"]), "sb://"):
+			r.fail(base, "Endpoint=sb://<namespace>/ is missing")
+		case kv["sharedaccesskeyname"] == "" && kv["sharedaccesssignature"] == "":
+			r.fail(base, "neither SharedAccessKeyName nor SharedAccessSignature is set")
+		}
+		return Connection{ConnectionString: cs}
+	}
+	ns := r.get(base + "__fullyQualifiedNamespace")
+	if ns == "" {
+		r.fail(base, "set %s (a connection string) or %s__fullyQualifiedNamespace (identity-based)", base, base)
+		return Connection{}
+	}
+	if strings.Contains(ns, "://") || strings.ContainsAny(ns, "/ ;") || !strings.Contains(ns, ".") {
+		r.fail(base+"__fullyQualifiedNamespace", "%q is not a host name such as <namespace>.servicebus.windows.net", ns)
+	}
+	return r.identity(base, Connection{Endpoint: ns})
+}
+
+func (r *reader) storage() Connection {
+	const base = "StateStorage"
+	if cs := r.get(base); cs != "" {
+		if strings.EqualFold(strings.ReplaceAll(cs, " ", ""), "UseDevelopmentStorage=true") {
+			return Connection{ConnectionString: DevelopmentStorage}
+		}
+		kv, err := parseConnectionString(cs)
+		switch {
+		case err != nil:
+			r.fail(base, "%v", err)
+		case kv["accountname"] == "" && kv["tableendpoint"] == "":
+			r.fail(base, "neither AccountName nor TableEndpoint is set")
+		case kv["accountkey"] == "" && kv["sharedaccesssignature"] == "":
+			r.fail(base, "neither AccountKey nor SharedAccessSignature is set")
+		}
+		return Connection{ConnectionString: cs}
+	}
+	uri := r.get(base + "__tableServiceUri")
+	if uri == "" {
+		r.fail(base, "set %s (a connection string, or UseDevelopmentStorage=true) or %s__tableServiceUri (identity-based)", base, base)
+		return Connection{}
+	}
+	u, err := url.Parse(uri)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && !isLoopback(u.Hostname())) {
+		r.fail(base+"__tableServiceUri", "%q is not an https URL such as https://<account>.table.core.windows.net", uri)
+	}
+	return r.identity(base, Connection{Endpoint: strings.TrimRight(uri, "/")})
+}
+
+func (r *reader) identity(base string, c Connection) Connection {
+	c.ClientID = r.get(base + "__clientId")
+	c.Credential = strings.ToLower(r.get(base + "__credential"))
+	if c.Credential != "" && c.Credential != "managedidentity" {
+		r.fail(base+"__credential", "%q is not supported (only managedidentity)", c.Credential)
+	}
+	return c
+}
+
+func isLoopback(host string) bool {
+	return host == "localhost" || host == "127.0.0.1" || host == "::1"
+}
+
+// parseConnectionString splits "Key=Value;Key=Value" into lower-cased keys.
+// Values may themselves contain '=' (base64 keys).
+func parseConnectionString(cs string) (map[string]string, error) {
+	kv := map[string]string{}
+	for part := range strings.SplitSeq(cs, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("not a connection string: %q is not Key=Value", redact(part))
+		}
+		kv[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
+	}
+	if len(kv) == 0 {
+		return nil, errors.New("not a connection string")
+	}
+	return kv, nil
+}
+
+// redact keeps error messages free of secrets: only a short prefix is shown.
+func redact(s string) string {
+	if len(s) > 12 {
+		return s[:12] + "…"
+	}
+	return s
+}
+
+// Service Bus entity names: letters, digits, '.', '-', '_', at most 260 characters.
+func validQueueName(s string) string {
+	if len(s) > 260 {
+		return "is longer than 260 characters"
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return "may contain only letters, digits, '.', '-' and '_'"
+		}
+	}
+	return ""
+}
+
+// Table names: 3-63 alphanumeric characters, not starting with a digit.
+func validTableName(s string) string {
+	if len(s) < 3 || len(s) > 63 {
+		return "must be 3 to 63 characters"
+	}
+	for i, c := range s {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return "must be alphanumeric and start with a letter"
+		}
+	}
+	return ""
+}

@@ -1,0 +1,283 @@
+// Package tablestore keeps order state in Azure Table Storage: one partition
+// per order, so that one entity-group transaction commits a step atomically.
+//
+// Rows of an order's partition (PartitionKey = order id):
+//
+//	h                      head: status, currency, appliedSeq, version, …
+//	p:<seq, 19 digits>     a parked message
+//	r:<seq, 19 digits>     a rejection
+//	t:<position, 10 digits> a transaction, in the order added
+//	v:<version, 19 digits> commit marker: inserted (never replaced) by each commit
+//
+// Compare-and-swap: each commit inserts the marker of the version it creates.
+// Two writers from the same version both insert the same marker, and the
+// transaction of the second fails whole; a writer from a stale version finds
+// its marker already there. (Batch responses carry no ETags in the Go SDK, so
+// an ETag-guarded head would need an extra read per message; markers need none.)
+// Markers are never deleted, and Load does not read them.
+package tablestore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
+)
+
+const (
+	headKey      = "h"
+	parkedPrefix = "p:"
+	rejectPrefix = "r:"
+	txPrefix     = "t:"
+	markerPrefix = "v:"
+)
+
+// Store is a convoy.Store on one table.
+type Store struct {
+	table *aztables.Client
+}
+
+var _ convoy.Store = (*Store)(nil)
+
+// New returns a Store on table, which is created on first use if missing.
+func New(table *aztables.Client) *Store { return &Store{table: table} }
+
+// Load implements convoy.Store. One query reads the partition but its markers;
+// rows sort by RowKey, so the head comes first.
+func (s *Store) Load(ctx context.Context, orderID string) (*convoy.Order, error) {
+	o := convoy.NewOrder(orderID)
+	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey lt '%s'", escape(orderID), markerPrefix)
+	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			if tableCode(err) == aztables.TableNotFound {
+				return o, nil
+			}
+			return nil, classify(err, "load order "+orderID)
+		}
+		for _, raw := range page.Entities {
+			if err := decodeRow(o, raw); err != nil {
+				return nil, fault.Wrap(fault.Internal, err, "load order "+orderID)
+			}
+		}
+	}
+	return o, nil
+}
+
+// Commit implements convoy.Store.
+func (s *Store) Commit(ctx context.Context, o *convoy.Order, base int64, c *convoy.Change) error {
+	if n := c.Records(); n > convoy.MaxChangeRecords {
+		return fault.Errorf(fault.Internal, "change touches %d records, more than %d", n, convoy.MaxChangeRecords)
+	}
+	actions, err := commitActions(o, base, c)
+	if err != nil {
+		return fault.Wrap(fault.Internal, err, "encode commit")
+	}
+	_, err = s.table.SubmitTransaction(ctx, actions, nil)
+	if tableCode(err) == aztables.TableNotFound {
+		if err = s.createTable(ctx); err == nil {
+			_, err = s.table.SubmitTransaction(ctx, actions, nil)
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	switch tableCode(err) {
+	case aztables.EntityAlreadyExists, aztables.ResourceNotFound, aztables.EntityNotFound:
+		// The marker exists (someone committed this version) or a parked row
+		// we meant to delete is gone: our view of the order is stale.
+		return fmt.Errorf("order %q moved past version %d: %w", o.ID, base, convoy.ErrConflict)
+	}
+	return classify(err, "commit order "+o.ID)
+}
+
+func (s *Store) createTable(ctx context.Context) error {
+	_, err := s.table.CreateTable(ctx, nil)
+	if err != nil && tableCode(err) != aztables.TableAlreadyExists {
+		return classify(err, "create table")
+	}
+	return nil
+}
+
+func commitActions(o *convoy.Order, base int64, c *convoy.Change) ([]aztables.TransactionAction, error) {
+	var actions []aztables.TransactionAction
+	add := func(kind aztables.TransactionType, rowKey string, props map[string]any) error {
+		e := aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: o.ID, RowKey: rowKey}, Properties: props}
+		data, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		a := aztables.TransactionAction{ActionType: kind, Entity: data}
+		if kind == aztables.TransactionTypeDelete {
+			a.IfMatch = new(azcore.ETagAny)
+		}
+		actions = append(actions, a)
+		return nil
+	}
+	errs := []error{
+		add(aztables.TransactionTypeAdd, markerKey(base+1), map[string]any{
+			"AppliedSeq": aztables.EDMInt64(o.AppliedSeq), "At": aztables.EDMDateTime(o.UpdatedAt),
+		}),
+		add(aztables.TransactionTypeInsertReplace, headKey, headProps(o, base+1)),
+	}
+	for _, i := range slices.Sorted(maps.Keys(c.Tx)) {
+		t := c.Tx[i]
+		errs = append(errs, add(aztables.TransactionTypeInsertReplace, fmt.Sprintf("%s%010d", txPrefix, i),
+			map[string]any{"TxId": t.TxID, "Amount": aztables.EDMInt64(t.Amount)}))
+	}
+	for _, r := range c.Rejections {
+		errs = append(errs, add(aztables.TransactionTypeAdd, seqKey(rejectPrefix, r.Seq), map[string]any{
+			"Seq": aztables.EDMInt64(r.Seq), "Op": string(r.Op), "TxId": r.TxID, "Reason": r.Reason,
+		}))
+	}
+	for _, seq := range slices.Sorted(maps.Keys(c.Park)) {
+		errs = append(errs, add(aztables.TransactionTypeAdd, seqKey(parkedPrefix, seq), parkedProps(c.Park[seq])))
+	}
+	for _, seq := range slices.Sorted(maps.Keys(c.Unpark)) {
+		errs = append(errs, add(aztables.TransactionTypeDelete, seqKey(parkedPrefix, seq), nil))
+	}
+	return actions, errors.Join(errs...)
+}
+
+func headProps(o *convoy.Order, version int64) map[string]any {
+	p := map[string]any{
+		"Status":     string(o.Status),
+		"Complete":   o.Complete,
+		"Currency":   o.Currency,
+		"AppliedSeq": aztables.EDMInt64(o.AppliedSeq),
+		"Version":    aztables.EDMInt64(version),
+		"UpdatedAt":  aztables.EDMDateTime(o.UpdatedAt),
+	}
+	if !o.BlockedSince.IsZero() {
+		p["BlockedSince"] = aztables.EDMDateTime(o.BlockedSince)
+	}
+	return p
+}
+
+func parkedProps(m convoy.Message) map[string]any {
+	p := map[string]any{
+		"Seq": aztables.EDMInt64(m.Seq), "Last": m.Last, "MessageId": m.MessageID,
+		"Op": string(m.Tx.Op), "TxId": m.Tx.TxID, "Currency": m.Tx.Currency,
+	}
+	if m.Tx.Amount != nil {
+		p["Amount"] = aztables.EDMInt64(*m.Tx.Amount)
+	}
+	return p
+}
+
+func decodeRow(o *convoy.Order, raw []byte) error {
+	var e aztables.EDMEntity
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return err
+	}
+	p := props(e.Properties)
+	switch key := e.RowKey; {
+	case key == headKey:
+		o.Status = convoy.Status(p.str("Status"))
+		o.Complete = p.bool("Complete")
+		o.Currency = p.str("Currency")
+		o.AppliedSeq = p.int("AppliedSeq")
+		o.Version = p.int("Version")
+		o.UpdatedAt = p.time("UpdatedAt")
+		o.BlockedSince = p.time("BlockedSince")
+	case strings.HasPrefix(key, txPrefix):
+		o.Transactions = append(o.Transactions, convoy.TxEntry{TxID: p.str("TxId"), Amount: p.int("Amount")})
+	case strings.HasPrefix(key, rejectPrefix):
+		o.Rejected = append(o.Rejected, convoy.Rejection{
+			Seq: p.int("Seq"), Op: convoy.Op(p.str("Op")), TxID: p.str("TxId"), Reason: p.str("Reason"),
+		})
+	case strings.HasPrefix(key, parkedPrefix):
+		m := convoy.Message{Seq: p.int("Seq"), Last: p.bool("Last"), MessageID: p.str("MessageId"), Tx: convoy.Transaction{
+			OrderID: o.ID, Op: convoy.Op(p.str("Op")), TxID: p.str("TxId"), Currency: p.str("Currency"),
+		}}
+		if _, ok := p["Amount"]; ok {
+			amount := p.int("Amount")
+			m.Tx.Amount = &amount
+		}
+		o.Parked[m.Seq] = m
+	default:
+		return fmt.Errorf("unexpected row %q", key)
+	}
+	return nil
+}
+
+type props map[string]any
+
+func (p props) str(k string) string { s, _ := p[k].(string); return s }
+func (p props) bool(k string) bool  { b, _ := p[k].(bool); return b }
+
+func (p props) int(k string) int64 {
+	switch v := p[k].(type) {
+	case aztables.EDMInt64:
+		return int64(v)
+	case int32:
+		return int64(v)
+	case float64:
+		return int64(v)
+	}
+	return 0
+}
+
+func (p props) time(k string) time.Time {
+	if v, ok := p[k].(aztables.EDMDateTime); ok {
+		return time.Time(v).UTC()
+	}
+	return time.Time{}
+}
+
+func markerKey(version int64) string { return fmt.Sprintf("%s%019d", markerPrefix, version) }
+
+func seqKey(prefix string, seq int64) string { return fmt.Sprintf("%s%019d", prefix, seq) }
+
+func escape(s string) string { return strings.ReplaceAll(s, "'", "''") }
+
+// A failed entity-group transaction comes back as a 202 whose multipart body
+// holds the failing operation's response; the SDK leaves its code unparsed.
+var innerCode = regexp.MustCompile(`"code"\s*:\s*"([A-Za-z]+)"`)
+
+// tableCode returns the Table service error code of err, looking inside
+// failed transactions too.
+func tableCode(err error) aztables.TableErrorCode {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) {
+		return ""
+	}
+	if re.StatusCode != http.StatusAccepted || re.RawResponse == nil {
+		return aztables.TableErrorCode(re.ErrorCode)
+	}
+	body, _ := runtime.Payload(re.RawResponse)
+	if m := innerCode.FindSubmatch(body); m != nil {
+		return aztables.TableErrorCode(m[1])
+	}
+	return aztables.TableErrorCode(re.ErrorCode)
+}
+
+// classify: throttling, timeouts, server errors and network failures are
+// transient; any other response is a bug or a misconfiguration.
+func classify(err error, what string) error {
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		switch s := re.StatusCode; {
+		case s == http.StatusTooManyRequests, s == http.StatusRequestTimeout, s >= 500:
+			return fault.Wrap(fault.Unavailable, err, what)
+		case s == http.StatusForbidden, s == http.StatusUnauthorized:
+			return fault.Wrap(fault.Unavailable, err, what+": access denied (check the identity's Storage Table Data Contributor role)")
+		}
+		return fault.Wrap(fault.Internal, err, what)
+	}
+	return fault.Wrap(fault.Unavailable, err, what)
+}
