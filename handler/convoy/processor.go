@@ -40,10 +40,13 @@ func NewProcessor(store Store, opts ProcessorOptions) *Processor {
 	if opts.CacheSize <= 0 {
 		opts.CacheSize = 1000
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	clock := opts.Now
+	if clock == nil {
+		clock = time.Now
 	}
-	return &Processor{store: store, cache: newOrderCache(opts.CacheSize), retry: opts.Retry, now: opts.Now}
+	// Milliseconds: what every store keeps exactly.
+	now := func() time.Time { return clock().UTC().Truncate(time.Millisecond) }
+	return &Processor{store: store, cache: newOrderCache(opts.CacheSize), retry: opts.Retry, now: now}
 }
 
 // Result reports what one Process call did.
@@ -90,7 +93,7 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 			return err
 		}
 		var c Change
-		if err := o.Skip(seq, p.now().UTC(), &c); err != nil {
+		if err := o.Skip(seq, p.now(), &c); err != nil {
 			return fault.Wrap(fault.Conflict, err, "cannot skip")
 		}
 		res = Result{Outcomes: []Outcome{{Seq: seq, Disposition: Rejected, Reason: ReasonSkipped}}}
@@ -122,7 +125,7 @@ func (p *Processor) run(ctx context.Context, o *Order, msgs []Message) (Result, 
 		if err := p.makeRoom(ctx, o, &c, &res); err != nil {
 			return res, err
 		}
-		res.Outcomes = append(res.Outcomes, o.Receive(m, p.now().UTC(), &c))
+		res.Outcomes = append(res.Outcomes, o.Receive(m, p.now(), &c))
 		if err := p.drain(ctx, o, &c, &res); err != nil {
 			return res, err
 		}
@@ -135,7 +138,7 @@ func (p *Processor) drain(ctx context.Context, o *Order, c *Change, res *Result)
 		if err := p.makeRoom(ctx, o, c, res); err != nil {
 			return err
 		}
-		out, ok := o.DrainNext(p.now().UTC(), c)
+		out, ok := o.DrainNext(p.now(), c)
 		if !ok {
 			return nil
 		}

@@ -31,16 +31,16 @@ type wireHTTPRequest struct {
 func (r *Request) HTTPRequest(binding string) (HTTPRequest, error) {
 	raw, ok := lookup(r.Data, binding)
 	if !ok {
-		return HTTPRequest{}, fmt.Errorf("Data has no %q binding", binding)
+		return HTTPRequest{}, fmt.Errorf("no %q binding in Data", binding)
 	}
 	obj, err := DecodeObject(raw)
 	if err != nil {
-		return HTTPRequest{}, fmt.Errorf("Data.%s: %w", binding, err)
+		return HTTPRequest{}, fmt.Errorf("binding %s: %w", binding, err)
 	}
 	text, _ := json.Marshal(obj)
 	var w wireHTTPRequest
 	if err := json.Unmarshal(text, &w); err != nil {
-		return HTTPRequest{}, fmt.Errorf("Data.%s: %w", binding, err)
+		return HTTPRequest{}, fmt.Errorf("binding %s: %w", binding, err)
 	}
 	req := HTTPRequest{
 		URL:     w.URL,
@@ -51,18 +51,18 @@ func (r *Request) HTTPRequest(binding string) (HTTPRequest, error) {
 	}
 	for k, v := range w.Query {
 		if req.Query[k], err = DecodeString(v); err != nil {
-			return HTTPRequest{}, fmt.Errorf("Data.%s.Query.%s: %w", binding, k, err)
+			return HTTPRequest{}, fmt.Errorf("binding %s, Query %s: %w", binding, k, err)
 		}
 	}
 	for k, v := range w.Params {
 		if req.Params[k], err = DecodeString(v); err != nil {
-			return HTTPRequest{}, fmt.Errorf("Data.%s.Params.%s: %w", binding, k, err)
+			return HTTPRequest{}, fmt.Errorf("binding %s, Params %s: %w", binding, k, err)
 		}
 	}
 	for k, v := range w.Headers {
 		values, err := headerValues(v)
 		if err != nil {
-			return HTTPRequest{}, fmt.Errorf("Data.%s.Headers.%s: %w", binding, k, err)
+			return HTTPRequest{}, fmt.Errorf("binding %s, Headers %s: %w", binding, k, err)
 		}
 		for _, s := range values {
 			req.Headers.Add(k, s)
@@ -73,7 +73,7 @@ func (r *Request) HTTPRequest(binding string) (HTTPRequest, error) {
 		if w.Body[0] == '"' {
 			var s string
 			if err := json.Unmarshal(w.Body, &s); err != nil {
-				return HTTPRequest{}, fmt.Errorf("Data.%s.Body: %w", binding, err)
+				return HTTPRequest{}, fmt.Errorf("binding %s, Body: %w", binding, err)
 			}
 			req.Body = []byte(s)
 		} else {

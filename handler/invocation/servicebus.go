@@ -24,14 +24,14 @@ type Message struct {
 func (r *Request) ServiceBusMessages(binding string) ([]Message, error) {
 	raw, ok := lookup(r.Data, binding)
 	if !ok {
-		return nil, fmt.Errorf("Data has no %q binding", binding)
+		return nil, fmt.Errorf("no %q binding in Data", binding)
 	}
 	if _, batch := lookup(r.Metadata, "MessageIdArray"); batch {
 		return r.batch(raw)
 	}
 	body, err := DecodeString(raw)
 	if err != nil {
-		return nil, fmt.Errorf("Data.%s: %w", binding, err)
+		return nil, fmt.Errorf("binding %s: %w", binding, err)
 	}
 	m := Message{Body: []byte(body)}
 	if err := r.fillSingle(&m); err != nil {

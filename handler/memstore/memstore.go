@@ -18,10 +18,17 @@ import (
 type Store struct {
 	mu     sync.Mutex
 	orders map[string]*convoy.Order
-	// Fail, if set, is called before every operation; a non-nil error is
-	// returned instead of doing it (fault injection in tests).
+	// Fail, if set, is called before every operation ("load", "commit"); a
+	// non-nil error is returned instead of doing it (fault injection).
 	Fail func(op, orderID string) error
+	// LoseReply, if set, is called after every successful commit; true makes
+	// Commit report a transient error although the commit took place, as when
+	// the reply is lost or the process dies right after the write.
+	LoseReply func(orderID string) bool
 }
+
+// ErrReplyLost is what Commit returns when LoseReply fires.
+var ErrReplyLost = fault.Errorf(fault.Unavailable, "reply lost after the commit took place")
 
 var _ convoy.Store = (*Store)(nil)
 
@@ -85,6 +92,9 @@ func (s *Store) Commit(_ context.Context, o *convoy.Order, base int64, c *convoy
 	next.AppliedSeq, next.BlockedSince, next.UpdatedAt = o.AppliedSeq, o.BlockedSince, o.UpdatedAt
 	next.Version = base + 1
 	s.orders[o.ID] = next
+	if s.LoseReply != nil && s.LoseReply(o.ID) {
+		return ErrReplyLost
+	}
 	return nil
 }
 

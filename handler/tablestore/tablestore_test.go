@@ -1,20 +1,28 @@
 package tablestore_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/convoy-dev/convoy/handler/azuritetest"
+	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/convoy/storetest"
-	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
-var server *azurite.Server
+var server *azuritetest.Server
 
 func TestMain(m *testing.M) {
 	var err error
-	server, err = azurite.Start(azurite.Options{})
+	server, err = azuritetest.Start(azuritetest.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tablestore tests need Azurite:", err)
 		os.Exit(1)
@@ -26,4 +34,168 @@ func TestMain(m *testing.M) {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, tablestore.New(server.NewTable(t, nil)))
+}
+
+// countingTransport counts HTTP round trips to Table Storage.
+type countingTransport struct{ n atomic.Int64 }
+
+func (c *countingTransport) Do(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return http.DefaultClient.Do(r)
+}
+
+func msg(seq int64, op convoy.Op, txID string) convoy.Message {
+	tx := convoy.Transaction{OrderID: "o-1", Op: op, TxID: txID}
+	switch op {
+	case convoy.CreateOrder:
+		tx.Currency = "EUR"
+	case convoy.AddTransaction, convoy.ModifyTransaction:
+		amount := seq
+		tx.Amount = &amount
+	}
+	return convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L:%d", seq), Tx: tx}
+}
+
+// TestRoundTripBudget: in steady state one message costs one round trip in
+// single mode (the commit), and a contiguous batch one round trip in all.
+func TestRoundTripBudget(t *testing.T) {
+	ctx := context.Background()
+	var rt countingTransport
+	store := tablestore.New(server.NewTable(t, &rt))
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{})
+	if _, err := p.Process(ctx, "o-1", []convoy.Message{msg(1, convoy.CreateOrder, "")}); err != nil {
+		t.Fatal(err)
+	}
+	rt.n.Store(0)
+	const single = 20
+	for seq := int64(2); seq < 2+single; seq++ {
+		if _, err := p.Process(ctx, "o-1", []convoy.Message{msg(seq, convoy.AddTransaction, fmt.Sprintf("t-%d", seq))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := rt.n.Load(); got != single {
+		t.Fatalf("single mode: %d round trips for %d messages, want %d", got, single, single)
+	}
+	rt.n.Store(0)
+	var batch []convoy.Message
+	for seq := int64(2 + single); seq < 2+single+50; seq++ {
+		batch = append(batch, msg(seq, convoy.AddTransaction, fmt.Sprintf("t-%d", seq)))
+	}
+	batch = append(batch, batch[:10]...) // duplicates inside the batch cost nothing
+	if _, err := p.Process(ctx, "o-1", batch); err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.n.Load(); got != 1 {
+		t.Fatalf("batch mode: %d round trips for a contiguous batch of 50, want 1", got)
+	}
+	rt.n.Store(0)
+	if _, err := p.Process(ctx, "o-1", []convoy.Message{msg(5, convoy.AddTransaction, "t-5")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.n.Load(); got != 0 {
+		t.Fatalf("a duplicate cost %d round trips, want 0", got)
+	}
+}
+
+// TestConcurrentDuplicateInvocations: several instances (each with its own
+// cache) receive the same and adjacent messages of one order at once, as after
+// a lost session lock. Every effect happens exactly once.
+func TestConcurrentDuplicateInvocations(t *testing.T) {
+	ctx := context.Background()
+	store := &conflictCounter{Store: tablestore.New(server.NewTable(t, nil))}
+	const instances, n = 4, 30
+	procs := make([]*convoy.Processor, instances)
+	for i := range procs {
+		procs[i] = convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: fault.RetryPolicy{Initial: time.Millisecond, MaxElapsed: 30 * time.Second}})
+	}
+	msgs := []convoy.Message{msg(1, convoy.CreateOrder, "")}
+	for seq := int64(2); seq <= n; seq++ {
+		msgs = append(msgs, msg(seq, convoy.AddTransaction, fmt.Sprintf("t-%d", seq)))
+	}
+	var wg sync.WaitGroup
+	var failures atomic.Int64
+	start := make(chan struct{})
+	for i, p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			// Instance i sees every message, one at a time, starting at a
+			// different point, so they collide on the same and adjacent seqs.
+			for k := range msgs {
+				m := msgs[(k+i*7)%len(msgs)]
+				for {
+					_, err := p.Process(ctx, "o-1", []convoy.Message{m})
+					if err == nil {
+						break
+					}
+					if !fault.IsTransient(err) {
+						t.Errorf("instance %d seq %d: %v", i, m.Seq, err)
+						return
+					}
+					failures.Add(1) // the host would redeliver: so do we
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	o, err := store.Load(ctx, "o-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	for seq := int64(2); seq <= n; seq++ {
+		want += seq
+	}
+	if o.AppliedSeq != n || len(o.Transactions) != n-1 || o.Total() != want || len(o.Rejected) != 0 || len(o.Parked) != 0 {
+		t.Fatalf("after concurrent delivery: applied %d, %d transactions, total %d (want %d), %d rejected, %d parked",
+			o.AppliedSeq, len(o.Transactions), o.Total(), want, len(o.Rejected), len(o.Parked))
+	}
+	t.Logf("%d commits lost a race, %d invocations answered non-2xx; %d commits in all",
+		store.conflicts.Load(), failures.Load(), o.Version)
+}
+
+// TestStaleInstance: an instance whose cache is behind (another instance
+// applied messages since) must not re-apply: its commit conflicts, it reloads,
+// and the message turns out to be a duplicate.
+func TestStaleInstance(t *testing.T) {
+	ctx := context.Background()
+	store := &conflictCounter{Store: tablestore.New(server.NewTable(t, nil))}
+	a := convoy.NewProcessor(store, convoy.ProcessorOptions{})
+	b := convoy.NewProcessor(store, convoy.ProcessorOptions{})
+	if _, err := b.Process(ctx, "o-1", []convoy.Message{msg(1, convoy.CreateOrder, "")}); err != nil {
+		t.Fatal(err)
+	}
+	for seq := int64(2); seq <= 5; seq++ {
+		if _, err := a.Process(ctx, "o-1", []convoy.Message{msg(seq, convoy.AddTransaction, fmt.Sprintf("t-%d", seq))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// b still believes appliedSeq is 1: seq 2 looks new to it.
+	res, err := b.Process(ctx, "o-1", []convoy.Message{msg(2, convoy.AddTransaction, "t-2"), msg(6, convoy.AddTransaction, "t-6")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if store.conflicts.Load() != 1 || res.Outcomes[0].Disposition != convoy.Duplicate || res.Outcomes[1].Disposition != convoy.Applied {
+		t.Fatalf("conflicts %d, outcomes %+v; want 1 conflict, then duplicate and applied", store.conflicts.Load(), res.Outcomes)
+	}
+	o, _ := store.Load(ctx, "o-1")
+	if o.AppliedSeq != 6 || len(o.Transactions) != 5 || o.Total() != 2+3+4+5+6 {
+		t.Fatalf("state %+v", o.View())
+	}
+}
+
+// conflictCounter counts commits that lost a compare-and-swap.
+type conflictCounter struct {
+	convoy.Store
+	conflicts atomic.Int64
+}
+
+func (c *conflictCounter) Commit(ctx context.Context, o *convoy.Order, base int64, ch *convoy.Change) error {
+	err := c.Store.Commit(ctx, o, base, ch)
+	if errors.Is(err, convoy.ErrConflict) {
+		c.conflicts.Add(1)
+	}
+	return err
 }

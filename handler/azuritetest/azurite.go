@@ -1,7 +1,7 @@
-// Package azurite starts a real Azurite Table service for tests: on a free
+// Package azuritetest starts a real Azurite Table service for tests: on a free
 // loopback port, without telemetry, in memory or on disk. It never skips: a
 // missing Azurite is an error that says how to install it (make tools).
-package azurite
+package azuritetest
 
 import (
 	"bytes"

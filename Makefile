@@ -1,0 +1,77 @@
+# convoy — `make` alone lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+AZURITE_VERSION := 3.35.0
+STATICCHECK     := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+TOOLS           := $(CURDIR)/.tools
+AZURITE_TABLE   := $(TOOLS)/node_modules/.bin/azurite-table
+BINARY          := bin/convoy
+FUNCTIONS       := $(notdir $(wildcard functions/*))
+GO_SOURCES      := $(shell find . -name '*.go' -not -path './.tools/*') go.mod go.sum
+
+export AZURITE_TABLE
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: tools
+tools: $(AZURITE_TABLE) ## install project-local tools (Azurite from npm into .tools/)
+
+$(AZURITE_TABLE):
+	@mkdir -p $(TOOLS)
+	npm install --prefix $(TOOLS) --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION)
+	@touch $@
+
+.PHONY: build
+build: $(BINARY) ## build the handler: a static linux/amd64 binary in bin/
+
+$(BINARY): $(GO_SOURCES)
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags='-s -w' -o $@ .
+
+.PHONY: stage
+stage: $(BINARY) ## stage the function app in dist/ (what `func azure functionapp publish --custom` uploads)
+	rm -rf dist && mkdir -p dist
+	cp host.json $(BINARY) dist/
+	$(foreach f,$(FUNCTIONS),mkdir -p dist/$(f) && cp functions/$(f)/function.json dist/$(f)/ &&) true
+	printf 'local.settings.json\n.funcignore\n' > dist/.funcignore
+	@if [ -f local.settings.json ]; then cp local.settings.json dist/; fi
+	@echo "staged: $$(cd dist && find . -type f | sort | tr '\n' ' ')"
+
+.PHONY: test
+test: tools ## run every test (installs Azurite, starts and stops its own servers)
+	go mod download
+	go test -race -count=1 -timeout 9m ./...
+
+.PHONY: lint
+lint: ## gofmt, go vet, staticcheck
+	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './.tools/*')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet ./...
+	go run $(STATICCHECK) ./...
+
+.PHONY: start
+start: stage ## run the function app with Azure Functions Core Tools (`func start` in dist/)
+	@command -v func >/dev/null || { echo "Core Tools (func) is not installed: see README, 'Run with Core Tools'"; exit 1; }
+	@[ -f dist/local.settings.json ] || { echo "copy local.settings.json.example to local.settings.json first"; exit 1; }
+	cd dist && func start
+
+.PHONY: demo
+demo: ## run the whole pipeline locally (arrives with issue 5: local host and Service Bus emulation)
+	@echo "make demo arrives with issue 5 (local host and Service Bus emulation)"; exit 2
+
+.PHONY: bench
+bench: ## run the benchmarks (arrives with issues 3-5)
+	@echo "make bench arrives with the processor and publisher issues"; exit 2
+
+.PHONY: provision
+provision: ## provision Azure resources with Bicep (arrives with issue 6)
+	@echo "make provision arrives with issue 6 (Bicep)"; exit 2
+
+.PHONY: deploy
+deploy: ## build, stage and publish with func (arrives with issue 6)
+	@echo "make deploy arrives with issue 6 (Bicep, func publish)"; exit 2
+
+.PHONY: clean
+clean: ## remove build output (bin/, dist/)
+	rm -rf bin dist

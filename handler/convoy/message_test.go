@@ -1,0 +1,102 @@
+package convoy_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
+)
+
+func TestBodyRoundTrip(t *testing.T) {
+	tx := convoy.Transaction{OrderID: "o-1", Op: convoy.AddTransaction, TxID: "t-1", Amount: amt(-5), Data: json.RawMessage(`{"note":"x"}`)}
+	body, err := convoy.EncodeBody(tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(body, []byte(`{"transaction":{`)) {
+		t.Fatalf("body %s is not wrapped", body)
+	}
+	got, err := convoy.DecodeBody(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.OrderID != "o-1" || got.Op != tx.Op || *got.Amount != -5 || string(got.Data) != `{"note":"x"}` {
+		t.Fatalf("round trip gave %+v", got)
+	}
+}
+
+func TestDecodeBodyRejects(t *testing.T) {
+	for _, tc := range []struct{ body, field string }{
+		{`{"transaction":{"orderId":"o-1","op":"AddTransaction","txId":"t-1","amount":12.5}}`, "amount"},
+		{`{"transaction":{"orderId":"o-1","op":"AddTransaction","txId":"t-1"}}`, "amount"},
+		{`{"transaction":{"orderId":"o 1","op":"DeleteOrder"}}`, "orderId"},
+		{`{"transaction":{"orderId":"o-1","op":"Refund"}}`, "op"},
+		{`{"transaction":{"orderId":"o-1","op":"CreateOrder","currency":"eur"}}`, "currency"},
+		{`{"transaction":{"orderId":"o-1","op":"DeleteOrder","data":[1]}}`, "data"},
+		{`{"transaction":{"orderId":"o-1","op":"DeleteOrder","amout":1}}`, ""},         // typo: unknown field
+		{`{"transaction":{"orderId":"o-1","op":"DeleteOrder"},"SessionId":"o-9"}`, ""}, // would shadow metadata
+		{`{"transaction":{"orderId":"o-1","op":"DeleteOrder"}} {}`, ""},                // trailing data
+		{`{"orderId":"o-1","op":"DeleteOrder"}`, ""},                                   // not wrapped
+		{`{"transaction":null}`, ""},
+	} {
+		_, err := convoy.DecodeBody([]byte(tc.body))
+		if fault.CodeOf(err) != fault.Invalid {
+			t.Errorf("DecodeBody(%s) = %v, want an invalid-input error", tc.body, err)
+			continue
+		}
+		if tc.field != "" {
+			ps := fault.ProblemsOf(err)
+			if len(ps) == 0 || ps[0].Field != tc.field {
+				t.Errorf("DecodeBody(%s): problems %+v, want field %s", tc.body, ps, tc.field)
+			}
+		}
+	}
+}
+
+func TestValidateNamesEveryProblem(t *testing.T) {
+	ps := convoy.Transaction{OrderID: strings.Repeat("x", 101), Op: convoy.ModifyTransaction}.Validate(7)
+	fields := map[string]bool{}
+	for _, p := range ps {
+		if p.Index != 7 {
+			t.Errorf("problem %+v has index %d, want 7", p, p.Index)
+		}
+		fields[p.Field] = true
+	}
+	for _, f := range []string{"orderId", "txId", "amount"} {
+		if !fields[f] {
+			t.Errorf("no problem reported for %s: %+v", f, ps)
+		}
+	}
+}
+
+// FuzzDecodeBody: any body either decodes to a valid transaction that
+// re-encodes to the same transaction, or is an invalid-input error.
+func FuzzDecodeBody(f *testing.F) {
+	f.Add([]byte(`{"transaction":{"orderId":"o-1","op":"AddTransaction","txId":"t-1","amount":1250}}`))
+	f.Add([]byte(`{"transaction":{"orderId":"o-1","op":"CreateOrder","currency":"EUR","data":{"a":[1,2]}}}`))
+	f.Add([]byte(`{"transaction":{"orderId":"o-1","op":"DeleteOrder"}}`))
+	f.Add([]byte(`{"transaction":{"orderId":"o-1","op":"ModifyTransaction","txId":"t","amount":-9223372036854775808}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		tx, err := convoy.DecodeBody(body)
+		if err != nil {
+			if fault.CodeOf(err) != fault.Invalid {
+				t.Fatalf("error of class %s: %v", fault.CodeOf(err), err)
+			}
+			return
+		}
+		if ps := tx.Validate(0); len(ps) > 0 {
+			t.Fatalf("decoded an invalid transaction: %+v", ps)
+		}
+		again, err := convoy.EncodeBody(tx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx2, err := convoy.DecodeBody(again)
+		if err != nil || tx2.OrderID != tx.OrderID || tx2.Op != tx.Op || tx2.TxID != tx.TxID || (tx.Amount == nil) != (tx2.Amount == nil) {
+			t.Fatalf("re-encoded body %s decodes to %+v, %v", again, tx2, err)
+		}
+	})
+}

@@ -1,0 +1,161 @@
+package convoy_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+)
+
+var t0 = time.Date(2026, 11, 21, 10, 20, 30, 0, time.UTC)
+
+func amt(n int64) *int64 { return &n }
+
+func create(seq int64) convoy.Message {
+	return convoy.Message{Seq: seq, Tx: convoy.Transaction{OrderID: "o-1", Op: convoy.CreateOrder, Currency: "EUR"}}
+}
+func add(seq int64, tx string, n int64) convoy.Message {
+	return convoy.Message{Seq: seq, Tx: convoy.Transaction{OrderID: "o-1", Op: convoy.AddTransaction, TxID: tx, Amount: amt(n)}}
+}
+func modify(seq int64, tx string, n int64) convoy.Message {
+	return convoy.Message{Seq: seq, Tx: convoy.Transaction{OrderID: "o-1", Op: convoy.ModifyTransaction, TxID: tx, Amount: amt(n)}}
+}
+func del(seq int64) convoy.Message {
+	return convoy.Message{Seq: seq, Tx: convoy.Transaction{OrderID: "o-1", Op: convoy.DeleteOrder}}
+}
+func last(m convoy.Message) convoy.Message { m.Last = true; return m }
+
+// receiveAll feeds msgs through the sequence rules, draining after each.
+func receiveAll(o *convoy.Order, msgs ...convoy.Message) []convoy.Outcome {
+	var outs []convoy.Outcome
+	var c convoy.Change
+	for _, m := range msgs {
+		outs = append(outs, o.Receive(m, t0, &c))
+		for {
+			out, ok := o.DrainNext(t0, &c)
+			if !ok {
+				break
+			}
+			outs = append(outs, out)
+		}
+	}
+	return outs
+}
+
+func TestFold(t *testing.T) {
+	tests := []struct {
+		name         string
+		msgs         []convoy.Message
+		status       convoy.Status
+		total        int64
+		complete     bool
+		rejected     map[int64]string // seq → part of the reason
+		dispositions string
+	}{
+		{"contract example", []convoy.Message{create(1), add(2, "t-1", 1250), modify(3, "t-1", 1200)},
+			convoy.StatusOpen, 1200, false, nil, "applied applied applied"},
+		{"add before create", []convoy.Message{add(1, "t-1", 5), create(2)},
+			convoy.StatusOpen, 0, false, map[int64]string{1: "not open"}, "rejected applied"},
+		{"duplicate txId", []convoy.Message{create(1), add(2, "t-1", 5), add(3, "t-1", 7)},
+			convoy.StatusOpen, 5, false, map[int64]string{3: "already exists"}, "applied applied rejected"},
+		{"modify unknown", []convoy.Message{create(1), modify(2, "t-9", 5)},
+			convoy.StatusOpen, 0, false, map[int64]string{2: "does not exist"}, "applied rejected"},
+		{"create twice", []convoy.Message{create(1), create(2)},
+			convoy.StatusOpen, 0, false, map[int64]string{2: "already created"}, "applied rejected"},
+		{"after delete", []convoy.Message{create(1), add(2, "t-1", 5), del(3), add(4, "t-2", 1), del(5)},
+			convoy.StatusDeleted, 5, false, map[int64]string{4: "not open", 5: "not open"}, "applied applied applied rejected rejected"},
+		{"last ends the sequence", []convoy.Message{create(1), last(add(2, "t-1", 5)), add(3, "t-2", 1)},
+			convoy.StatusOpen, 5, true, map[int64]string{3: convoy.ReasonSequenceComplete}, "applied applied rejected"},
+		{"rejected last still completes", []convoy.Message{create(1), last(modify(2, "t-1", 5))},
+			convoy.StatusOpen, 0, true, map[int64]string{2: "does not exist"}, "applied rejected"},
+		{"negative amounts", []convoy.Message{create(1), add(2, "t-1", -300), add(3, "t-2", 100)},
+			convoy.StatusOpen, -200, false, nil, "applied applied applied"},
+		{"duplicates and early arrivals", []convoy.Message{add(3, "t-1", 5), create(1), add(3, "t-1", 5), create(1), add(2, "t-0", 1), add(2, "t-0", 1)},
+			convoy.StatusOpen, 6, false, nil, "parked applied duplicate duplicate applied applied duplicate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := convoy.NewOrder("o-1")
+			outs := receiveAll(o, tt.msgs...)
+			var disp []string
+			for _, out := range outs {
+				disp = append(disp, string(out.Disposition))
+			}
+			if got := strings.Join(disp, " "); got != tt.dispositions {
+				t.Errorf("dispositions %q, want %q", got, tt.dispositions)
+			}
+			if o.Status != tt.status || o.Total() != tt.total || o.Complete != tt.complete {
+				t.Errorf("status %s total %d complete %v; want %s %d %v", o.Status, o.Total(), o.Complete, tt.status, tt.total, tt.complete)
+			}
+			if len(o.Rejected) != len(tt.rejected) {
+				t.Fatalf("rejected %+v, want seqs %v", o.Rejected, tt.rejected)
+			}
+			for _, r := range o.Rejected {
+				if want, ok := tt.rejected[r.Seq]; !ok || !strings.Contains(r.Reason, want) {
+					t.Errorf("rejection %+v, want reason containing %q", r, want)
+				}
+			}
+		})
+	}
+}
+
+func TestParkedDrainInOrder(t *testing.T) {
+	o := convoy.NewOrder("o-1")
+	receiveAll(o, add(4, "t-3", 3), add(2, "t-1", 1), add(3, "t-2", 2))
+	if len(o.Parked) != 3 || o.MissingSeq() != 1 || !o.BlockedSince.Equal(t0) {
+		t.Fatalf("after three early messages: parked %d missing %d blockedSince %v", len(o.Parked), o.MissingSeq(), o.BlockedSince)
+	}
+	outs := receiveAll(o, create(1))
+	var seqs []int64
+	for _, out := range outs {
+		seqs = append(seqs, out.Seq)
+	}
+	if len(seqs) != 4 || seqs[0] != 1 || seqs[1] != 2 || seqs[2] != 3 || seqs[3] != 4 || !outs[3].Drained {
+		t.Fatalf("drain order %v (%+v), want 1 2 3 4", seqs, outs)
+	}
+	if len(o.Parked) != 0 || !o.BlockedSince.IsZero() || o.AppliedSeq != 4 {
+		t.Fatalf("after drain: %+v", o)
+	}
+	if o.Transactions[0].TxID != "t-1" || o.Transactions[2].TxID != "t-3" {
+		t.Fatalf("transactions not in application order: %+v", o.Transactions)
+	}
+}
+
+func TestSkip(t *testing.T) {
+	o := convoy.NewOrder("o-1")
+	receiveAll(o, create(1), add(3, "t-2", 2), add(4, "t-3", 3))
+	var c convoy.Change
+	if err := o.Skip(3, t0, &c); err == nil {
+		t.Fatal("skipping a parked seq succeeded")
+	}
+	if err := o.Skip(2, t0, &c); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, ok := o.DrainNext(t0, &c); !ok {
+			break
+		}
+	}
+	if o.AppliedSeq != 4 || o.Total() != 5 || len(o.Rejected) != 1 || o.Rejected[0].Reason != convoy.ReasonSkipped {
+		t.Fatalf("after skip: %+v", o)
+	}
+	if err := o.Skip(5, t0, &c); err == nil {
+		t.Fatal("skipping when nothing is parked succeeded")
+	}
+}
+
+func TestView(t *testing.T) {
+	o := convoy.NewOrder("o-1")
+	receiveAll(o, create(1), add(2, "t-1", 1250), modify(3, "t-1", 1200), modify(4, "t-2", 1), add(6, "t-3", 1))
+	v := o.View()
+	if v.OrderID != "o-1" || v.Status != "open" || v.Currency != "EUR" || v.AppliedSeq != 4 || v.Parked != 1 ||
+		v.MissingSeq != 5 || v.Total != 1200 || len(v.Transactions) != 1 || len(v.Rejected) != 1 ||
+		v.UpdatedAt != "2026-11-21T10:20:30Z" || v.BlockedSince != "2026-11-21T10:20:30Z" {
+		t.Fatalf("view %+v", v)
+	}
+	empty := convoy.NewOrder("o-2").View()
+	if empty.Transactions == nil || empty.Rejected == nil {
+		t.Fatal("empty lists must encode as [] not null")
+	}
+}

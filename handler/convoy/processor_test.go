@@ -1,0 +1,237 @@
+package convoy_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/memstore"
+)
+
+// randomOrder returns the messages of one order, seq 1..n: mostly valid
+// transactions, with business violations mixed in.
+func randomOrder(r *rand.Rand, id string) []convoy.Message {
+	n := 1 + r.IntN(25)
+	var msgs []convoy.Message
+	var txIDs []string
+	for seq := int64(1); seq <= int64(n); seq++ {
+		tx := convoy.Transaction{OrderID: id}
+		switch k := r.IntN(20); {
+		case seq == 1 && k < 17, k == 0: // create first (or, rarely, again)
+			tx.Op, tx.Currency = convoy.CreateOrder, []string{"EUR", "USD"}[r.IntN(2)]
+		case k < 11 || len(txIDs) == 0:
+			tx.Op, tx.TxID, tx.Amount = convoy.AddTransaction, fmt.Sprintf("t-%d", r.IntN(int(seq)+1)), amt(r.Int64N(2001)-1000)
+			txIDs = append(txIDs, tx.TxID)
+		case k < 18:
+			tx.Op, tx.Amount = convoy.ModifyTransaction, amt(r.Int64N(2001)-1000)
+			tx.TxID = txIDs[r.IntN(len(txIDs))]
+			if r.IntN(6) == 0 {
+				tx.TxID = "t-unknown"
+			}
+		default:
+			tx.Op = convoy.DeleteOrder
+		}
+		msgs = append(msgs, convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L:%s:%d", id, seq), Tx: tx})
+	}
+	if r.IntN(3) == 0 { // end the sequence somewhere, maybe before the end
+		msgs[r.IntN(n)].Last = true
+	}
+	return msgs
+}
+
+// expected is the straightforward fold of msgs in seq order, written
+// independently of Order.apply.
+type expected struct {
+	Status   convoy.Status
+	Currency string
+	Complete bool
+	Txs      []convoy.TxEntry
+	Rejected []int64
+}
+
+func fold(msgs []convoy.Message) expected {
+	e := expected{Status: convoy.StatusNew}
+	for _, m := range msgs {
+		t, ok := m.Tx, true
+		pos := -1
+		for i, x := range e.Txs {
+			if x.TxID == t.TxID {
+				pos = i
+			}
+		}
+		switch {
+		case e.Complete:
+			ok = false
+		case t.Op == convoy.CreateOrder:
+			ok = e.Status == convoy.StatusNew
+			if ok {
+				e.Status, e.Currency = convoy.StatusOpen, t.Currency
+			}
+		case e.Status != convoy.StatusOpen:
+			ok = false
+		case t.Op == convoy.AddTransaction:
+			ok = pos < 0
+			if ok {
+				e.Txs = append(e.Txs, convoy.TxEntry{TxID: t.TxID, Amount: *t.Amount})
+			}
+		case t.Op == convoy.ModifyTransaction:
+			ok = pos >= 0
+			if ok {
+				e.Txs[pos].Amount = *t.Amount
+			}
+		case t.Op == convoy.DeleteOrder:
+			e.Status = convoy.StatusDeleted
+		}
+		if !ok {
+			e.Rejected = append(e.Rejected, m.Seq)
+		}
+		if m.Last {
+			e.Complete = true
+		}
+	}
+	return e
+}
+
+func observed(o *convoy.Order) expected {
+	e := expected{Status: o.Status, Currency: o.Currency, Complete: o.Complete, Txs: o.Transactions}
+	for _, r := range o.Rejected {
+		e.Rejected = append(e.Rejected, r.Seq)
+	}
+	return e
+}
+
+// delivery is one invocation: one message or a batch of one order's messages.
+type delivery struct {
+	order string
+	msgs  []convoy.Message
+}
+
+// TestProcessorProperty: whatever the delivery (duplicates, any order,
+// batches, failures before a commit, failures after one, two instances with
+// their own caches), every order ends in the state of its fold.
+func TestProcessorProperty(t *testing.T) {
+	seeds := 300
+	if testing.Short() {
+		seeds = 30
+	}
+	for seed := range uint64(seeds) {
+		r := rand.New(rand.NewPCG(seed, 42))
+		store := memstore.New()
+		store.Fail = func(string, string) error {
+			if r.IntN(10) == 0 {
+				return fault.Errorf(fault.Unavailable, "injected outage")
+			}
+			return nil
+		}
+		store.LoseReply = func(string) bool { return r.IntN(10) == 0 }
+		// No retries inside the invocation: every failure becomes a redelivery.
+		opts := convoy.ProcessorOptions{Retry: fault.RetryPolicy{MaxElapsed: time.Nanosecond}, CacheSize: 2 + r.IntN(4)}
+		instances := []*convoy.Processor{convoy.NewProcessor(store, opts), convoy.NewProcessor(store, opts)}
+
+		orders := map[string][]convoy.Message{}
+		var queue []delivery
+		for i := range 1 + r.IntN(8) {
+			id := fmt.Sprintf("o-%d", i)
+			orders[id] = randomOrder(r, id)
+			var msgs []convoy.Message
+			for _, m := range orders[id] {
+				msgs = append(msgs, m)
+				for r.IntN(5) == 0 { // duplicates
+					msgs = append(msgs, m)
+				}
+			}
+			r.Shuffle(len(msgs), func(a, b int) { msgs[a], msgs[b] = msgs[b], msgs[a] })
+			for len(msgs) > 0 { // single messages and batches
+				k := 1
+				if r.IntN(3) == 0 {
+					k = 1 + r.IntN(len(msgs))
+				}
+				queue = append(queue, delivery{id, msgs[:k]})
+				msgs = msgs[k:]
+			}
+		}
+		r.Shuffle(len(queue), func(a, b int) { queue[a], queue[b] = queue[b], queue[a] })
+
+		for steps := 0; len(queue) > 0; steps++ {
+			if steps > 100_000 {
+				t.Fatalf("seed %d: deliveries never settled", seed)
+			}
+			d := queue[0]
+			queue = queue[1:]
+			p := instances[r.IntN(len(instances))]
+			if _, err := p.Process(context.Background(), d.order, d.msgs); err != nil {
+				if !fault.IsTransient(err) {
+					t.Fatalf("seed %d: permanent error %v", seed, err)
+				}
+				queue = append(queue, d) // abandoned: delivered again later
+			}
+		}
+
+		store.Fail, store.LoseReply = nil, nil
+		for id, msgs := range orders {
+			o, err := store.Load(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, got := fold(msgs), observed(o)
+			if len(want.Txs) == 0 {
+				want.Txs = nil
+			}
+			if len(got.Txs) == 0 {
+				got.Txs = nil
+			}
+			if !reflect.DeepEqual(got, want) || o.AppliedSeq != int64(len(msgs)) || len(o.Parked) != 0 {
+				t.Fatalf("seed %d, order %s: appliedSeq %d of %d, parked %d\n got %+v\nwant %+v",
+					seed, id, o.AppliedSeq, len(msgs), len(o.Parked), got, want)
+			}
+		}
+	}
+}
+
+// TestLongDrainCommitsInSteps: a gap filled behind more parked messages than
+// one commit can hold drains completely, in several atomic commits.
+func TestLongDrainCommitsInSteps(t *testing.T) {
+	store := memstore.New()
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{})
+	ctx := context.Background()
+	const n = 350
+	for seq := int64(n); seq >= 2; seq-- {
+		if _, err := p.Process(ctx, "o-1", []convoy.Message{add(seq, fmt.Sprintf("t-%d", seq), 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := p.Process(ctx, "o-1", []convoy.Message{create(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Outcomes) != n || res.Commits < 2*n/convoy.MaxChangeRecords {
+		t.Fatalf("%d outcomes in %d commits; want %d outcomes in several commits", len(res.Outcomes), res.Commits, n)
+	}
+	o, _ := store.Load(ctx, "o-1")
+	if o.AppliedSeq != n || len(o.Parked) != 0 || o.Total() != n-1 {
+		t.Fatalf("after drain: applied %d parked %d total %d", o.AppliedSeq, len(o.Parked), o.Total())
+	}
+}
+
+// TestRetryInsideInvocation: a brief outage is ridden out within one call.
+func TestRetryInsideInvocation(t *testing.T) {
+	store := memstore.New()
+	failures := 3
+	store.Fail = func(op, _ string) error {
+		if op == "commit" && failures > 0 {
+			failures--
+			return fault.Errorf(fault.Unavailable, "injected outage")
+		}
+		return nil
+	}
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: fault.RetryPolicy{Initial: time.Millisecond, MaxElapsed: 5 * time.Second}})
+	res, err := p.Process(context.Background(), "o-1", []convoy.Message{create(1)})
+	if err != nil || res.Outcomes[0].Disposition != convoy.Applied || failures != 0 {
+		t.Fatalf("outcome %+v, err %v, failures left %d", res.Outcomes, err, failures)
+	}
+}

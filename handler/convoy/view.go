@@ -1,0 +1,45 @@
+package convoy
+
+import "time"
+
+// View is an order's state as OrderStatus returns it (CONTRACT.md).
+type View struct {
+	OrderID      string          `json:"orderId"`
+	Status       Status          `json:"status"`
+	Complete     bool            `json:"complete"`
+	Currency     string          `json:"currency"`
+	AppliedSeq   int64           `json:"appliedSeq"`
+	Parked       int             `json:"parked"`
+	MissingSeq   int64           `json:"missingSeq,omitempty"`
+	BlockedSince string          `json:"blockedSince,omitempty"`
+	Transactions []TxEntry       `json:"transactions"`
+	Total        int64           `json:"total"`
+	Rejected     []RejectionView `json:"rejected"`
+	UpdatedAt    string          `json:"updatedAt"`
+}
+
+// RejectionView is one rejected transaction in a View.
+type RejectionView struct {
+	Seq    int64  `json:"seq"`
+	Op     Op     `json:"op"`
+	TxID   string `json:"txId,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// View returns o as OrderStatus shows it.
+func (o *Order) View() View {
+	v := View{
+		OrderID: o.ID, Status: o.Status, Complete: o.Complete, Currency: o.Currency, AppliedSeq: o.AppliedSeq,
+		Parked: len(o.Parked), MissingSeq: o.MissingSeq(), Transactions: append([]TxEntry{}, o.Transactions...),
+		Total: o.Total(), Rejected: make([]RejectionView, 0, len(o.Rejected)), UpdatedAt: timestamp(o.UpdatedAt),
+	}
+	if !o.BlockedSince.IsZero() {
+		v.BlockedSince = timestamp(o.BlockedSince)
+	}
+	for _, r := range o.Rejected {
+		v.Rejected = append(v.Rejected, RejectionView(r))
+	}
+	return v
+}
+
+func timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -1,0 +1,93 @@
+package handler
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/invocation"
+)
+
+// httpRequest is what an HTTP function sees, however the host delivered it.
+type httpRequest struct {
+	Method string
+	Params map[string]string // route parameters
+	Query  url.Values
+	Header http.Header
+	Body   []byte
+}
+
+// httpFunc serves one HTTP function: a status and a JSON-encodable body, or
+// an error mapped by statusOf.
+type httpFunc func(ctx context.Context, r httpRequest) (status int, body any, err error)
+
+// httpFunction registers fn twice: at POST /<name> for the host's envelope
+// (Data.req in, Outputs.res out) and at its /api route for request forwarding.
+func (s *server) httpFunction(e *echo.Echo, name, method, route string, fn httpFunc) {
+	e.Add(method, route, func(ec echo.Context) error {
+		r := httpRequest{Method: method, Params: map[string]string{}, Query: ec.QueryParams(), Header: ec.Request().Header}
+		for _, p := range ec.ParamNames() {
+			r.Params[p] = ec.Param(p)
+		}
+		var err error
+		if method != http.MethodGet {
+			if r.Body, err = s.readBody(ec); err != nil {
+				return err
+			}
+		}
+		status, body, err := fn(ec.Request().Context(), r)
+		if err != nil {
+			return err // handleError
+		}
+		return ec.JSON(status, body)
+	})
+	e.POST("/"+name, s.invocation(name, func(ctx context.Context, c *call) (map[string]any, error) {
+		req, err := c.req.HTTPRequest("req")
+		if err != nil {
+			return nil, fault.Wrap(fault.Invalid, err, "unreadable HTTP trigger payload")
+		}
+		r := httpRequest{Method: req.Method, Params: map[string]string{}, Query: url.Values{}, Header: req.Headers, Body: req.Body}
+		for _, p := range routeParams(route) {
+			r.Params[p] = c.req.Param(req, p)
+		}
+		for k, v := range req.Query {
+			r.Query.Set(k, v)
+		}
+		status, body, err := fn(ctx, r)
+		if err != nil {
+			status, body = errorResponse(err)
+		}
+		text, err := json.Marshal(body)
+		if err != nil {
+			return nil, fault.Wrap(fault.Internal, err, "encode response")
+		}
+		res := invocation.HTTPResponse{StatusCode: status, Body: string(text), Headers: map[string]string{"Content-Type": "application/json"}}
+		return map[string]any{"res": res}, nil
+	}))
+}
+
+// routeParams lists the :names in an echo route.
+func routeParams(route string) []string {
+	var names []string
+	for i := 0; i < len(route); i++ {
+		if route[i] == ':' {
+			j := i + 1
+			for j < len(route) && route[j] != '/' {
+				j++
+			}
+			names = append(names, route[i+1:j])
+			i = j
+		}
+	}
+	return names
+}
+
+func notImplementedHTTP(what string) httpFunc {
+	return func(context.Context, httpRequest) (int, any, error) {
+		return 0, nil, fault.Errorf(fault.Unavailable, "%s is not implemented yet", what)
+	}
+}

@@ -1,0 +1,79 @@
+package handler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/invocation"
+)
+
+// call is one invocation being handled: its payload, its logger (function,
+// invocation id, then whatever the function adds) and the lines that go back
+// to the host in Logs.
+type call struct {
+	req  *invocation.Request
+	log  *slog.Logger
+	logs []string
+}
+
+// outcome logs one line of the invocation's outcome and returns it to the host
+// in Logs too (the host writes successful calls' Logs to the function's log).
+func (c *call) outcome(level slog.Level, msg string, attrs ...any) {
+	c.log.Log(context.Background(), level, msg, attrs...)
+	line := msg
+	for i := 0; i+1 < len(attrs); i += 2 {
+		line += fmt.Sprintf(" %v=%v", attrs[i], attrs[i+1])
+	}
+	c.logs = append(c.logs, line)
+}
+
+// invocationFunc handles one decoded invocation; its Outputs and ReturnValue
+// are returned, an error fails the invocation.
+type invocationFunc func(ctx context.Context, c *call) (outputs map[string]any, err error)
+
+// invocation adapts fn to POST /<name>: it decodes the envelope and answers
+// as the host requires (application/json; non-2xx fails the invocation, so
+// Service Bus abandons the message and redelivers it).
+func (s *server) invocation(name string, fn invocationFunc) echo.HandlerFunc {
+	return func(ec echo.Context) error {
+		r := ec.Request()
+		c := &call{log: s.Logger.With("function", name, "invocationId", r.Header.Get("X-Azure-Functions-InvocationId"))}
+		outputs, err := s.decodeAndRun(ec, c, fn)
+		if err != nil {
+			status, body := errorResponse(err)
+			if status < 500 {
+				// The host only tells success from failure; an invocation that
+				// fails must not look like a success whatever the cause.
+				status = http.StatusInternalServerError
+			}
+			c.log.Error("invocation failed", "class", string(fault.CodeOf(err)), "error", err)
+			return ec.JSON(status, invocation.Response{Outputs: map[string]any{}, Logs: c.logs, Error: body.Error})
+		}
+		if outputs == nil {
+			outputs = map[string]any{}
+		}
+		return ec.JSON(http.StatusOK, invocation.Response{Outputs: outputs, Logs: c.logs})
+	}
+}
+
+func (s *server) decodeAndRun(ec echo.Context, c *call, fn invocationFunc) (map[string]any, error) {
+	body, err := s.readBody(ec)
+	if err != nil {
+		return nil, err
+	}
+	if c.req, err = invocation.Parse(body); err != nil {
+		return nil, fault.Wrap(fault.Invalid, err, "unreadable invocation")
+	}
+	return fn(ec.Request().Context(), c)
+}
+
+func notImplementedQueue(what string) invocationFunc {
+	return func(context.Context, *call) (map[string]any, error) {
+		return nil, fault.Errorf(fault.Unavailable, "%s is not implemented yet", what)
+	}
+}

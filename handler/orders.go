@@ -1,0 +1,125 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/invocation"
+)
+
+// processOrders is OrderProcessor: one message ("cardinality": "one") or a
+// batch of one session's messages in order ("cardinality": "many").
+//
+// Success means every message was applied, rejected, parked or found to be a
+// duplicate, durably. A message that cannot be read fails the invocation
+// after the readable ones are processed, so Service Bus redelivers it and in
+// the end dead-letters it; the order then waits (parked) behind its seq.
+func (s *server) processOrders(ctx context.Context, c *call) (map[string]any, error) {
+	raw, err := c.req.ServiceBusMessages("message")
+	if err != nil {
+		return nil, fault.Wrap(fault.Invalid, err, "unreadable Service Bus trigger payload")
+	}
+	var unreadable []error
+	var order []string // sessions in order of first appearance
+	bySession := map[string][]convoy.Message{}
+	for i, m := range raw {
+		log := c.log.With("sessionId", m.SessionID, "messageId", m.MessageID, "deliveryCount", m.DeliveryCount)
+		msg, err := orderMessage(m)
+		if err != nil {
+			c.outcome(slog.LevelWarn, "unreadable message", "index", i, "sessionId", m.SessionID, "messageId", m.MessageID, "error", err)
+			log.Debug("unreadable message body", "body", string(m.Body))
+			unreadable = append(unreadable, err)
+			continue
+		}
+		if _, ok := bySession[m.SessionID]; !ok {
+			order = append(order, m.SessionID)
+		}
+		bySession[m.SessionID] = append(bySession[m.SessionID], msg)
+	}
+	var failed []error
+	for _, orderID := range order {
+		msgs := bySession[orderID]
+		res, err := s.Processor.Process(ctx, orderID, msgs)
+		if err != nil {
+			failed = append(failed, fmt.Errorf("order %q: %w", orderID, err))
+			continue
+		}
+		ids := map[int64]string{}
+		for _, m := range msgs {
+			ids[m.Seq] = m.MessageID
+		}
+		for _, out := range res.Outcomes {
+			attrs := []any{"sessionId", orderID, "seq", out.Seq, "messageId", ids[out.Seq], "outcome", string(out.Disposition)}
+			if out.Reason != "" {
+				attrs = append(attrs, "reason", out.Reason)
+			}
+			if out.Drained {
+				attrs = append(attrs, "drained", true)
+			}
+			c.outcome(slog.LevelInfo, "order message", attrs...)
+		}
+		if res.Order != nil && len(res.Order.Parked) > 0 {
+			c.outcome(slog.LevelWarn, "order blocked", "sessionId", orderID, "missingSeq", res.Order.MissingSeq(),
+				"parked", len(res.Order.Parked), "appliedSeq", res.Order.AppliedSeq)
+		}
+	}
+	if err := errors.Join(failed...); err != nil {
+		return nil, err
+	}
+	if len(unreadable) > 0 {
+		return nil, fault.Wrap(fault.Invalid, errors.Join(unreadable...), fmt.Sprintf("%d unreadable message(s)", len(unreadable)))
+	}
+	return nil, nil
+}
+
+// orderMessage reads a Service Bus message as an order message: SessionId is
+// the order id, application properties seq (≥ 1) and last, the body
+// {"transaction": {…}} for the same order.
+func orderMessage(m invocation.Message) (convoy.Message, error) {
+	if why := convoy.CheckID(m.SessionID); why != "" {
+		return convoy.Message{}, fmt.Errorf("SessionId %s", why)
+	}
+	rawSeq, ok := m.ApplicationProperties[convoy.PropSeq]
+	if !ok {
+		return convoy.Message{}, errors.New("application property seq is missing")
+	}
+	seq, err := invocation.DecodeInt(rawSeq)
+	if err != nil || seq < 1 {
+		return convoy.Message{}, fmt.Errorf("application property seq %s is not an integer ≥ 1", string(rawSeq))
+	}
+	var last bool
+	if rawLast, ok := m.ApplicationProperties[convoy.PropLast]; ok {
+		if last, err = invocation.DecodeBool(rawLast); err != nil {
+			return convoy.Message{}, fmt.Errorf("application property last: %w", err)
+		}
+	}
+	tx, err := convoy.DecodeBody(m.Body)
+	if err != nil {
+		return convoy.Message{}, err
+	}
+	if tx.OrderID != m.SessionID {
+		return convoy.Message{}, fmt.Errorf("body orderId %q differs from SessionId %q", tx.OrderID, m.SessionID)
+	}
+	return convoy.Message{Seq: seq, Last: last, MessageID: m.MessageID, Tx: tx}, nil
+}
+
+// orderStatus is OrderStatus: GET /api/orders/{orderId}.
+func (s *server) orderStatus(ctx context.Context, r httpRequest) (int, any, error) {
+	id := r.Params["orderId"]
+	if why := convoy.CheckID(id); why != "" {
+		return 0, nil, &fault.Error{Code: fault.Invalid, Message: "orderId " + why}
+	}
+	o, err := s.Orders.Load(ctx, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	if o.Version == 0 {
+		return 0, nil, fault.Errorf(fault.NotFound, "order %q has no state", id)
+	}
+	return http.StatusOK, o.View(), nil
+}

@@ -1,0 +1,156 @@
+// Package handler is the Azure Functions custom handler: an echo server with
+// one route per function (the route is the function's folder name under
+// functions/), which turns host invocations into domain calls and domain
+// errors into host outcomes.
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
+)
+
+// Function names: folder names under functions/, and so invocation routes.
+const (
+	FnLedgerIngest   = "LedgerIngest"
+	FnLedgerUpload   = "LedgerUpload"
+	FnOrderProcessor = "OrderProcessor"
+	FnOrderStatus    = "OrderStatus"
+)
+
+// OrderProcessor applies order messages (convoy.Processor).
+type OrderProcessor interface {
+	Process(ctx context.Context, orderID string, msgs []convoy.Message) (convoy.Result, error)
+}
+
+// OrderReader reads an order's stored state (convoy.Store).
+type OrderReader interface {
+	Load(ctx context.Context, orderID string) (*convoy.Order, error)
+}
+
+// Deps are what the server needs; Logger and MaxRequestBytes have defaults.
+type Deps struct {
+	Processor       OrderProcessor
+	Orders          OrderReader
+	Logger          *slog.Logger
+	MaxRequestBytes int64 // default 64 MiB
+}
+
+type server struct {
+	Deps
+}
+
+// New returns the echo server of the custom handler.
+func New(d Deps) *echo.Echo {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.MaxRequestBytes <= 0 {
+		d.MaxRequestBytes = 64 << 20
+	}
+	s := &server{Deps: d}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
+		DisablePrintStack: true,
+		// A panic fails that invocation only: log it and let handleError answer 500.
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			s.Logger.Error("panic in invocation", "path", c.Path(), "error", err, "stack", string(stack))
+			return fault.Wrap(fault.Internal, err, "the handler failed")
+		},
+	}))
+	e.Use(s.limitBody)
+
+	// The host's readiness probe: any response will do; answer JSON anyway.
+	e.GET("/", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ready"}) })
+
+	e.POST("/"+FnOrderProcessor, s.invocation(FnOrderProcessor, s.processOrders))
+	e.POST("/"+FnLedgerIngest, s.invocation(FnLedgerIngest, notImplementedQueue("ledger publishing")))
+
+	// HTTP functions: invoked as POST /<Name> with an envelope, or, with
+	// enableForwardingHttpRequest, forwarded as the original request.
+	s.httpFunction(e, FnOrderStatus, http.MethodGet, "/api/orders/:orderId", s.orderStatus)
+	s.httpFunction(e, FnLedgerUpload, http.MethodPost, "/api/ledgers", notImplementedHTTP("ledger upload"))
+	return e
+}
+
+// limitBody bounds every request body; reading past it is a TooLarge fault.
+func (s *server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.ContentLength > s.MaxRequestBytes {
+			return tooLarge(s.MaxRequestBytes)
+		}
+		r.Body = http.MaxBytesReader(c.Response(), r.Body, s.MaxRequestBytes)
+		return next(c)
+	}
+}
+
+func tooLarge(limit int64) error {
+	return fault.Errorf(fault.TooLarge, "request body is larger than %d bytes (setting MaxRequestBytes)", limit)
+}
+
+// readBody reads the request body, classifying an over-limit body.
+func (s *server) readBody(c echo.Context) ([]byte, error) {
+	body, err := io.ReadAll(c.Request().Body)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, tooLarge(tooBig.Limit)
+	case err != nil:
+		return nil, fault.Wrap(fault.Invalid, err, "cannot read request body")
+	}
+	return body, nil
+}
+
+// statusOf is the one table from error class to HTTP status.
+var statusOf = map[fault.Code]int{
+	fault.Invalid:     http.StatusBadRequest,
+	fault.NotFound:    http.StatusNotFound,
+	fault.Conflict:    http.StatusConflict,
+	fault.TooLarge:    http.StatusRequestEntityTooLarge,
+	fault.Unavailable: http.StatusServiceUnavailable,
+	fault.Internal:    http.StatusInternalServerError,
+}
+
+// ErrorBody is the JSON of every HTTP error response (CONTRACT.md).
+type ErrorBody struct {
+	Error    string          `json:"error"`
+	Problems []fault.Problem `json:"problems,omitempty"`
+}
+
+// errorResponse maps err to its status and JSON body.
+func errorResponse(err error) (int, ErrorBody) {
+	var he *echo.HTTPError
+	if errors.As(err, &he) { // routing errors: 404, 405
+		return he.Code, ErrorBody{Error: fmt.Sprint(he.Message)}
+	}
+	status := statusOf[fault.CodeOf(err)]
+	msg := fault.MessageOf(err)
+	if status == http.StatusInternalServerError {
+		msg = "internal error" // details go to the log, not to callers
+	}
+	return status, ErrorBody{Error: msg, Problems: fault.ProblemsOf(err)}
+}
+
+// handleError is echo's central error handler: every error leaves as JSON.
+func (s *server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	status, body := errorResponse(err)
+	if status >= 500 {
+		s.Logger.Error("request failed", "path", c.Request().URL.Path, "status", status, "error", err)
+	}
+	_ = c.JSON(status, body)
+}

@@ -1,0 +1,145 @@
+package handler_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/convoy-dev/convoy/handler"
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/memstore"
+)
+
+func golden(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+type fixture struct {
+	srv   http.Handler
+	store *memstore.Store
+}
+
+func newFixture(t *testing.T) fixture {
+	store := memstore.New()
+	return fixture{store: store, srv: handler.New(handler.Deps{
+		Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{}), Orders: store, MaxRequestBytes: 1 << 16,
+	})}
+}
+
+// do sends a request and checks what the host requires of every response:
+// Content-Type application/json and a JSON body.
+func (f fixture) do(t *testing.T, method, path string, body []byte) (int, map[string]any) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	req.Header.Set("X-Azure-Functions-InvocationId", "0f8fad5b-d9cb-469f-a165-70867728950e")
+	rec := httptest.NewRecorder()
+	f.srv.ServeHTTP(rec, req)
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("%s %s: Content-Type %q, want application/json", method, path, ct)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		t.Fatalf("%s %s: body %q is not a JSON object: %v", method, path, rec.Body.String(), err)
+	}
+	return rec.Code, out
+}
+
+func TestReadiness(t *testing.T) {
+	if code, _ := newFixture(t).do(t, "GET", "/", nil); code != 200 {
+		t.Fatalf("GET / = %d", code)
+	}
+}
+
+func TestOrderProcessorSingleAndBatch(t *testing.T) {
+	f := newFixture(t)
+	// seq 2 first: parked behind the missing seq 1.
+	code, out := f.do(t, "POST", "/OrderProcessor", golden(t, "servicebus-single.json"))
+	if code != 200 || out["Outputs"] == nil {
+		t.Fatalf("single: %d %v", code, out)
+	}
+	if logs := out["Logs"].([]any); len(logs) != 2 || !strings.Contains(logs[0].(string), "outcome=parked") || !strings.Contains(logs[1].(string), "order blocked") {
+		t.Fatalf("Logs = %v", logs)
+	}
+	// The batch holds seq 1..3: 1 applies, 2 is the parked duplicate, 3 applies.
+	code, out = f.do(t, "POST", "/OrderProcessor", golden(t, "servicebus-batch.json"))
+	if code != 200 {
+		t.Fatalf("batch: %d %v", code, out)
+	}
+	o, _ := f.store.Load(context.Background(), "o-1")
+	if o.AppliedSeq != 3 || o.Status != convoy.StatusDeleted || !o.Complete || o.Total() != 1250 || len(o.Parked) != 0 {
+		t.Fatalf("order after batch: %+v", o.View())
+	}
+	code, view := f.do(t, "GET", "/api/orders/o-1", nil)
+	if code != 200 || view["status"] != "deleted" || view["appliedSeq"] != 3.0 || view["total"] != 1250.0 {
+		t.Fatalf("OrderStatus: %d %v", code, view)
+	}
+}
+
+func TestOrderProcessorFailsUnreadable(t *testing.T) {
+	f := newFixture(t)
+	for _, name := range []string{"unreadable-no-seq.json", "unreadable-injected-sessionid.json", "malformed-not-json.json", "malformed-batch-lengths.json"} {
+		code, out := f.do(t, "POST", "/OrderProcessor", golden(t, name))
+		if code < 300 || out["Error"] == nil {
+			t.Errorf("%s: %d %v; want a failed invocation", name, code, out)
+		}
+	}
+	if o, _ := f.store.Load(context.Background(), "o-1"); o.Version != 0 {
+		t.Fatalf("an unreadable message changed the order: %+v", o.View())
+	}
+}
+
+func TestOrderStatusEnvelopeAndErrors(t *testing.T) {
+	f := newFixture(t)
+	code, out := f.do(t, "POST", "/OrderStatus", golden(t, "http-envelope.json"))
+	if code != 200 {
+		t.Fatalf("envelope: %d %v", code, out)
+	}
+	res := out["Outputs"].(map[string]any)["res"].(map[string]any)
+	var body map[string]any
+	_ = json.Unmarshal([]byte(res["body"].(string)), &body)
+	if res["statusCode"] != 404.0 || body["error"] == nil {
+		t.Fatalf("unknown order via envelope: %v", res)
+	}
+	for path, want := range map[string]int{"/api/orders/o-404": 404, "/api/orders/bad%20id": 400, "/nowhere": 404} {
+		if code, out := f.do(t, "GET", path, nil); code != want || out["error"] == nil {
+			t.Errorf("GET %s = %d %v, want %d with an error", path, code, out, want)
+		}
+	}
+}
+
+func TestLimitsAndPanics(t *testing.T) {
+	f := newFixture(t)
+	big := bytes.Repeat([]byte("x"), 1<<17)
+	if code, out := f.do(t, "POST", "/api/ledgers", big); code != 413 || out["error"] == nil {
+		t.Fatalf("oversized upload: %d %v", code, out)
+	}
+	if code, _ := f.do(t, "POST", "/OrderProcessor", big); code < 300 {
+		t.Fatalf("oversized invocation: %d", code)
+	}
+	srv := handler.New(handler.Deps{Processor: panicker{}, Orders: memstore.New()})
+	pf := fixture{srv: srv}
+	if code, _ := pf.do(t, "POST", "/OrderProcessor", golden(t, "servicebus-single.json")); code != 500 {
+		t.Fatalf("panicking invocation: %d, want 500", code)
+	}
+	if code, _ := pf.do(t, "GET", "/", nil); code != 200 {
+		t.Fatal("the server did not survive a panic")
+	}
+}
+
+type panicker struct{}
+
+func (panicker) Process(context.Context, string, []convoy.Message) (convoy.Result, error) {
+	panic("boom")
+}

@@ -1,0 +1,76 @@
+package settings_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/convoy-dev/convoy/handler/settings"
+)
+
+func env(kv map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
+}
+
+const sbConn = "Endpoint=sb://convoy.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey=abc="
+
+func TestDefaults(t *testing.T) {
+	s, err := settings.Load(env(map[string]string{"ServiceBusConnection": sbConn, "StateStorage": "UseDevelopmentStorage=true"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Port != 8080 || s.OrdersQueue != "orders" || s.LedgersQueue != "ledgers" || s.OrdersTable != "ConvoyOrders" ||
+		s.MaxRequestBytes != 64<<20 || s.ShutdownTimeout != 25*time.Second || s.LogFormat != "text" || s.RetryBudget != 20*time.Second {
+		t.Fatalf("defaults: %+v", s)
+	}
+	if s.Storage.ConnectionString != settings.DevelopmentStorage || s.Storage.UsesIdentity() {
+		t.Fatalf("UseDevelopmentStorage=true not expanded: %+v", s.Storage)
+	}
+}
+
+func TestIdentityBased(t *testing.T) {
+	s, err := settings.Load(env(map[string]string{
+		"FUNCTIONS_CUSTOMHANDLER_PORT":                  "34567",
+		"ServiceBusConnection__fullyQualifiedNamespace": "convoy.servicebus.windows.net",
+		"ServiceBusConnection__clientId":                "1111-2222",
+		"ServiceBusConnection__credential":              "managedidentity",
+		"StateStorage__tableServiceUri":                 "https://convoy.table.core.windows.net/",
+		"WEBSITE_INSTANCE_ID":                           "abc",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Port != 34567 || !s.ServiceBus.UsesIdentity() || s.ServiceBus.Endpoint != "convoy.servicebus.windows.net" ||
+		s.ServiceBus.ClientID != "1111-2222" || s.Storage.Endpoint != "https://convoy.table.core.windows.net" || s.LogFormat != "json" {
+		t.Fatalf("identity settings: %+v", s)
+	}
+}
+
+func TestErrorsNameEverySetting(t *testing.T) {
+	_, err := settings.Load(env(map[string]string{
+		"FUNCTIONS_CUSTOMHANDLER_PORT":  "http",
+		"ServiceBusConnection":          "Endpoint=https://wrong/;SharedAccessKeyName=a;SharedAccessKey=b",
+		"StateStorage__tableServiceUri": "http://convoy.table.core.windows.net",
+		"OrdersQueueName":               "orders queue",
+		"OrdersTableName":               "1orders",
+		"OrderCacheSize":                "-1",
+		"LogFormat":                     "xml",
+	}))
+	if err == nil {
+		t.Fatal("bad settings accepted")
+	}
+	for _, name := range []string{"FUNCTIONS_CUSTOMHANDLER_PORT", "ServiceBusConnection:", "StateStorage__tableServiceUri",
+		"OrdersQueueName", "OrdersTableName", "OrderCacheSize", "LogFormat"} {
+		if !strings.Contains(err.Error(), "setting "+name) {
+			t.Errorf("error does not name %s:\n%v", name, err)
+		}
+	}
+	_, err = settings.Load(env(nil))
+	if err == nil || !strings.Contains(err.Error(), "setting ServiceBusConnection") || !strings.Contains(err.Error(), "setting StateStorage") {
+		t.Fatalf("missing connections: %v", err)
+	}
+	_, err = settings.Load(env(map[string]string{"ServiceBusConnection": sbConn, "StateStorage": "AccountName=x;AccountKey=SECRETSECRETSECRET;junk"}))
+	if err == nil || strings.Contains(err.Error(), "SECRETSECRETSECRET") {
+		t.Fatalf("a malformed connection string must be rejected without echoing secrets: %v", err)
+	}
+}

@@ -1,0 +1,173 @@
+package main_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/convoy-dev/convoy/handler/azuritetest"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "convoy-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "convoy")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const emulatorServiceBus = "Endpoint=sb://localhost;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
+
+// hostEnv is the environment the Functions host gives a custom handler.
+func hostEnv(port int, values map[string]string) []string {
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		fmt.Sprintf("FUNCTIONS_CUSTOMHANDLER_PORT=%d", port),
+		fmt.Sprintf("FUNCTIONS_HTTPWORKER_PORT=%d", port),
+		"FUNCTIONS_CUSTOMHANDLER_WORKER_ID=7c1d4e06-5a9a-4f5e-9d7c-0c3b9f0c8a11",
+		"FUNCTIONS_APP_ROOT_PATH=" + filepath.Dir(binary),
+		"FUNCTIONS_WORKER_RUNTIME=custom",
+	}
+	for k, v := range values {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestFailsFastOnBadSettings(t *testing.T) {
+	cmd := exec.Command(binary)
+	cmd.Env = hostEnv(freePort(t), map[string]string{"ServiceBusConnection__fullyQualifiedNamespace": "https://bad", "MaxRequestBytes": "lots"})
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("started with bad settings:\n%s", out)
+	}
+	for _, name := range []string{"StateStorage", "ServiceBusConnection__fullyQualifiedNamespace", "MaxRequestBytes"} {
+		if !strings.Contains(string(out), "setting "+name) {
+			t.Errorf("error does not name %s:\n%s", name, out)
+		}
+	}
+}
+
+func TestStartedLikeTheHost(t *testing.T) {
+	az, err := azuritetest.Start(azuritetest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer az.Stop()
+	port := freePort(t)
+	cmd := exec.Command(binary)
+	cmd.Dir = filepath.Dir(binary)
+	cmd.Env = hostEnv(port, map[string]string{"StateStorage": az.ConnectionString(), "ServiceBusConnection": emulatorServiceBus})
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+
+	// Readiness: the host polls GET / every 25 ms for up to 30 s.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(base + "/")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready in 30s: %v\n%s", err, stderr.String())
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+
+	invoke := func(method, path, payloadFile string) (int, map[string]any) {
+		t.Helper()
+		var body []byte
+		if payloadFile != "" {
+			body, _ = os.ReadFile(filepath.Join("handler", "testdata", payloadFile))
+		}
+		req, _ := http.NewRequest(method, base+path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json; charset=utf-8")
+		req.Header.Set("X-Azure-Functions-InvocationId", "6f9619ff-8b86-d011-b42d-00c04fc964ff")
+		req.Header.Set("User-Agent", "Azure-Functions-Host/4.1036.1.23224")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v\nstderr: %s", method, path, err, stderr.String())
+		}
+		defer resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+			t.Fatalf("%s %s: Content-Type %q", method, path, ct)
+		}
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatalf("%s %s: body is not JSON: %v", method, path, err)
+		}
+		return resp.StatusCode, out
+	}
+
+	if code, out := invoke("POST", "/OrderProcessor", "servicebus-batch.json"); code != 200 {
+		t.Fatalf("batch invocation: %d %v", code, out)
+	}
+	if code, out := invoke("POST", "/OrderProcessor", "servicebus-single.json"); code != 200 {
+		t.Fatalf("single invocation (a duplicate now): %d %v", code, out)
+	}
+	for _, bad := range []string{"malformed-not-json.json", "malformed-no-data.json", "unreadable-no-seq.json"} {
+		if code, _ := invoke("POST", "/OrderProcessor", bad); code < 300 {
+			t.Fatalf("%s: %d, want a failed invocation", bad, code)
+		}
+	}
+	code, state := invoke("GET", "/api/orders/o-1", "")
+	if code != 200 || state["status"] != "deleted" || state["appliedSeq"] != 3.0 || state["complete"] != true {
+		t.Fatalf("order state after the process survived bad invocations: %d %v", code, state)
+	}
+	if code, out := invoke("POST", "/LedgerIngest", "servicebus-single.json"); code < 300 || out["Error"] == nil {
+		t.Fatalf("LedgerIngest must fail as not implemented yet: %d %v", code, out)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("did not stop within 30s of SIGTERM")
+	}
+	if !strings.Contains(stdout.String(), "stopped") || !strings.Contains(stdout.String(), "outcome=applied") {
+		t.Fatalf("stdout lacks the outcome and shutdown lines:\n%s", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "invocation failed") {
+		t.Fatalf("failed invocations were not logged on stderr:\n%s", stderr.String())
+	}
+}
