@@ -1,18 +1,23 @@
 // Command convoy is the Azure Functions custom handler of the Sequential
-// Convoy: the Functions host starts it and invokes its functions over HTTP on
-// 127.0.0.1:$FUNCTIONS_CUSTOMHANDLER_PORT. This file is the composition root:
-// it reads the settings, builds the clients once and serves until SIGTERM.
+// Convoy. Started by the Functions host (no arguments) it serves the
+// functions on 127.0.0.1:$FUNCTIONS_CUSTOMHANDLER_PORT until SIGTERM;
+// `convoy publish` sends ledgers for users. This file is the composition
+// root: it reads the settings and builds every client once.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,12 +29,36 @@ import (
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/sbpublish"
 	"github.com/convoy-dev/convoy/handler/settings"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
+const usage = `usage:
+  convoy                     serve the functions (how the Functions host starts it)
+  convoy publish [flags] FILE...
+                             send ledger files ("-" for stdin) to the ledgers queue,
+                             or with --direct de-batch them onto the orders queue here
+Settings come from the environment, then from local.settings.json (--settings).`
+
 func main() {
-	if err := serve(); err != nil {
+	cmd, args := "serve", os.Args[1:]
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "serve":
+		err = serve()
+	case "publish":
+		err = publish(args)
+	case "help":
+		fmt.Println(usage)
+	default:
+		err = fmt.Errorf("unknown command %q\n%s", cmd, usage)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "convoy:", err)
 		os.Exit(1)
 	}
@@ -41,23 +70,22 @@ func serve() error {
 		return fmt.Errorf("invalid settings:\n%w", err)
 	}
 	log := handler.NewLogger(cfg.LogFormat, cfg.LogLevel, os.Stdout, os.Stderr)
-
-	tables, err := tableService(cfg.Storage)
+	c, err := newClients(cfg)
 	if err != nil {
-		return fmt.Errorf("setting StateStorage: %w", err)
+		return err
 	}
-	bus, err := serviceBus(cfg.ServiceBus)
-	if err != nil {
-		return fmt.Errorf("setting ServiceBusConnection: %w", err)
-	}
-	defer bus.Close(context.Background())
+	defer c.close()
 
-	store := tablestore.New(tables.NewClient(cfg.OrdersTable))
+	store := tablestore.New(c.tables.NewClient(cfg.OrdersTable))
 	processor := convoy.NewProcessor(store, convoy.ProcessorOptions{
 		CacheSize: cfg.OrderCacheSize,
 		Retry:     fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
 	})
-	e := handler.New(handler.Deps{Processor: processor, Orders: store, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes})
+	publisher, err := c.publisher(cfg, nil)
+	if err != nil {
+		return err
+	}
+	e := handler.New(handler.Deps{Processor: processor, Orders: store, Ledgers: publisher, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes})
 
 	// 127.0.0.1 only: the host always calls http://127.0.0.1:PORT.
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port)))
@@ -69,7 +97,7 @@ func serve() error {
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	log.Info("custom handler listening", "addr", ln.Addr().String(), "ordersTable", cfg.OrdersTable)
+	log.Info("custom handler listening", "addr", ln.Addr().String(), "ordersQueue", cfg.OrdersQueue, "ordersTable", cfg.OrdersTable)
 
 	select {
 	case err := <-done:
@@ -87,6 +115,122 @@ func serve() error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+func publish(args []string) error {
+	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
+	direct := fs.Bool("direct", false, "de-batch the ledger here, onto the orders queue (needs StateStorage), instead of sending it to the ledgers queue")
+	settingsFile := fs.String("settings", "local.settings.json", "file whose Values fill in settings missing from the environment")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New("publish: name at least one ledger file (or - for stdin)")
+	}
+	lookup, err := withSettingsFile(*settingsFile)
+	if err != nil {
+		return err
+	}
+	cfg, err := settings.LoadForClient(lookup, *direct)
+	if err != nil {
+		return fmt.Errorf("invalid settings:\n%w", err)
+	}
+	c, err := newClients(cfg)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	out := json.NewEncoder(os.Stdout)
+	for _, name := range fs.Args() {
+		doc, err := readFile(name)
+		if err != nil {
+			return err
+		}
+		if *direct {
+			pub, err := c.publisher(cfg, progressPrinter(name))
+			if err != nil {
+				return err
+			}
+			sum, err := pub.Publish(ctx, doc)
+			if err != nil {
+				return describe(name, err)
+			}
+			_ = out.Encode(sum)
+			continue
+		}
+		// Validate here too: an invalid ledger is better refused now than recorded as rejected later.
+		l, err := ledger.Parse(doc, ledger.Limits{MaxTransactions: cfg.MaxTransactions, MaxMessageBytes: cfg.MaxMessageBytes})
+		if err != nil {
+			return describe(name, err)
+		}
+		sender, err := c.sender(cfg.LedgersQueue)
+		if err != nil {
+			return err
+		}
+		if err := sender.SendLedger(ctx, l.ID, doc); err != nil {
+			return describe(name, err)
+		}
+		_ = out.Encode(map[string]any{"ledgerId": l.ID, "queue": cfg.LedgersQueue, "transactions": len(l.Entries),
+			"orders": len(l.Orders()), "bytes": len(doc), "outcome": "sent"})
+	}
+	return nil
+}
+
+// clients are built once per process and shared.
+type clients struct {
+	tables  *aztables.ServiceClient // nil when StateStorage is not needed
+	bus     *azservicebus.Client
+	senders map[string]*sbpublish.Sender
+}
+
+func newClients(cfg settings.Settings) (*clients, error) {
+	c := &clients{senders: map[string]*sbpublish.Sender{}}
+	var err error
+	if cfg.Storage != (settings.Connection{}) {
+		if c.tables, err = tableService(cfg.Storage); err != nil {
+			return nil, fmt.Errorf("setting StateStorage: %w", err)
+		}
+	}
+	if c.bus, err = serviceBus(cfg.ServiceBus); err != nil {
+		return nil, fmt.Errorf("setting ServiceBusConnection: %w", err)
+	}
+	return c, nil
+}
+
+func (c *clients) sender(queue string) (*sbpublish.Sender, error) {
+	if s, ok := c.senders[queue]; ok {
+		return s, nil
+	}
+	s, err := sbpublish.NewSender(c.bus, queue)
+	if err != nil {
+		return nil, err
+	}
+	c.senders[queue] = s
+	return s, nil
+}
+
+func (c *clients) publisher(cfg settings.Settings, progress func(sent, total int)) (*ledger.Publisher, error) {
+	sender, err := c.sender(cfg.OrdersQueue)
+	if err != nil {
+		return nil, err
+	}
+	return ledger.NewPublisher(tablestore.NewLedgers(c.tables.NewClient(cfg.LedgersTable)), sender, ledger.PublisherOptions{
+		Limits:          ledger.Limits{MaxTransactions: cfg.MaxTransactions, MaxMessageBytes: cfg.MaxMessageBytes},
+		Retry:           fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
+		BatchPerSession: cfg.QueuePartitioned,
+		Progress:        progress,
+	}), nil
+}
+
+func (c *clients) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, s := range c.senders {
+		_ = s.Close(ctx)
+	}
+	_ = c.bus.Close(ctx)
 }
 
 // credential follows the Functions host's convention for identity-based
@@ -123,4 +267,58 @@ func serviceBus(c settings.Connection) (*azservicebus.Client, error) {
 		return nil, err
 	}
 	return azservicebus.NewClient(c.Endpoint, cred, nil)
+}
+
+// withSettingsFile looks settings up in the environment, then in the Values
+// of a local.settings.json file (if it exists), as Core Tools would.
+func withSettingsFile(path string) (func(string) (string, bool), error) {
+	var file struct{ Values map[string]string }
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, err
+	default:
+		if err := json.Unmarshal(data, &file); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return func(k string) (string, bool) {
+		if v, ok := os.LookupEnv(k); ok {
+			return v, true
+		}
+		v, ok := file.Values[k]
+		return v, ok
+	}, nil
+}
+
+func readFile(name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	return os.ReadFile(name)
+}
+
+// progressPrinter reports progress on stderr about every second.
+func progressPrinter(name string) func(sent, total int) {
+	last := time.Now()
+	return func(sent, total int) {
+		if sent == total || time.Since(last) >= time.Second {
+			last = time.Now()
+			fmt.Fprintf(os.Stderr, "%s: %d/%d messages sent\n", name, sent, total)
+		}
+	}
+}
+
+// describe turns a publish error into a readable one, listing its problems.
+func describe(name string, err error) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s", name, fault.MessageOf(err))
+	for _, p := range fault.ProblemsOf(err) {
+		fmt.Fprintf(&b, "\n  transaction %d: %s %s", p.Index, p.Field, p.Reason)
+	}
+	if !fault.IsTransient(err) && fault.CodeOf(err) == fault.Internal {
+		fmt.Fprintf(&b, " (%v)", err)
+	}
+	return errors.New(b.String())
 }

@@ -85,9 +85,3 @@ func routeParams(route string) []string {
 	}
 	return names
 }
-
-func notImplementedHTTP(what string) httpFunc {
-	return func(context.Context, httpRequest) (int, any, error) {
-		return 0, nil, fault.Errorf(fault.Unavailable, "%s is not implemented yet", what)
-	}
-}

@@ -71,9 +71,3 @@ func (s *server) decodeAndRun(ec echo.Context, c *call, fn invocationFunc) (map[
 	}
 	return fn(ec.Request().Context(), c)
 }
-
-func notImplementedQueue(what string) invocationFunc {
-	return func(context.Context, *call) (map[string]any, error) {
-		return nil, fault.Errorf(fault.Unavailable, "%s is not implemented yet", what)
-	}
-}

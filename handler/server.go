@@ -41,6 +41,7 @@ type OrderReader interface {
 type Deps struct {
 	Processor       OrderProcessor
 	Orders          OrderReader
+	Ledgers         LedgerPublisher
 	Logger          *slog.Logger
 	MaxRequestBytes int64 // default 64 MiB
 }
@@ -75,12 +76,12 @@ func New(d Deps) *echo.Echo {
 	e.GET("/", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ready"}) })
 
 	e.POST("/"+FnOrderProcessor, s.invocation(FnOrderProcessor, s.processOrders))
-	e.POST("/"+FnLedgerIngest, s.invocation(FnLedgerIngest, notImplementedQueue("ledger publishing")))
+	e.POST("/"+FnLedgerIngest, s.invocation(FnLedgerIngest, s.ingestLedger))
 
 	// HTTP functions: invoked as POST /<Name> with an envelope, or, with
 	// enableForwardingHttpRequest, forwarded as the original request.
 	s.httpFunction(e, FnOrderStatus, http.MethodGet, "/api/orders/:orderId", s.orderStatus)
-	s.httpFunction(e, FnLedgerUpload, http.MethodPost, "/api/ledgers", notImplementedHTTP("ledger upload"))
+	s.httpFunction(e, FnLedgerUpload, http.MethodPost, "/api/ledgers", s.uploadLedger)
 	return e
 }
 

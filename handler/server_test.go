@@ -10,9 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
 	"github.com/convoy-dev/convoy/handler/memstore"
 )
 
@@ -26,15 +30,21 @@ func golden(t *testing.T, name string) []byte {
 }
 
 type fixture struct {
-	srv   http.Handler
-	store *memstore.Store
+	srv     http.Handler
+	store   *memstore.Store
+	ledgers *memstore.Ledgers
+	sender  *ledgertest.Sender
 }
 
 func newFixture(t *testing.T) fixture {
-	store := memstore.New()
-	return fixture{store: store, srv: handler.New(handler.Deps{
-		Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{}), Orders: store, MaxRequestBytes: 1 << 16,
-	})}
+	f := fixture{store: memstore.New(), ledgers: memstore.NewLedgers(), sender: &ledgertest.Sender{}}
+	f.srv = handler.New(handler.Deps{
+		Processor:       convoy.NewProcessor(f.store, convoy.ProcessorOptions{}),
+		Orders:          f.store,
+		Ledgers:         ledger.NewPublisher(f.ledgers, f.sender, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxElapsed: time.Nanosecond}}),
+		MaxRequestBytes: 1 << 16,
+	})
+	return f
 }
 
 // do sends a request and checks what the host requires of every response:
@@ -142,4 +152,58 @@ type panicker struct{}
 
 func (panicker) Process(context.Context, string, []convoy.Message) (convoy.Result, error) {
 	panic("boom")
+}
+
+func TestLedgerIngest(t *testing.T) {
+	f := newFixture(t)
+	code, out := f.do(t, "POST", "/LedgerIngest", golden(t, "servicebus-ledger.json"))
+	if code != 200 || len(f.sender.Messages()) != 5 {
+		t.Fatalf("valid ledger: %d %v, %d messages sent", code, out, len(f.sender.Messages()))
+	}
+	if logs := out["Logs"].([]any); len(logs) != 1 || !strings.Contains(logs[0].(string), "ledger published") {
+		t.Fatalf("Logs %v", logs)
+	}
+	// Redelivered: a no-op.
+	if code, _ := f.do(t, "POST", "/LedgerIngest", golden(t, "servicebus-ledger.json")); code != 200 || len(f.sender.Messages()) != 5 {
+		t.Fatalf("redelivered ledger: %d, %d messages", code, len(f.sender.Messages()))
+	}
+	// An invalid ledger is recorded and the message completed (200), never retried.
+	code, out = f.do(t, "POST", "/LedgerIngest", golden(t, "servicebus-ledger-invalid.json"))
+	if code != 200 || !strings.Contains(out["Logs"].([]any)[0].(string), "ledger rejected") {
+		t.Fatalf("invalid ledger: %d %v", code, out)
+	}
+	if rec, _ := f.ledgers.GetLedger(context.Background(), "L-bad"); rec == nil || rec.Status != ledger.StatusRejected || len(rec.Problems) != 2 {
+		t.Fatalf("rejection record %+v", rec)
+	}
+	// Storage down: the invocation fails so that Service Bus redelivers.
+	f.ledgers.Fail = func(string) error { return fault.Errorf(fault.Unavailable, "storage down") }
+	if code, _ := f.do(t, "POST", "/LedgerIngest", golden(t, "servicebus-ledger-invalid.json")); code < 300 {
+		t.Fatalf("with storage down: %d, want a failed invocation", code)
+	}
+}
+
+func TestLedgerUpload(t *testing.T) {
+	f := newFixture(t)
+	doc := golden(t, "ledger-contract-example.json")
+	code, out := f.do(t, "POST", "/api/ledgers", doc)
+	if code != 202 || out["outcome"] != "published" || out["messages"] != 5.0 || out["orders"] != 2.0 {
+		t.Fatalf("upload: %d %v", code, out)
+	}
+	if code, out := f.do(t, "POST", "/api/ledgers", doc); code != 200 || out["outcome"] != "already published" {
+		t.Fatalf("second upload: %d %v", code, out)
+	}
+	other := bytes.Replace(doc, []byte("1250"), []byte("1251"), 1)
+	if code, out := f.do(t, "POST", "/api/ledgers", other); code != 409 || out["error"] == nil {
+		t.Fatalf("id reuse: %d %v", code, out)
+	}
+	bad := []byte(`{"ledgerId":"L-x","transactions":[{"orderId":"o-1","op":"AddTransaction","txId":"t"}]}`)
+	code, out = f.do(t, "POST", "/api/ledgers", bad)
+	problems, _ := out["problems"].([]any)
+	if code != 400 || len(problems) != 1 || problems[0].(map[string]any)["index"] != 0.0 || problems[0].(map[string]any)["field"] != "amount" {
+		t.Fatalf("invalid upload: %d %v", code, out)
+	}
+	f.ledgers.Fail = func(string) error { return fault.Errorf(fault.Unavailable, "storage down") }
+	if code, out := f.do(t, "POST", "/api/ledgers", []byte(`{"ledgerId":"L-y","transactions":[{"orderId":"o","op":"DeleteOrder"}]}`)); code != 503 || out["error"] == nil {
+		t.Fatalf("storage down: %d %v", code, out)
+	}
 }

@@ -46,6 +46,10 @@ type Settings struct {
 	RetryBudget     time.Duration // TransientRetrySeconds; in-invocation retry budget; default 20s
 	LogFormat       string        // LogFormat: "json" or "text"; default json in Azure, text elsewhere
 	LogLevel        string        // LogLevel: debug, info, warn, error; default info
+
+	MaxMessageBytes  int  // OrdersMaxMessageBytes: the orders queue's message size limit; default 262144 (Standard)
+	QueuePartitioned bool // OrdersQueuePartitioned: send one session per batch; default false
+	MaxTransactions  int  // MaxLedgerTransactions: transactions per ledger; default 200000
 }
 
 // Defaults.
@@ -59,25 +63,38 @@ const (
 	DefaultShutdownTimeout = 25 * time.Second
 	DefaultOrderCacheSize  = 1000
 	DefaultRetryBudget     = 20 * time.Second
+	DefaultMaxMessageBytes = 256 << 10
+	DefaultMaxTransactions = 200_000
 )
 
-// Load reads and validates the settings through lookup (os.LookupEnv in main).
-func Load(lookup func(string) (string, bool)) (Settings, error) {
-	r := reader{lookup: lookup}
+// Load reads and validates the handler's settings through lookup (os.LookupEnv).
+func Load(lookup func(string) (string, bool)) (Settings, error) { return load(lookup, true) }
+
+// LoadForClient reads the settings of a command a user runs (publish):
+// Table Storage is needed only when the command writes state itself.
+func LoadForClient(lookup func(string) (string, bool), needStorage bool) (Settings, error) {
+	return load(lookup, needStorage)
+}
+
+func load(lookup func(string) (string, bool), needStorage bool) (Settings, error) {
+	r := reader{lookup: lookup, storageOptional: !needStorage}
 	s := Settings{
-		Port:            r.port(),
-		ServiceBus:      r.serviceBus(),
-		Storage:         r.storage(),
-		OrdersQueue:     r.name("OrdersQueueName", DefaultOrdersQueue, validQueueName),
-		LedgersQueue:    r.name("LedgersQueueName", DefaultLedgersQueue, validQueueName),
-		OrdersTable:     r.name("OrdersTableName", DefaultOrdersTable, validTableName),
-		LedgersTable:    r.name("LedgersTableName", DefaultLedgersTable, validTableName),
-		MaxRequestBytes: int64(r.positiveInt("MaxRequestBytes", DefaultMaxRequestBytes)),
-		ShutdownTimeout: time.Duration(r.positiveInt("ShutdownTimeoutSeconds", int(DefaultShutdownTimeout/time.Second))) * time.Second,
-		OrderCacheSize:  r.positiveInt("OrderCacheSize", DefaultOrderCacheSize),
-		RetryBudget:     time.Duration(r.positiveInt("TransientRetrySeconds", int(DefaultRetryBudget/time.Second))) * time.Second,
-		LogFormat:       r.oneOf("LogFormat", defaultLogFormat(lookup), "json", "text"),
-		LogLevel:        r.oneOf("LogLevel", "info", "debug", "info", "warn", "error"),
+		Port:             r.port(),
+		ServiceBus:       r.serviceBus(),
+		Storage:          r.storage(),
+		OrdersQueue:      r.name("OrdersQueueName", DefaultOrdersQueue, validQueueName),
+		LedgersQueue:     r.name("LedgersQueueName", DefaultLedgersQueue, validQueueName),
+		OrdersTable:      r.name("OrdersTableName", DefaultOrdersTable, validTableName),
+		LedgersTable:     r.name("LedgersTableName", DefaultLedgersTable, validTableName),
+		MaxRequestBytes:  int64(r.positiveInt("MaxRequestBytes", DefaultMaxRequestBytes)),
+		ShutdownTimeout:  time.Duration(r.positiveInt("ShutdownTimeoutSeconds", int(DefaultShutdownTimeout/time.Second))) * time.Second,
+		OrderCacheSize:   r.positiveInt("OrderCacheSize", DefaultOrderCacheSize),
+		RetryBudget:      time.Duration(r.positiveInt("TransientRetrySeconds", int(DefaultRetryBudget/time.Second))) * time.Second,
+		LogFormat:        r.oneOf("LogFormat", defaultLogFormat(lookup), "json", "text"),
+		LogLevel:         r.oneOf("LogLevel", "info", "debug", "info", "warn", "error"),
+		MaxMessageBytes:  r.positiveInt("OrdersMaxMessageBytes", DefaultMaxMessageBytes),
+		QueuePartitioned: r.oneOf("OrdersQueuePartitioned", "false", "true", "false") == "true",
+		MaxTransactions:  r.positiveInt("MaxLedgerTransactions", DefaultMaxTransactions),
 	}
 	if s.OrdersTable == s.LedgersTable && s.OrdersTable != "" {
 		r.fail("LedgersTableName", "must differ from OrdersTableName")
@@ -94,8 +111,9 @@ func defaultLogFormat(lookup func(string) (string, bool)) string {
 }
 
 type reader struct {
-	lookup func(string) (string, bool)
-	errs   []error
+	lookup          func(string) (string, bool)
+	storageOptional bool
+	errs            []error
 }
 
 func (r *reader) get(name string) string {
@@ -205,6 +223,9 @@ func (r *reader) storage() Connection {
 		return Connection{ConnectionString: cs}
 	}
 	uri := r.get(base + "__tableServiceUri")
+	if uri == "" && r.storageOptional {
+		return Connection{}
+	}
 	if uri == "" {
 		r.fail(base, "set %s (a connection string, or UseDevelopmentStorage=true) or %s__tableServiceUri (identity-based)", base, base)
 		return Connection{}

@@ -15,6 +15,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/convoy/storetest"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
@@ -198,4 +199,12 @@ func (c *conflictCounter) Commit(ctx context.Context, o *convoy.Order, base int6
 		c.conflicts.Add(1)
 	}
 	return err
+}
+
+func TestLedgersConformance(t *testing.T) {
+	ledgertest.Run(t, tablestore.NewLedgers(server.NewTable(t, nil)))
+}
+
+func TestLedgerCrashRecovery(t *testing.T) {
+	ledgertest.CrashAtEveryStep(t, tablestore.NewLedgers(server.NewTable(t, nil)))
 }

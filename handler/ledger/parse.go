@@ -1,0 +1,201 @@
+// Package ledger turns a ledger document (transactions of many orders,
+// interleaved) into per-order order messages: it validates the whole ledger,
+// allocates each order's sequence numbers idempotently and publishes with
+// resumable progress. Storage and sending sit behind Store and Sender.
+package ledger
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
+)
+
+// Defaults of Limits.
+const (
+	DefaultMaxTransactions = 200_000
+	// DefaultMaxMessageBytes is the Standard tier's message size limit.
+	DefaultMaxMessageBytes = 256 << 10
+	// messageHeadroom is kept free in a message for its ids, properties and framing.
+	messageHeadroom = 1 << 10
+)
+
+// Limits bound what Parse accepts; the zero value uses the defaults.
+type Limits struct {
+	MaxTransactions int
+	MaxMessageBytes int // the orders queue's message size limit (Premium: up to 100 MiB)
+}
+
+// Entry is one transaction of a ledger with its end-of-sequence mark.
+type Entry struct {
+	convoy.Transaction
+	Last bool
+}
+
+// Ledger is a validated ledger document.
+type Ledger struct {
+	ID      string
+	Entries []Entry
+	Hash    string // sha256 of the canonical content: the idempotency check
+}
+
+// fields a transaction may have; any other is a validation error.
+var knownFields = []string{"orderId", "op", "txId", "amount", "currency", "last", "data"}
+
+// Parse validates a whole ledger document. Every problem is reported: the
+// error (fault.Invalid) carries one fault.Problem per fault in a transaction.
+// A ledger-level fault (no ledgerId, no transactions array) is in its message.
+func Parse(doc []byte, limits Limits) (*Ledger, error) {
+	if limits.MaxTransactions <= 0 {
+		limits.MaxTransactions = DefaultMaxTransactions
+	}
+	if limits.MaxMessageBytes <= 0 {
+		limits.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &top); err != nil || top == nil {
+		return nil, fault.Errorf(fault.Invalid, "the ledger is not a JSON object")
+	}
+	var ledgerFaults []string
+	for k := range top {
+		if k != "ledgerId" && k != "transactions" {
+			ledgerFaults = append(ledgerFaults, fmt.Sprintf("unknown field %q", k))
+		}
+	}
+	l := &Ledger{}
+	if raw, ok := top["ledgerId"]; !ok || json.Unmarshal(raw, &l.ID) != nil {
+		ledgerFaults = append(ledgerFaults, "ledgerId must be a string")
+	} else if why := convoy.CheckID(l.ID); why != "" {
+		ledgerFaults = append(ledgerFaults, "ledgerId "+why)
+	}
+	var items []json.RawMessage
+	if raw, ok := top["transactions"]; !ok || json.Unmarshal(raw, &items) != nil {
+		ledgerFaults = append(ledgerFaults, "transactions must be an array")
+	} else if len(items) == 0 {
+		ledgerFaults = append(ledgerFaults, "transactions is empty")
+	} else if len(items) > limits.MaxTransactions {
+		return nil, fault.Errorf(fault.TooLarge, "the ledger has %d transactions, more than %d", len(items), limits.MaxTransactions)
+	}
+	var problems []fault.Problem
+	l.Entries = make([]Entry, len(items))
+	for i, item := range items {
+		var ps []fault.Problem
+		l.Entries[i], ps = parseEntry(i, item)
+		if len(ps) == 0 && len(item) > limits.MaxMessageBytes/2 { // only large items are worth encoding here
+			if body, _ := convoy.EncodeBody(l.Entries[i].Transaction); len(body)+messageHeadroom > limits.MaxMessageBytes {
+				ps = append(ps, fault.Problem{Index: i, Field: "data", Reason: fmt.Sprintf(
+					"the transaction takes %d bytes, more than an order message may carry (%d)", len(body), limits.MaxMessageBytes-messageHeadroom)})
+			}
+		}
+		problems = append(problems, ps...)
+	}
+	if len(ledgerFaults) > 0 || len(problems) > 0 {
+		slices.Sort(ledgerFaults)
+		msg := "the ledger is invalid"
+		if len(ledgerFaults) > 0 {
+			msg += ": " + strings.Join(ledgerFaults, "; ")
+		}
+		if len(problems) > 0 {
+			msg += fmt.Sprintf(" (%d problem(s) in its transactions)", len(problems))
+		}
+		return nil, &fault.Error{Code: fault.Invalid, Message: msg, Problems: problems}
+	}
+	l.Hash = l.canonicalHash()
+	return l, nil
+}
+
+func parseEntry(i int, raw json.RawMessage) (Entry, []fault.Problem) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		return Entry{}, []fault.Problem{{Index: i, Reason: "is not a JSON object"}}
+	}
+	var ps []fault.Problem
+	bad := func(field, reason string) { ps = append(ps, fault.Problem{Index: i, Field: field, Reason: reason}) }
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		if !slices.Contains(knownFields, k) {
+			bad(k, "is not a known field (orderId, op, txId, amount, currency, last, data)")
+		}
+	}
+	var e Entry
+	str := func(field string, dst *string) {
+		if raw, ok := fields[field]; ok && json.Unmarshal(raw, dst) != nil {
+			bad(field, "must be a string")
+		}
+	}
+	str("orderId", &e.OrderID)
+	var op string
+	str("op", &op)
+	e.Op = convoy.Op(op)
+	str("txId", &e.TxID)
+	str("currency", &e.Currency)
+	if raw, ok := fields["amount"]; ok {
+		var n json.Number
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if dec.Decode(&n) != nil {
+			bad("amount", "must be an integer number of minor units")
+		} else if v, err := n.Int64(); err != nil || strings.ContainsAny(n.String(), ".eE") {
+			bad("amount", fmt.Sprintf("%s is not an integer number of minor units", n))
+		} else {
+			e.Amount = &v
+		}
+	}
+	if raw, ok := fields["last"]; ok && json.Unmarshal(raw, &e.Last) != nil {
+		bad("last", "must be true or false")
+	}
+	if raw, ok := fields["data"]; ok && string(bytes.TrimSpace(raw)) != "null" {
+		var compact bytes.Buffer
+		if json.Compact(&compact, raw) == nil {
+			e.Data = compact.Bytes()
+		}
+	}
+	// Type problems first; Validate adds the rules (required fields, alphabet, …),
+	// skipping fields already reported.
+	reported := map[string]bool{}
+	for _, p := range ps {
+		reported[p.Field] = true
+	}
+	for _, p := range e.Validate(i) {
+		if !reported[p.Field] {
+			ps = append(ps, p)
+		}
+	}
+	return e, ps
+}
+
+// canonicalHash hashes the parsed content, so that whitespace, key order and
+// number spelling do not make the same ledger look different.
+func (l *Ledger) canonicalHash() string {
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	_ = enc.Encode(l.ID)
+	for _, e := range l.Entries {
+		_ = enc.Encode(e)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Orders returns the distinct order ids, in order of first appearance.
+func (l *Ledger) Orders() []string {
+	seen := map[string]bool{}
+	var ids []string
+	for _, e := range l.Entries {
+		if !seen[e.OrderID] {
+			seen[e.OrderID] = true
+			ids = append(ids, e.OrderID)
+		}
+	}
+	return ids
+}
+
+func contentHash(doc []byte) string {
+	sum := sha256.Sum256(doc)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,128 @@
+package ledger_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/ledger"
+)
+
+const contractExample = `{
+  "ledgerId": "L-2026-11-21-0001",
+  "transactions": [
+    {"orderId": "o-1", "op": "CreateOrder", "currency": "EUR"},
+    {"orderId": "o-2", "op": "CreateOrder", "currency": "USD"},
+    {"orderId": "o-1", "op": "AddTransaction", "txId": "t-1", "amount": 1250},
+    {"orderId": "o-1", "op": "ModifyTransaction", "txId": "t-1", "amount": 1200},
+    {"orderId": "o-2", "op": "DeleteOrder", "last": true}
+  ]
+}`
+
+func TestParseContractExample(t *testing.T) {
+	l, err := ledger.Parse([]byte(contractExample), ledger.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.ID != "L-2026-11-21-0001" || len(l.Entries) != 5 || !l.Entries[4].Last || *l.Entries[3].Amount != 1200 {
+		t.Fatalf("parsed %+v", l)
+	}
+	if got := l.Orders(); len(got) != 2 || got[0] != "o-1" || got[1] != "o-2" {
+		t.Fatalf("orders %v", got)
+	}
+	same, err := ledger.Parse([]byte(strings.NewReplacer("\n", "", "  ", "").Replace(contractExample)), ledger.Limits{})
+	if err != nil || same.Hash != l.Hash {
+		t.Fatalf("reformatted ledger hashes differently: %v", err)
+	}
+	other, _ := ledger.Parse([]byte(strings.Replace(contractExample, "1200", "1201", 1)), ledger.Limits{})
+	if other.Hash == l.Hash {
+		t.Fatal("a changed amount did not change the hash")
+	}
+}
+
+func TestParseReportsEveryProblem(t *testing.T) {
+	doc := `{"ledgerId": "L 1", "extra": 1, "transactions": [
+		{"orderId": "o-1", "op": "CreateOrder", "currency": "EUR"},
+		{"orderId": "o-1", "op": "AddTransaction", "txId": "t-1", "amount": 12.5},
+		{"orderId": "o-1", "op": "AddTransaction", "amount": 5, "amout": 5},
+		{"orderId": "o-1", "op": "Refund"},
+		{"orderId": "o/1", "op": "CreateOrder", "currency": "eur", "last": "yes"},
+		"not an object",
+		{"orderId": "o-1", "op": "DeleteOrder", "data": [1]}
+	]}`
+	_, err := ledger.Parse([]byte(doc), ledger.Limits{})
+	if fault.CodeOf(err) != fault.Invalid {
+		t.Fatalf("got %v, want an invalid-input error", err)
+	}
+	for _, want := range []string{"ledgerId", `unknown field "extra"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message %q does not mention %s", err, want)
+		}
+	}
+	want := map[[2]any]bool{
+		{1, "amount"}: true, {2, "txId"}: true, {2, "amout"}: true, {3, "op"}: true,
+		{4, "orderId"}: true, {4, "currency"}: true, {4, "last"}: true, {5, ""}: true, {6, "data"}: true,
+	}
+	got := map[[2]any]bool{}
+	for _, p := range fault.ProblemsOf(err) {
+		got[[2]any{p.Index, p.Field}] = true
+		if p.Reason == "" {
+			t.Errorf("problem %+v has no reason", p)
+		}
+	}
+	for k := range want {
+		if !got[k] {
+			t.Errorf("no problem reported for transaction %v field %q; got %v", k[0], k[1], fault.ProblemsOf(err))
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("problems %v, want exactly %v", fault.ProblemsOf(err), want)
+	}
+}
+
+func TestParseLimits(t *testing.T) {
+	for _, doc := range []string{`[]`, `{"ledgerId":"L"}`, `{"ledgerId":"L","transactions":[]}`, `{"transactions":[{"orderId":"o","op":"DeleteOrder"}]}`} {
+		if _, err := ledger.Parse([]byte(doc), ledger.Limits{}); fault.CodeOf(err) != fault.Invalid {
+			t.Errorf("Parse(%s) = %v, want invalid", doc, err)
+		}
+	}
+	many := `{"ledgerId":"L","transactions":[` + strings.Repeat(`{"orderId":"o","op":"DeleteOrder"},`, 10) + `{"orderId":"o","op":"DeleteOrder"}]}`
+	if _, err := ledger.Parse([]byte(many), ledger.Limits{MaxTransactions: 10}); fault.CodeOf(err) != fault.TooLarge {
+		t.Errorf("11 transactions over a limit of 10: %v, want too large", err)
+	}
+	big := `{"ledgerId":"L","transactions":[{"orderId":"o","op":"DeleteOrder","data":{"blob":"` + strings.Repeat("x", 3000) + `"}}]}`
+	_, err := ledger.Parse([]byte(big), ledger.Limits{MaxMessageBytes: 4000})
+	if ps := fault.ProblemsOf(err); len(ps) != 1 || ps[0].Index != 0 || ps[0].Field != "data" {
+		t.Errorf("a transaction larger than a message: %v", err)
+	}
+}
+
+// FuzzParse: any document either parses into transactions that each pass
+// validation, or fails as invalid/too large with problems indexed within it.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(contractExample))
+	f.Add([]byte(`{"ledgerId":"L","transactions":[{"orderId":"o","op":"AddTransaction","txId":"t","amount":-1,"data":{"k":null}}]}`))
+	f.Add([]byte(`{"ledgerId":"","transactions":[1,{},[],null,{"op":7}]}`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		l, err := ledger.Parse(doc, ledger.Limits{MaxTransactions: 1000})
+		if err != nil {
+			if c := fault.CodeOf(err); c != fault.Invalid && c != fault.TooLarge {
+				t.Fatalf("error of class %s: %v", c, err)
+			}
+			for _, p := range fault.ProblemsOf(err) {
+				if p.Index < 0 || p.Index >= 1000 || p.Reason == "" {
+					t.Fatalf("problem %+v", p)
+				}
+			}
+			return
+		}
+		if len(l.Entries) == 0 || l.Hash == "" {
+			t.Fatalf("parsed an empty ledger: %+v", l)
+		}
+		for i, e := range l.Entries {
+			if ps := e.Validate(i); len(ps) > 0 {
+				t.Fatalf("entry %d invalid after parsing: %+v", i, ps)
+			}
+		}
+	})
+}

@@ -1,0 +1,322 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
+)
+
+// Status of a ledger record.
+type Status string
+
+const (
+	StatusPublishing Status = "publishing" // accepted; messages are being sent
+	StatusPublished  Status = "published"  // every message was sent
+	StatusRejected   Status = "rejected"   // invalid; nothing was sent
+)
+
+// Record is what the Store keeps about one ledger.
+type Record struct {
+	ID           string
+	Hash         string
+	Status       Status
+	Transactions int
+	Orders       int
+	Sent         int // messages sent, in plan order: the progress checkpoint
+	Error        string
+	Problems     []fault.Problem
+	UpdatedAt    time.Time
+}
+
+// Store keeps ledger records and per-order sequence counters.
+type Store interface {
+	// GetLedger returns the ledger's record, or nil if it has none.
+	GetLedger(ctx context.Context, id string) (*Record, error)
+	// CreateLedger stores a new record; ErrLedgerExists if one is there.
+	CreateLedger(ctx context.Context, r *Record) error
+	// SaveLedger replaces the record (progress, status).
+	SaveLedger(ctx context.Context, r *Record) error
+	// Allocate reserves count consecutive seqs of orderID for ledgerID and
+	// returns the first. Idempotent: the same ledger always gets the same
+	// numbers back; two ledgers never share one and leave no hole between them.
+	Allocate(ctx context.Context, ledgerID, orderID string, count int) (first int64, err error)
+}
+
+// ErrLedgerExists: CreateLedger found a record.
+var ErrLedgerExists = errors.New("ledger record exists")
+
+// Message is one order message to send.
+type Message struct {
+	SessionID string
+	MessageID string
+	LedgerID  string
+	Seq       int64
+	Last      bool
+	Body      []byte
+}
+
+// Sender sends order messages in batches sized to the entity's limit.
+type Sender interface {
+	NewBatch(ctx context.Context) (Batch, error)
+	SendBatch(ctx context.Context, b Batch) error
+}
+
+// Batch collects messages up to a size limit.
+type Batch interface {
+	// Add appends m, or returns ErrBatchFull if it does not fit.
+	Add(m Message) error
+	Len() int
+}
+
+// ErrBatchFull: the message does not fit in the batch.
+var ErrBatchFull = errors.New("batch full")
+
+// Outcomes in a Summary.
+const (
+	OutcomePublished        = "published"
+	OutcomeAlreadyPublished = "already published"
+	OutcomeRejected         = "rejected"
+)
+
+// Summary reports what Publish did.
+type Summary struct {
+	LedgerID     string          `json:"ledgerId"`
+	Transactions int             `json:"transactions"`
+	Orders       int             `json:"orders"`
+	Messages     int             `json:"messages"`
+	Outcome      string          `json:"outcome"`
+	Error        string          `json:"error,omitempty"`
+	Problems     []fault.Problem `json:"problems,omitempty"`
+}
+
+// PublisherOptions tune a Publisher; the zero value works.
+type PublisherOptions struct {
+	Limits           Limits
+	Retry            fault.RetryPolicy
+	AllocParallelism int                   // concurrent per-order allocations; default 16
+	BatchPerSession  bool                  // one session per batch (partitioned queues); default mixed
+	Progress         func(sent, total int) // called after each sent batch
+	Now              func() time.Time
+}
+
+// Publisher de-batches ledgers onto the orders queue.
+type Publisher struct {
+	store  Store
+	sender Sender
+	opts   PublisherOptions
+}
+
+// NewPublisher returns a Publisher.
+func NewPublisher(store Store, sender Sender, opts PublisherOptions) *Publisher {
+	if opts.AllocParallelism <= 0 {
+		opts.AllocParallelism = 16
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Publisher{store: store, sender: sender, opts: opts}
+}
+
+// Publish validates doc and sends one message per transaction, resuming
+// after the last checkpoint if the ledger was interrupted before. The same
+// ledger again is a no-op reporting the original outcome; the same id with
+// other content is a Conflict. An invalid ledger is an Invalid error with
+// every problem; nothing is sent.
+func (p *Publisher) Publish(ctx context.Context, doc []byte) (Summary, error) {
+	l, err := Parse(doc, p.opts.Limits)
+	if err != nil {
+		return Summary{Outcome: OutcomeRejected, Error: fault.MessageOf(err), Problems: fault.ProblemsOf(err)}, err
+	}
+	var rec *Record
+	if err := p.retry(ctx, func(ctx context.Context) (err error) { rec, err = p.begin(ctx, l); return err }); err != nil {
+		return Summary{LedgerID: l.ID}, err
+	}
+	sum := Summary{LedgerID: l.ID, Transactions: len(l.Entries), Orders: rec.Orders, Messages: len(l.Entries), Outcome: OutcomePublished}
+	if rec.Status == StatusPublished {
+		sum.Outcome = OutcomeAlreadyPublished
+		return sum, nil
+	}
+	plan, err := p.allocate(ctx, l)
+	if err != nil {
+		return sum, err
+	}
+	if err := p.send(ctx, l, plan, rec); err != nil {
+		return sum, err
+	}
+	rec.Status, rec.UpdatedAt = StatusPublished, p.opts.Now().UTC()
+	return sum, p.retry(ctx, func(ctx context.Context) error { return p.store.SaveLedger(ctx, rec) })
+}
+
+// RecordRejection stores that doc was rejected with err, so that a ledger
+// from the queue is acknowledged once and its problems can be looked up.
+// A ledger without a readable id is recorded under its content hash.
+func (p *Publisher) RecordRejection(ctx context.Context, doc []byte, rejection error) (*Record, error) {
+	id, hash := rejectedID(doc)
+	rec := &Record{ID: id, Hash: hash, Status: StatusRejected, Error: fault.MessageOf(rejection),
+		Problems: fault.ProblemsOf(rejection), UpdatedAt: p.opts.Now().UTC()}
+	return rec, p.retry(ctx, func(ctx context.Context) error {
+		existing, err := p.store.GetLedger(ctx, id)
+		if err != nil {
+			return err
+		}
+		if existing != nil && existing.Status != StatusRejected {
+			return nil // a valid ledger with this id exists: leave it alone
+		}
+		return p.store.SaveLedger(ctx, rec)
+	})
+}
+
+// begin finds or creates the ledger's record and checks idempotency.
+func (p *Publisher) begin(ctx context.Context, l *Ledger) (*Record, error) {
+	rec, err := p.store.GetLedger(ctx, l.ID)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case rec == nil:
+		rec = &Record{ID: l.ID, Hash: l.Hash, Status: StatusPublishing, Transactions: len(l.Entries),
+			Orders: len(l.Orders()), UpdatedAt: p.opts.Now().UTC()}
+		if err := p.store.CreateLedger(ctx, rec); errors.Is(err, ErrLedgerExists) {
+			return nil, fault.Wrap(fault.Unavailable, err, "ledger "+l.ID+" was created concurrently")
+		} else if err != nil {
+			return nil, err
+		}
+	case rec.Status == StatusRejected:
+		// A corrected ledger may reuse the id of a rejected one.
+		*rec = Record{ID: l.ID, Hash: l.Hash, Status: StatusPublishing, Transactions: len(l.Entries),
+			Orders: len(l.Orders()), UpdatedAt: p.opts.Now().UTC()}
+		if err := p.store.SaveLedger(ctx, rec); err != nil {
+			return nil, err
+		}
+	case rec.Hash != l.Hash:
+		return nil, fault.Errorf(fault.Conflict, "ledger %q was already received with other content", l.ID)
+	}
+	return rec, nil
+}
+
+// plan is the send order: each order's messages together, orders in order
+// of first appearance, each order's transactions in ledger order. It is a
+// pure function of the ledger, so a checkpoint (a count) resumes it exactly.
+type plan struct {
+	index []int   // ledger index of each message, in send order
+	seq   []int64 // its seq
+}
+
+func (p *Publisher) allocate(ctx context.Context, l *Ledger) (plan, error) {
+	byOrder := map[string][]int{}
+	orders := l.Orders()
+	for i, e := range l.Entries {
+		byOrder[e.OrderID] = append(byOrder[e.OrderID], i)
+	}
+	firsts := make([]int64, len(orders))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(p.opts.AllocParallelism)
+	for k, id := range orders {
+		g.Go(func() error {
+			return p.retry(gctx, func(ctx context.Context) (err error) {
+				firsts[k], err = p.store.Allocate(ctx, l.ID, id, len(byOrder[id]))
+				return err
+			})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return plan{}, fmt.Errorf("allocate seqs for ledger %q: %w", l.ID, err)
+	}
+	pl := plan{index: make([]int, 0, len(l.Entries)), seq: make([]int64, 0, len(l.Entries))}
+	for k, id := range orders {
+		for j, i := range byOrder[id] {
+			pl.index = append(pl.index, i)
+			pl.seq = append(pl.seq, firsts[k]+int64(j))
+		}
+	}
+	return pl, nil
+}
+
+// send sends the plan from the record's checkpoint on, saving the checkpoint
+// after each batch. A crash re-sends at most one batch, with the same
+// MessageIds (duplicate detection) and seqs (the processor drops duplicates).
+func (p *Publisher) send(ctx context.Context, l *Ledger, pl plan, rec *Record) error {
+	total := len(pl.index)
+	for next := rec.Sent; next < total; {
+		var end int
+		err := p.retry(ctx, func(ctx context.Context) (err error) {
+			end, err = p.sendBatch(ctx, l, pl, next)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("send ledger %q from message %d: %w", l.ID, next, err)
+		}
+		rec.Sent, rec.UpdatedAt = end, p.opts.Now().UTC()
+		if err := p.retry(ctx, func(ctx context.Context) error { return p.store.SaveLedger(ctx, rec) }); err != nil {
+			return err
+		}
+		next = end
+		if p.opts.Progress != nil {
+			p.opts.Progress(end, total)
+		}
+	}
+	return nil
+}
+
+// sendBatch fills one batch from position from and sends it; it returns the
+// position after the last message sent.
+func (p *Publisher) sendBatch(ctx context.Context, l *Ledger, pl plan, from int) (int, error) {
+	b, err := p.sender.NewBatch(ctx)
+	if err != nil {
+		return from, err
+	}
+	i := from
+	for ; i < len(pl.index); i++ {
+		m, err := l.message(pl.index[i], pl.seq[i])
+		if err != nil {
+			return from, err
+		}
+		if p.opts.BatchPerSession && i > from && l.Entries[pl.index[i-1]].OrderID != m.SessionID {
+			break
+		}
+		if err := b.Add(m); errors.Is(err, ErrBatchFull) {
+			if b.Len() == 0 {
+				return from, fault.Errorf(fault.TooLarge, "transaction %d of ledger %q is larger than a message may be", pl.index[i], l.ID)
+			}
+			break
+		} else if err != nil {
+			return from, err
+		}
+	}
+	return i, p.sender.SendBatch(ctx, b)
+}
+
+// message builds the order message of the i-th transaction.
+func (l *Ledger) message(i int, seq int64) (Message, error) {
+	e := l.Entries[i]
+	body, err := convoy.EncodeBody(e.Transaction)
+	if err != nil {
+		return Message{}, fault.Wrap(fault.Internal, err, "encode message body")
+	}
+	return Message{SessionID: e.OrderID, MessageID: convoy.MessageID(l.ID, i), LedgerID: l.ID, Seq: seq, Last: e.Last, Body: body}, nil
+}
+
+func (p *Publisher) retry(ctx context.Context, fn func(context.Context) error) error {
+	return p.opts.Retry.Do(ctx, fn)
+}
+
+// rejectedID is the id a rejected document is recorded under: its ledgerId
+// when readable, else its content hash.
+func rejectedID(doc []byte) (id, hash string) {
+	hash = contentHash(doc)
+	var top struct {
+		LedgerID string `json:"ledgerId"`
+	}
+	if json.Unmarshal(doc, &top) == nil && convoy.CheckID(top.LedgerID) == "" {
+		return top.LedgerID, hash
+	}
+	return "sha256-" + strings.ToLower(hash[:32]), hash
+}

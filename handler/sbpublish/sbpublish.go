@@ -1,0 +1,114 @@
+// Package sbpublish sends messages with azservicebus: order messages for the
+// publisher (a ledger.Sender) and ledger documents for the publish command.
+package sbpublish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/ledger"
+)
+
+// Sender sends to one queue. Create one per queue per process and reuse it:
+// it holds an AMQP link.
+type Sender struct {
+	queue  string
+	sender *azservicebus.Sender
+}
+
+var _ ledger.Sender = (*Sender)(nil)
+
+// NewSender returns a Sender for queue on client.
+func NewSender(client *azservicebus.Client, queue string) (*Sender, error) {
+	s, err := client.NewSender(queue, nil)
+	if err != nil {
+		return nil, fmt.Errorf("sender for queue %q: %w", queue, err)
+	}
+	return &Sender{queue: queue, sender: s}, nil
+}
+
+// Close closes the link.
+func (s *Sender) Close(ctx context.Context) error { return s.sender.Close(ctx) }
+
+// ToMessage is the order message format (CONTRACT.md) as an azservicebus.Message.
+func ToMessage(m ledger.Message) *azservicebus.Message {
+	props := map[string]any{convoy.PropLedgerID: m.LedgerID, convoy.PropSeq: m.Seq}
+	if m.Last {
+		props[convoy.PropLast] = true
+	}
+	contentType := convoy.ContentType
+	return &azservicebus.Message{
+		SessionID:             &m.SessionID,
+		MessageID:             &m.MessageID,
+		ContentType:           &contentType,
+		ApplicationProperties: props,
+		Body:                  m.Body,
+	}
+}
+
+// NewBatch implements ledger.Sender: a batch sized to the entity's maximum
+// message size (256 KiB on Standard, up to 100 MiB on Premium).
+func (s *Sender) NewBatch(ctx context.Context) (ledger.Batch, error) {
+	b, err := s.sender.NewMessageBatch(ctx, nil)
+	if err != nil {
+		return nil, classify(err, "create batch for queue "+s.queue)
+	}
+	return &batch{mb: b}, nil
+}
+
+// SendBatch implements ledger.Sender.
+func (s *Sender) SendBatch(ctx context.Context, b ledger.Batch) error {
+	if err := s.sender.SendMessageBatch(ctx, b.(*batch).mb, nil); err != nil {
+		return classify(err, fmt.Sprintf("send %d messages to queue %s", b.Len(), s.queue))
+	}
+	return nil
+}
+
+type batch struct{ mb *azservicebus.MessageBatch }
+
+func (b *batch) Add(m ledger.Message) error {
+	err := b.mb.AddMessage(ToMessage(m), nil)
+	if errors.Is(err, azservicebus.ErrMessageTooLarge) {
+		return ledger.ErrBatchFull
+	}
+	return err
+}
+
+func (b *batch) Len() int { return int(b.mb.NumMessages()) }
+
+// SendLedger sends a ledger document to the ledgers queue, with its ledgerId
+// as MessageId so that the queue's duplicate detection drops a resend.
+func (s *Sender) SendLedger(ctx context.Context, ledgerID string, doc []byte) error {
+	contentType := convoy.ContentType
+	err := s.sender.SendMessage(ctx, &azservicebus.Message{MessageID: &ledgerID, ContentType: &contentType, Body: doc}, nil)
+	if errors.Is(err, azservicebus.ErrMessageTooLarge) {
+		return fault.Errorf(fault.TooLarge, "ledger %q (%d bytes) is larger than a message on queue %s may be: upload it over HTTP (LedgerUpload) or publish it with --direct", ledgerID, len(doc), s.queue)
+	}
+	if err != nil {
+		return classify(err, "send ledger "+ledgerID)
+	}
+	return nil
+}
+
+// classify: every Service Bus failure is worth retrying later except a
+// message that can never fit; access and missing-entity errors say what to fix.
+func classify(err error, what string) error {
+	var sbErr *azservicebus.Error
+	if errors.As(err, &sbErr) {
+		switch sbErr.Code {
+		case azservicebus.CodeUnauthorizedAccess:
+			return fault.Wrap(fault.Unavailable, err, what+": access denied (the identity needs Azure Service Bus Data Sender)")
+		case azservicebus.CodeNotFound:
+			return fault.Wrap(fault.Unavailable, err, what+": queue not found")
+		}
+	}
+	if errors.Is(err, azservicebus.ErrMessageTooLarge) {
+		return fault.Wrap(fault.TooLarge, err, what)
+	}
+	return fault.Wrap(fault.Unavailable, err, what)
+}

@@ -1,0 +1,182 @@
+package tablestore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/ledger"
+)
+
+// Ledgers is a ledger.Store on one table:
+//
+//	PK ledger:<ledgerId>  RK record           the ledger's record (status, hash, progress)
+//	PK order:<orderId>    RK counter          the last seq allocated to the order
+//	PK order:<orderId>    RK alloc:<ledgerId> the seqs a ledger was given: First, Count
+//
+// An allocation writes the counter (ETag-guarded) and its alloc row in one
+// entity-group transaction: two ledgers racing over an order cannot both
+// take the same numbers, and numbers are never taken without their record.
+type Ledgers struct {
+	table *aztables.Client
+}
+
+var _ ledger.Store = (*Ledgers)(nil)
+
+// NewLedgers returns a Ledgers on table, created on first use if missing.
+func NewLedgers(table *aztables.Client) *Ledgers { return &Ledgers{table: table} }
+
+// maxStoredProblems bounds the problems kept with a rejected ledger (a
+// property holds at most 64 KiB); ProblemCount says how many there were.
+const maxStoredProblems = 100
+
+// GetLedger implements ledger.Store.
+func (s *Ledgers) GetLedger(ctx context.Context, id string) (*ledger.Record, error) {
+	resp, err := s.table.GetEntity(ctx, "ledger:"+id, "record", nil)
+	switch tableCode(err) {
+	case "":
+	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+		return nil, nil
+	default:
+		return nil, classify(err, "read ledger "+id)
+	}
+	var e aztables.EDMEntity
+	if err := json.Unmarshal(resp.Value, &e); err != nil {
+		return nil, fault.Wrap(fault.Internal, err, "decode ledger "+id)
+	}
+	p := props(e.Properties)
+	r := &ledger.Record{ID: id, Hash: p.str("Hash"), Status: ledger.Status(p.str("Status")),
+		Transactions: int(p.int("Transactions")), Orders: int(p.int("Orders")), Sent: int(p.int("Sent")),
+		Error: p.str("Error"), UpdatedAt: p.time("UpdatedAt")}
+	if s := p.str("Problems"); s != "" {
+		_ = json.Unmarshal([]byte(s), &r.Problems)
+	}
+	return r, nil
+}
+
+func recordEntity(r *ledger.Record) ([]byte, error) {
+	problems := r.Problems
+	if len(problems) > maxStoredProblems {
+		problems = problems[:maxStoredProblems]
+	}
+	pj, err := json.Marshal(problems)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(aztables.EDMEntity{
+		Entity: aztables.Entity{PartitionKey: "ledger:" + r.ID, RowKey: "record"},
+		Properties: map[string]any{
+			"Hash": r.Hash, "Status": string(r.Status), "Transactions": int32(r.Transactions), "Orders": int32(r.Orders),
+			"Sent": int32(r.Sent), "Error": r.Error, "Problems": string(pj), "ProblemCount": int32(len(r.Problems)),
+			"UpdatedAt": aztables.EDMDateTime(r.UpdatedAt),
+		},
+	})
+}
+
+// CreateLedger implements ledger.Store.
+func (s *Ledgers) CreateLedger(ctx context.Context, r *ledger.Record) error {
+	data, err := recordEntity(r)
+	if err != nil {
+		return fault.Wrap(fault.Internal, err, "encode ledger record")
+	}
+	err = s.withTable(ctx, func() error { _, err := s.table.AddEntity(ctx, data, nil); return err })
+	if tableCode(err) == aztables.EntityAlreadyExists {
+		return ledger.ErrLedgerExists
+	}
+	return classifyOrNil(err, "create ledger "+r.ID)
+}
+
+// SaveLedger implements ledger.Store.
+func (s *Ledgers) SaveLedger(ctx context.Context, r *ledger.Record) error {
+	data, err := recordEntity(r)
+	if err != nil {
+		return fault.Wrap(fault.Internal, err, "encode ledger record")
+	}
+	err = s.withTable(ctx, func() error {
+		_, err := s.table.UpsertEntity(ctx, data, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
+		return err
+	})
+	return classifyOrNil(err, "save ledger "+r.ID)
+}
+
+// Allocate implements ledger.Store: one query (counter and this ledger's
+// alloc row) and one transaction per attempt.
+func (s *Ledgers) Allocate(ctx context.Context, ledgerID, orderID string, count int) (int64, error) {
+	pk := "order:" + orderID
+	allocKey := "alloc:" + ledgerID
+	filter := fmt.Sprintf("PartitionKey eq '%s' and (RowKey eq 'counter' or RowKey eq '%s')", escape(pk), escape(allocKey))
+	for attempt := 0; attempt < 20; attempt++ {
+		var last int64
+		var etag *azcore.ETag
+		pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
+		for pager.More() {
+			page, err := pager.NextPage(ctx)
+			if err != nil && tableCode(err) != aztables.TableNotFound {
+				return 0, classify(err, "read seq counter of order "+orderID)
+			}
+			for _, raw := range page.Entities {
+				var e aztables.EDMEntity
+				if err := json.Unmarshal(raw, &e); err != nil {
+					return 0, fault.Wrap(fault.Internal, err, "decode seq counter")
+				}
+				p := props(e.Properties)
+				if e.RowKey == allocKey {
+					return p.int("First"), nil // this ledger was given its numbers before
+				}
+				tag := azcore.ETag(e.ETag)
+				last, etag = p.int("Last"), &tag
+			}
+		}
+		counter, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: pk, RowKey: "counter"},
+			Properties: map[string]any{"Last": aztables.EDMInt64(last + int64(count))}})
+		alloc, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: pk, RowKey: allocKey},
+			Properties: map[string]any{"First": aztables.EDMInt64(last + 1), "Count": int32(count)}})
+		actions := []aztables.TransactionAction{{ActionType: aztables.TransactionTypeAdd, Entity: alloc}}
+		if etag == nil {
+			actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: counter})
+		} else {
+			actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeUpdateReplace, Entity: counter, IfMatch: etag})
+		}
+		err := s.withTable(ctx, func() error { _, err := s.table.SubmitTransaction(ctx, actions, nil); return err })
+		switch tableCode(err) {
+		case "":
+			if err != nil {
+				return 0, classify(err, "allocate seqs of order "+orderID)
+			}
+			return last + 1, nil
+		case aztables.EntityAlreadyExists, aztables.UpdateConditionNotSatisfied:
+			continue // another ledger (or this one, elsewhere) allocated first: read again
+		default:
+			return 0, classify(err, "allocate seqs of order "+orderID)
+		}
+	}
+	return 0, fault.Errorf(fault.Unavailable, "allocate seqs of order %q: too much contention", orderID)
+}
+
+// withTable runs fn, creating the table and running fn again if it is missing.
+func (s *Ledgers) withTable(ctx context.Context, fn func() error) error {
+	err := fn()
+	if tableCode(err) == aztables.TableNotFound {
+		if _, cerr := s.table.CreateTable(ctx, nil); cerr != nil && tableCode(cerr) != aztables.TableAlreadyExists {
+			return cerr
+		}
+		err = fn()
+	}
+	return err
+}
+
+func classifyOrNil(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	return classify(err, what)
+}
