@@ -57,8 +57,12 @@ start: stage ## run the function app with Azure Functions Core Tools (`func star
 	cd dist && func start
 
 .PHONY: demo
-demo: ## run the whole pipeline locally (arrives with issue 5: local host and Service Bus emulation)
-	@echo "make demo arrives with issue 5 (local host and Service Bus emulation)"; exit 2
+demo: tools stage ## run the whole pipeline locally on the sample ledgers and check every order
+	go run ./handler/devhost/cmd/convoy-devhost demo -app dist -ledgers testdata/ledgers
+
+.PHONY: devhost
+devhost: tools stage ## serve the app under the local host + Service Bus emulation until Ctrl-C
+	go run ./handler/devhost/cmd/convoy-devhost run -app dist
 
 .PHONY: bench
 bench: ## run the benchmarks (arrives with issues 3-5)

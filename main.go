@@ -30,6 +30,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/localbus"
 	"github.com/convoy-dev/convoy/handler/sbpublish"
 	"github.com/convoy-dev/convoy/handler/settings"
 	"github.com/convoy-dev/convoy/handler/tablestore"
@@ -98,6 +99,9 @@ func serve() error {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	log.Info("custom handler listening", "addr", ln.Addr().String(), "ordersQueue", cfg.OrdersQueue, "ordersTable", cfg.OrdersTable)
+	if cfg.ServiceBus.Local != "" {
+		log.Warn("publishing through " + localbus.Describe(cfg.ServiceBus.Local))
+	}
 
 	select {
 	case err := <-done:
@@ -178,20 +182,37 @@ func publish(args []string) error {
 	return nil
 }
 
+// queueSender is what the program sends with: azservicebus in Azure, or the
+// local development transport to convoy-devhost.
+type queueSender interface {
+	ledger.Sender
+	SendLedger(ctx context.Context, ledgerID string, doc []byte) error
+	Close(ctx context.Context) error
+}
+
+var (
+	_ queueSender = (*sbpublish.Sender)(nil)
+	_ queueSender = (*localbus.Sender)(nil)
+)
+
 // clients are built once per process and shared.
 type clients struct {
 	tables  *aztables.ServiceClient // nil when StateStorage is not needed
-	bus     *azservicebus.Client
-	senders map[string]*sbpublish.Sender
+	bus     *azservicebus.Client    // nil with the local transport
+	local   string                  // convoy-devhost's address with the local transport
+	senders map[string]queueSender
 }
 
 func newClients(cfg settings.Settings) (*clients, error) {
-	c := &clients{senders: map[string]*sbpublish.Sender{}}
+	c := &clients{senders: map[string]queueSender{}, local: cfg.ServiceBus.Local}
 	var err error
 	if cfg.Storage != (settings.Connection{}) {
 		if c.tables, err = tableService(cfg.Storage); err != nil {
 			return nil, fmt.Errorf("setting StateStorage: %w", err)
 		}
+	}
+	if c.local != "" {
+		return c, nil
 	}
 	if c.bus, err = serviceBus(cfg.ServiceBus); err != nil {
 		return nil, fmt.Errorf("setting ServiceBusConnection: %w", err)
@@ -199,13 +220,18 @@ func newClients(cfg settings.Settings) (*clients, error) {
 	return c, nil
 }
 
-func (c *clients) sender(queue string) (*sbpublish.Sender, error) {
+func (c *clients) sender(queue string) (queueSender, error) {
 	if s, ok := c.senders[queue]; ok {
 		return s, nil
 	}
-	s, err := sbpublish.NewSender(c.bus, queue)
-	if err != nil {
-		return nil, err
+	var s queueSender
+	if c.local != "" {
+		s = localbus.NewSender(c.local, queue)
+	} else {
+		var err error
+		if s, err = sbpublish.NewSender(c.bus, queue); err != nil {
+			return nil, err
+		}
 	}
 	c.senders[queue] = s
 	return s, nil
@@ -230,7 +256,9 @@ func (c *clients) close() {
 	for _, s := range c.senders {
 		_ = s.Close(ctx)
 	}
-	_ = c.bus.Close(ctx)
+	if c.bus != nil {
+		_ = c.bus.Close(ctx)
+	}
 }
 
 // credential follows the Functions host's convention for identity-based

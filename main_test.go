@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/convoy-dev/convoy/handler/azuritetest"
+	"github.com/convoy-dev/convoy/handler/azurite"
 )
 
 var binary string
@@ -76,7 +76,7 @@ func TestFailsFastOnBadSettings(t *testing.T) {
 }
 
 func TestStartedLikeTheHost(t *testing.T) {
-	az, err := azuritetest.Start(azuritetest.Options{})
+	az, err := azurite.Start(azurite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

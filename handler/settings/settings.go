@@ -7,6 +7,7 @@ package settings
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -26,10 +27,13 @@ type Connection struct {
 	Endpoint         string // fully qualified namespace (Service Bus) or table service URI (Storage)
 	ClientID         string // user-assigned managed identity; empty for DefaultAzureCredential / system identity
 	Credential       string // "managedidentity" forces ManagedIdentityCredential
+	// Local is the address (host:port) of convoy-devhost's queue emulation,
+	// from ServiceBusConnection=local://host:port: development only.
+	Local string
 }
 
 // UsesIdentity reports whether the connection authenticates with Microsoft Entra ID.
-func (c Connection) UsesIdentity() bool { return c.ConnectionString == "" }
+func (c Connection) UsesIdentity() bool { return c.ConnectionString == "" && c.Local == "" }
 
 // Settings is everything the program reads from its environment.
 type Settings struct {
@@ -182,6 +186,15 @@ func (r *reader) name(setting, def string, valid func(string) string) string {
 // connection string) wins; otherwise the __fullyQualifiedNamespace group.
 func (r *reader) serviceBus() Connection {
 	const base = "ServiceBusConnection"
+	if addr, ok := strings.CutPrefix(r.get(base), "local://"); ok {
+		if azure, _ := r.lookup("WEBSITE_INSTANCE_ID"); azure != "" {
+			r.fail(base, "local:// is the local development transport (convoy-devhost); it is refused in Azure")
+		}
+		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" || !isLoopback(strings.Split(addr, ":")[0]) {
+			r.fail(base, "%q is not local://127.0.0.1:<port>", "local://"+addr)
+		}
+		return Connection{Local: addr}
+	}
 	if cs := r.get(base); cs != "" {
 		kv, err := parseConnectionString(cs)
 		switch {

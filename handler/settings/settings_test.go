@@ -74,3 +74,18 @@ func TestErrorsNameEverySetting(t *testing.T) {
 		t.Fatalf("a malformed connection string must be rejected without echoing secrets: %v", err)
 	}
 }
+
+func TestLocalTransport(t *testing.T) {
+	s, err := settings.Load(env(map[string]string{"ServiceBusConnection": "local://127.0.0.1:7071", "StateStorage": "UseDevelopmentStorage=true"}))
+	if err != nil || s.ServiceBus.Local != "127.0.0.1:7071" || s.ServiceBus.UsesIdentity() {
+		t.Fatalf("local transport: %+v, %v", s.ServiceBus, err)
+	}
+	_, err = settings.Load(env(map[string]string{"ServiceBusConnection": "local://127.0.0.1:7071", "StateStorage": "UseDevelopmentStorage=true", "WEBSITE_INSTANCE_ID": "x"}))
+	if err == nil || !strings.Contains(err.Error(), "refused in Azure") {
+		t.Fatalf("local:// in Azure: %v", err)
+	}
+	_, err = settings.Load(env(map[string]string{"ServiceBusConnection": "local://example.com:80", "StateStorage": "UseDevelopmentStorage=true"}))
+	if err == nil {
+		t.Fatal("local:// to a remote host accepted")
+	}
+}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/convoy-dev/convoy/handler/azuritetest"
+	"github.com/convoy-dev/convoy/handler/azurite"
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/convoy/storetest"
 	"github.com/convoy-dev/convoy/handler/fault"
@@ -19,11 +19,11 @@ import (
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
-var server *azuritetest.Server
+var server *azurite.Server
 
 func TestMain(m *testing.M) {
 	var err error
-	server, err = azuritetest.Start(azuritetest.Options{})
+	server, err = azurite.Start(azurite.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tablestore tests need Azurite:", err)
 		os.Exit(1)

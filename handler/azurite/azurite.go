@@ -1,7 +1,8 @@
-// Package azuritetest starts a real Azurite Table service for tests: on a free
+// Package azurite starts a real Azurite Table service for tests and the local
+// demo (a development tool, never used in Azure): on a free
 // loopback port, without telemetry, in memory or on disk. It never skips: a
 // missing Azurite is an error that says how to install it (make tools).
-package azuritetest
+package azurite
 
 import (
 	"bytes"

@@ -1,0 +1,98 @@
+// Command convoy-devhost is a development tool, never deployed: it runs the
+// staged function app under the local emulation of the Functions host and
+// Service Bus (package devhost), against Azurite.
+//
+//	convoy-devhost demo   the whole pipeline on the sample ledgers, checked (make demo)
+//	convoy-devhost run    serve until Ctrl-C, for `convoy publish` and curl (make devhost)
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/convoy-dev/convoy/handler/azurite"
+	"github.com/convoy-dev/convoy/handler/devhost"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: convoy-devhost demo|run [flags]")
+		os.Exit(2)
+	}
+	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	app := fs.String("app", "dist", "the staged function app (make stage)")
+	queues := fs.String("queues", "infra/local/servicebus-emulator-config.json", "queue properties (Service Bus emulator config format)")
+	ledgers := fs.String("ledgers", "testdata/ledgers", "sample ledgers for the demo")
+	late := fs.String("late", "03-afternoon.json", "the demo ledger whose publisher stalls, so that the next ledger overtakes it")
+	logFile := fs.String("log", filepath.Join("dist", "devhost.log"), "where the emulation and the handler log")
+	port := fs.Int("port", 7071, "front end port (run)")
+	_ = fs.Parse(os.Args[2:])
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "demo":
+		err = demo(ctx, *app, *ledgers, *queues, *late, *logFile)
+	case "run":
+		err = run(ctx, *app, *queues, *port)
+	default:
+		err = fmt.Errorf("unknown command %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "convoy-devhost:", err)
+		os.Exit(1)
+	}
+}
+
+func demo(ctx context.Context, app, ledgers, queues, late, logFile string) error {
+	log, err := os.Create(logFile)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	err = devhost.RunDemo(ctx, devhost.DemoOptions{AppDir: app, LedgersDir: ledgers, QueueConfig: queues, Late: late, Out: os.Stdout, Log: log})
+	if err != nil {
+		return fmt.Errorf("%w\n(the emulation's and the handler's log: %s)", err, logFile)
+	}
+	return nil
+}
+
+func run(ctx context.Context, app, queues string, port int) error {
+	q, err := devhost.LoadQueueConfig(queues)
+	if err != nil {
+		return err
+	}
+	az, err := azurite.Start(azurite.Options{Port: 10002})
+	if err != nil {
+		return err
+	}
+	defer az.Stop()
+	h, err := devhost.Start(devhost.Options{AppDir: app, Queues: q, Port: port, Log: os.Stderr, Settings: map[string]string{
+		"StateStorage": az.ConnectionString(), "AzureWebJobsStorage": az.ConnectionString(), "OrdersQueueName": "orders", "LedgersQueueName": "ledgers",
+	}})
+	if err != nil {
+		return err
+	}
+	defer h.Stop()
+	fmt.Printf(`convoy-devhost: the function app in %s runs under the local host and Service Bus emulation (development only).
+  functions:  %s/api/ledgers (POST), %s/api/orders/{orderId} (GET)
+  queues:     %s/devhost/queues/{ledgers,orders}[/deadletter]
+  publish:    ServiceBusConnection=local://127.0.0.1:%d bin/convoy publish testdata/ledgers/01-morning.json
+  state:      Azurite on 127.0.0.1:%d (in memory)
+Ctrl-C stops everything.
+`, app, h.URL(), h.URL(), h.URL(), port, az.Port)
+	<-ctx.Done()
+	return nil
+}
+
+var _ = io.Discard

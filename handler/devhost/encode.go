@@ -1,0 +1,155 @@
+package devhost
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// The host's encoding of .NET values (HOST-CONTRACT.md), written here
+// independently of the handler's decoder.
+
+// netString: a string is JSON-encoded again, as a JSON string.
+func netString(s string) json.RawMessage {
+	once, _ := json.Marshal(s)
+	twice, _ := json.Marshal(string(once))
+	return twice
+}
+
+// netInt: an integer arrives as a JSON string holding the number.
+func netInt(n int64) json.RawMessage {
+	b, _ := json.Marshal(strconv.FormatInt(n, 10))
+	return b
+}
+
+// netUTC: a DateTime (…Utc keys): no zone, no fraction.
+func netUTC(t time.Time) json.RawMessage {
+	b, _ := json.Marshal(t.UTC().Format("2006-01-02T15:04:05"))
+	return b
+}
+
+// netOffset: a DateTimeOffset: +00:00, no fraction.
+func netOffset(t time.Time) json.RawMessage {
+	b, _ := json.Marshal(t.UTC().Format("2006-01-02T15:04:05") + "+00:00")
+	return b
+}
+
+// netArray: every batch value is a JSON string holding a JSON array.
+func netArray(values any) json.RawMessage {
+	inner, _ := json.Marshal(values)
+	b, _ := json.Marshal(string(inner))
+	return b
+}
+
+func raw(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// invocation is the body of POST /<FunctionName>.
+type invocation struct {
+	Data     map[string]json.RawMessage `json:"Data"`
+	Metadata map[string]json.RawMessage `json:"Metadata"`
+}
+
+func sysMetadata(fn string, now time.Time) json.RawMessage {
+	return raw(map[string]string{"MethodName": fn, "UtcNow": now.UTC().Format("2006-01-02T15:04:05.0000000Z"), "RandGuid": uuid.NewString()})
+}
+
+// serviceBusSingle encodes one message for a "cardinality": "one" trigger.
+func serviceBusSingle(fn, binding string, m *Message, sessions bool, now time.Time) invocation {
+	md := map[string]json.RawMessage{
+		"MessageReceiver": raw(map[string]any{}),
+		"MessageActions":  raw(map[string]any{}),
+		"ReceiveActions":  raw(map[string]any{}),
+		"Client":          raw(map[string]any{"FullyQualifiedNamespace": "localhost", "IsClosed": false, "Identifier": "devhost"}),
+		"EnqueuedTimeUtc": netUTC(m.EnqueuedTime),
+		"EnqueuedTime":    netOffset(m.EnqueuedTime),
+		"ExpiresAtUtc":    netUTC(m.EnqueuedTime.Add(time.Hour)),
+		"ExpiresAt":       netOffset(m.EnqueuedTime.Add(time.Hour)),
+		"SequenceNumber":  netInt(m.SequenceNumber),
+		"DeliveryCount":   netInt(int64(m.DeliveryCount)),
+		"LockToken":       netString(uuid.NewString()),
+		"sys":             sysMetadata(fn, now),
+	}
+	props := m.Properties
+	if props == nil {
+		props = map[string]any{}
+	}
+	md["ApplicationProperties"], md["UserProperties"] = raw(props), raw(props)
+	for k, v := range map[string]string{"MessageId": m.MessageID, "ContentType": m.ContentType, "SessionId": m.SessionID} {
+		if v != "" { // null values are omitted
+			md[k] = netString(v)
+		}
+	}
+	if sessions {
+		locked := map[string]any{"SessionLockedUntil": strings.Trim(string(netOffset(now.Add(time.Minute))), `"`)}
+		md["SessionActions"], md["MessageSession"] = raw(locked), raw(locked)
+	}
+	injectBodyProperties(md, m.Body)
+	return invocation{Data: map[string]json.RawMessage{binding: netString(string(m.Body))}, Metadata: md}
+}
+
+// injectBodyProperties copies a JSON object body's top-level properties into
+// Metadata, case-insensitively overwriting real metadata, as the host does.
+func injectBodyProperties(md map[string]json.RawMessage, body []byte) {
+	var obj map[string]json.RawMessage
+	if len(bytes.TrimSpace(body)) == 0 || json.Unmarshal(body, &obj) != nil {
+		return
+	}
+	for k, v := range obj {
+		for existing := range md {
+			if strings.EqualFold(existing, k) {
+				delete(md, existing)
+			}
+		}
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			md[k] = netString(s)
+		} else {
+			md[k] = v
+		}
+	}
+}
+
+// serviceBusBatch encodes messages of one session for "cardinality": "many".
+func serviceBusBatch(fn, binding string, msgs []*Message, now time.Time) invocation {
+	bodies := make([]string, len(msgs))
+	var sessionIDs, messageIDs, contentTypes, enqueued []string
+	var seqs, deliveries []int64
+	var props []map[string]any
+	for i, m := range msgs {
+		bodies[i] = string(m.Body)
+		sessionIDs = append(sessionIDs, m.SessionID)
+		messageIDs = append(messageIDs, m.MessageID)
+		contentTypes = append(contentTypes, m.ContentType)
+		enqueued = append(enqueued, m.EnqueuedTime.UTC().Format("2006-01-02T15:04:05.0000000Z"))
+		seqs = append(seqs, m.SequenceNumber)
+		deliveries = append(deliveries, int64(m.DeliveryCount))
+		p := m.Properties
+		if p == nil {
+			p = map[string]any{}
+		}
+		props = append(props, p)
+	}
+	md := map[string]json.RawMessage{
+		"SessionIdArray":             netArray(sessionIDs),
+		"MessageIdArray":             netArray(messageIDs),
+		"ContentTypeArray":           netArray(contentTypes),
+		"SequenceNumberArray":        netArray(seqs),
+		"DeliveryCountArray":         netArray(deliveries),
+		"EnqueuedTimeUtcArray":       netArray(enqueued),
+		"ApplicationPropertiesArray": netArray(props),
+		"UserPropertiesArray":        netArray(props),
+		"MessageReceiver":            raw(map[string]any{}),
+		"ReceiveActions":             raw(map[string]any{}),
+		"SessionActions":             raw(map[string]any{"SessionLockedUntil": now.Add(time.Minute).UTC().Format("2006-01-02T15:04:05") + "+00:00"}),
+		"Client":                     raw(map[string]any{"FullyQualifiedNamespace": "localhost", "IsClosed": false}),
+		"sys":                        sysMetadata(fn, now),
+	}
+	return invocation{Data: map[string]json.RawMessage{binding: netArray(bodies)}, Metadata: md}
+}
