@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -172,7 +173,8 @@ func allOrders(docs []*ledger.Ledger) []string {
 	return ids
 }
 
-func getOrder(ctx context.Context, base, id string) (convoy.View, error) {
+// GetOrder reads an order's state through the front end, as a user would.
+func GetOrder(ctx context.Context, base, id string) (convoy.View, error) {
 	var v convoy.View
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/orders/"+id, nil)
 	resp, err := http.DefaultClient.Do(req)
@@ -188,7 +190,7 @@ func getOrder(ctx context.Context, base, id string) (convoy.View, error) {
 
 func showBlocked(ctx context.Context, out io.Writer, base string, ids []string) error {
 	for _, id := range ids {
-		v, err := getOrder(ctx, base, id)
+		v, err := GetOrder(ctx, base, id)
 		if err != nil {
 			return err
 		}
@@ -199,32 +201,78 @@ func showBlocked(ctx context.Context, out io.Writer, base string, ids []string) 
 	return nil
 }
 
+// ExpectedOrders folds each order's transactions in seq order. The seqs are
+// those the order messages actually carried (sent: the orders queue's
+// journal), since ledgers published concurrently allocate in any order.
+func ExpectedOrders(ledgers []*ledger.Ledger, sent []Message) (map[string]convoy.View, error) {
+	entries := map[string]ledger.Entry{}
+	for _, l := range ledgers {
+		for i, e := range l.Entries {
+			entries[convoy.MessageID(l.ID, i)] = e
+		}
+	}
+	bySeq := map[string]map[int64]ledger.Entry{}
+	for _, m := range sent {
+		e, ok := entries[m.MessageID]
+		if !ok {
+			continue // not a ledger's message (a test's re-send)
+		}
+		seq, ok := intProperty(m.Properties[convoy.PropSeq])
+		if !ok {
+			return nil, fmt.Errorf("message %s has no seq", m.MessageID)
+		}
+		if bySeq[e.OrderID] == nil {
+			bySeq[e.OrderID] = map[int64]ledger.Entry{}
+		}
+		bySeq[e.OrderID][seq] = e
+	}
+	views := map[string]convoy.View{}
+	for id, txs := range bySeq {
+		o := convoy.NewOrder(id)
+		for _, seq := range slices.Sorted(maps.Keys(txs)) {
+			if seq != o.AppliedSeq+1 {
+				return nil, fmt.Errorf("order %s: no message carried seq %d", id, o.AppliedSeq+1)
+			}
+			var c convoy.Change
+			o.Receive(convoy.Message{Seq: seq, Last: txs[seq].Last, Tx: txs[seq].Transaction}, time.Now(), &c)
+		}
+		views[id] = o.View()
+	}
+	return views, nil
+}
+
+// intProperty reads an integer application property (int64 when sent by
+// Go, float64 after a JSON round trip).
+func intProperty(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case float64:
+		return int64(n), n == float64(int64(n))
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	}
+	return 0, false
+}
+
 // report prints every order and compares it with the fold of its
 // transactions in seq order (ledgers in allocation order).
 func report(ctx context.Context, out io.Writer, h *Host, docs []*ledger.Ledger) error {
-	expected := map[string]*convoy.Order{}
-	for _, l := range docs {
-		for _, e := range l.Entries {
-			o := expected[e.OrderID]
-			if o == nil {
-				o = convoy.NewOrder(e.OrderID)
-				expected[e.OrderID] = o
-			}
-			var c convoy.Change
-			o.Receive(convoy.Message{Seq: o.AppliedSeq + 1, Last: e.Last, Tx: e.Transaction}, time.Now(), &c)
-		}
+	expected, err := ExpectedOrders(docs, h.Queue("orders").Sent())
+	if err != nil {
+		return err
 	}
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ORDER\tSTATUS\tCOMPLETE\tAPPLIED SEQ\tTOTAL (minor units)\tTRANSACTIONS\tREJECTED\tPARKED\tMATCHES FOLD")
 	var mismatches, rejections []string
 	for _, id := range allOrders(docs) {
-		v, err := getOrder(ctx, h.URL(), id)
+		v, err := GetOrder(ctx, h.URL(), id)
 		if err != nil {
 			return err
 		}
-		want := expected[id].View()
-		problem := compareViews(v, want)
+		problem := CompareViews(v, expected[id])
 		mark := "yes"
 		if problem != "" {
 			mark = "NO: " + problem
@@ -257,9 +305,9 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// compareViews returns how got differs from want ("" if it does not),
-// ignoring timestamps.
-func compareViews(got, want convoy.View) string {
+// CompareViews returns how got differs from want ("" if it does not),
+// ignoring timestamps; an order with parked messages never matches.
+func CompareViews(got, want convoy.View) string {
 	switch {
 	case got.Status != want.Status:
 		return fmt.Sprintf("status %s, want %s", got.Status, want.Status)

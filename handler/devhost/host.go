@@ -199,11 +199,21 @@ func (h *Host) startHandler() error {
 		return fmt.Errorf("start handler %s: %w", exe, err)
 	}
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
 	h.mu.Lock()
 	h.cmd, h.handlerPort, h.exited = cmd, port, exited
 	ready := h.ready
 	h.mu.Unlock()
+	go func() {
+		_ = cmd.Wait()
+		// Not ready from the moment it dies: new invocations wait for the
+		// restart instead of failing at once and burning deliveries.
+		h.mu.Lock()
+		if h.cmd == cmd {
+			h.ready = make(chan struct{})
+		}
+		h.mu.Unlock()
+		close(exited)
+	}()
 	go h.probe(port, ready, exited)
 	return nil
 }
@@ -246,9 +256,6 @@ func (h *Host) supervise() {
 		}
 		h.restarts.Add(1)
 		h.log.Printf("handler exited; restarting it")
-		h.mu.Lock()
-		h.ready = make(chan struct{})
-		h.mu.Unlock()
 		for h.ctx.Err() == nil {
 			if err := h.startHandler(); err != nil {
 				h.log.Printf("%v; retrying", err)

@@ -45,8 +45,12 @@ type Queue struct {
 	dead     []*Message
 	seen     map[string]time.Time // MessageId → when first accepted
 	inFlight int
+	sent     []Message // journal of accepted messages (bodies dropped), for tools and checks
 	now      func() time.Time
 }
+
+// maxJournal bounds the journal of a long-running emulation.
+const maxJournal = 1_000_000
 
 type session struct {
 	id     string
@@ -101,6 +105,11 @@ func (q *Queue) Send(msgs []Message) (accepted, duplicates int) {
 		}
 		msg := m
 		s.msgs = append(s.msgs, &msg)
+		if len(q.sent) < maxJournal {
+			j := m
+			j.Body = nil
+			q.sent = append(q.sent, j)
+		}
 		accepted++
 	}
 	if accepted > 0 {
@@ -270,6 +279,13 @@ func indexOf(msgs []*Message, seq int64) int {
 		}
 	}
 	return -1
+}
+
+// Sent returns every message the queue accepted, in order, without bodies.
+func (q *Queue) Sent() []Message {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]Message(nil), q.sent...)
 }
 
 // QueueStats is a snapshot of a queue.

@@ -35,7 +35,9 @@ type SendResult struct {
 }
 
 // MessagesPath is where a queue's messages are sent: POST a JSON array of WireMessage.
-func MessagesPath(queue string) string { return "/devhost/queues/" + url.PathEscape(queue) + "/messages" }
+func MessagesPath(queue string) string {
+	return "/devhost/queues/" + url.PathEscape(queue) + "/messages"
+}
 
 // MaxBatchBytes is the batch size the emulator accepts, as on the Standard tier.
 const MaxBatchBytes = 256 << 10
@@ -121,4 +123,6 @@ func (b *batch) Add(m ledger.Message) error {
 func (b *batch) Len() int { return len(b.msgs) }
 
 // Describe names the transport in logs.
-func Describe(addr string) string { return fmt.Sprintf("local queue emulation at %s (development only)", addr) }
+func Describe(addr string) string {
+	return fmt.Sprintf("local queue emulation at %s (development only)", addr)
+}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -94,5 +93,3 @@ Ctrl-C stops everything.
 	<-ctx.Done()
 	return nil
 }
-
-var _ = io.Discard

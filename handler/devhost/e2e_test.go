@@ -1,0 +1,448 @@
+package devhost_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/convoy-dev/convoy/handler/azurite"
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/devhost"
+	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/localbus"
+)
+
+// The end-to-end fault suite: the real handler binary, staged like `make
+// stage`, under the host and Service Bus emulation, against real Azurite.
+// Every scenario ends by comparing every order with the expected fold.
+
+var (
+	root   = filepath.Join("..", "..")
+	binary string
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "convoy-e2e")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "convoy")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build the handler: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// stage lays out a function app as `make stage` does; edit may change
+// host.json (name "host.json") or a function.json (by function name).
+func stage(t *testing.T, edit func(name string, fj map[string]any)) string {
+	t.Helper()
+	dir := t.TempDir()
+	var host map[string]any
+	data, _ := os.ReadFile(filepath.Join(root, "host.json"))
+	if err := json.Unmarshal(data, &host); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit("host.json", host)
+	}
+	data, _ = json.Marshal(host)
+	if err := os.WriteFile(filepath.Join(dir, "host.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, binary, filepath.Join(dir, "convoy"))
+	if err := os.Chmod(filepath.Join(dir, "convoy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(root, "functions", "*", "function.json"))
+	for _, f := range files {
+		name := filepath.Base(filepath.Dir(f))
+		var fj map[string]any
+		data, _ := os.ReadFile(f)
+		if err := json.Unmarshal(data, &fj); err != nil {
+			t.Fatal(err)
+		}
+		if edit != nil {
+			edit(name, fj)
+		}
+		data, _ = json.Marshal(fj)
+		_ = os.MkdirAll(filepath.Join(dir, name), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, name, "function.json"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func copyFile(t *testing.T, from, to string) {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type env struct {
+	t    *testing.T
+	az   *azurite.Server
+	host *devhost.Host
+	log  *bytes.Buffer
+	mu   sync.Mutex
+}
+
+func start(t *testing.T, app string, az azurite.Options) *env {
+	t.Helper()
+	queues, err := devhost.LoadQueueConfig(filepath.Join(root, "infra", "local", "servicebus-emulator-config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, log: &bytes.Buffer{}}
+	if e.az, err = azurite.Start(az); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.az.Stop)
+	e.host, err = devhost.Start(devhost.Options{AppDir: app, Queues: queues, Log: lockedWriter{e}, Settings: map[string]string{
+		"StateStorage": e.az.ConnectionString(), "OrdersQueueName": "orders", "LedgersQueueName": "ledgers", "TransientRetrySeconds": "10",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.host.Stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			e.mu.Lock()
+			t.Logf("emulation log (last 4 KiB):\n%s", tail(e.log.String(), 4096))
+			e.mu.Unlock()
+		}
+	})
+	return e
+}
+
+type lockedWriter struct{ e *env }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.e.mu.Lock()
+	defer w.e.mu.Unlock()
+	return w.e.log.Write(p)
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func (e *env) addr() string { return strings.TrimPrefix(e.host.URL(), "http://") }
+
+// publish sends ledger documents to the ledgers queue, as `convoy publish` does.
+func (e *env) publish(ctx context.Context, docs ...[]byte) []*ledger.Ledger {
+	e.t.Helper()
+	sender := localbus.NewSender(e.addr(), "ledgers")
+	var out []*ledger.Ledger
+	for _, doc := range docs {
+		l, err := ledger.Parse(doc, ledger.Limits{})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if err := sender.SendLedger(ctx, l.ID, doc); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func (e *env) waitIdle(ctx context.Context) {
+	e.t.Helper()
+	if err := e.host.WaitIdle(ctx, 500*time.Millisecond); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// checkFold compares every order's state with the fold of its transactions
+// in the seq order of the messages sent (the orders queue's journal unless
+// the test invoked the function itself).
+func (e *env) checkFold(ctx context.Context, ledgers []*ledger.Ledger, sent ...devhost.Message) {
+	e.t.Helper()
+	if sent == nil {
+		sent = e.host.Queue("orders").Sent()
+	}
+	want, err := devhost.ExpectedOrders(ledgers, sent)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if len(want) == 0 {
+		e.t.Fatal("no order to check")
+	}
+	for id, w := range want {
+		got, err := devhost.GetOrder(ctx, e.host.URL(), id)
+		if err != nil {
+			e.t.Fatalf("order %s: %v", id, err)
+		}
+		if problem := devhost.CompareViews(got, w); problem != "" {
+			e.t.Fatalf("order %s: %s", id, problem)
+		}
+	}
+	if dl := e.host.Queue("orders").Stats().DeadLettered; dl != 0 {
+		e.t.Fatalf("%d order message(s) were dead-lettered", dl)
+	}
+}
+
+// genLedger makes a ledger of n transactions over orders, interleaved, with
+// business violations mixed in. Orders are created by the first ledger (seq 0).
+func genLedger(r *rand.Rand, id string, n int, orders []string, create bool) []byte {
+	type tx = map[string]any
+	var txs []tx
+	if create {
+		for _, o := range orders {
+			txs = append(txs, tx{"orderId": o, "op": "CreateOrder", "currency": "EUR"})
+		}
+	}
+	for i := len(txs); i < n; i++ {
+		o := orders[r.IntN(len(orders))]
+		switch k := r.IntN(20); {
+		case k < 12:
+			txs = append(txs, tx{"orderId": o, "op": "AddTransaction", "txId": fmt.Sprintf("%s-%d", id, i), "amount": r.IntN(2000) - 500})
+		case k < 17:
+			txs = append(txs, tx{"orderId": o, "op": "ModifyTransaction", "txId": fmt.Sprintf("%s-%d", id, r.IntN(i+1)), "amount": r.IntN(100)})
+		case k < 19:
+			txs = append(txs, tx{"orderId": o, "op": "AddTransaction", "txId": "dup", "amount": 1})
+		default:
+			txs = append(txs, tx{"orderId": o, "op": "CreateOrder", "currency": "USD"}) // rejected: already created
+		}
+	}
+	doc, _ := json.Marshal(map[string]any{"ledgerId": id, "transactions": txs})
+	return doc
+}
+
+func orderIDs(prefix string, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%02d", prefix, i)
+	}
+	return ids
+}
+
+func timeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestDemo runs `make demo`'s scenario: sample ledgers, one pair out of order.
+func TestDemo(t *testing.T) {
+	var out bytes.Buffer
+	err := devhost.RunDemo(timeout(t, time.Minute), devhost.DemoOptions{AppDir: stage(t, nil), LedgersDir: filepath.Join(root, "testdata", "ledgers"),
+		QueueConfig: filepath.Join(root, "infra", "local", "servicebus-emulator-config.json"), Late: "03-afternoon.json", Out: &out, Log: &bytes.Buffer{}})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{"is blocked", "All 6 orders match"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("demo output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestDuplicates: a ledger sent twice (same MessageId: dropped by duplicate
+// detection; another MessageId: an idempotent no-op) and order messages
+// re-sent under new MessageIds (past duplicate detection) change nothing.
+func TestDuplicates(t *testing.T) {
+	ctx := timeout(t, time.Minute)
+	e := start(t, stage(t, nil), azurite.Options{})
+	r := rand.New(rand.NewPCG(1, 2))
+	orders := orderIDs("dup", 5)
+	doc := genLedger(r, "L-dup-1", 60, orders, true)
+	ledgers := e.publish(ctx, doc, doc)
+	e.waitIdle(ctx)
+	// The same ledger under another MessageId reaches the handler: a no-op.
+	raw, _ := json.Marshal([]localbus.WireMessage{{MessageID: "resent-" + ledgers[0].ID, Body: string(doc)}})
+	postJSON(t, e.host.URL()+localbus.MessagesPath("ledgers"), raw)
+	// Every order message again, under new MessageIds.
+	var again []localbus.WireMessage
+	seqs := map[string]int64{}
+	for i, entry := range ledgers[0].Entries {
+		seqs[entry.OrderID]++
+		body, _ := convoy.EncodeBody(entry.Transaction)
+		again = append(again, localbus.ToWire(ledger.Message{SessionID: entry.OrderID, MessageID: fmt.Sprintf("again-%d", i),
+			LedgerID: ledgers[0].ID, Seq: seqs[entry.OrderID], Last: entry.Last, Body: body}))
+	}
+	raw, _ = json.Marshal(again)
+	postJSON(t, e.host.URL()+localbus.MessagesPath("orders"), raw)
+	e.waitIdle(ctx)
+	e.checkFold(ctx, ledgers[:1])
+}
+
+func postJSON(t *testing.T, url string, body []byte) {
+	t.Helper()
+	resp, err := httpPost(url, body)
+	if err != nil || resp != 200 {
+		t.Fatalf("POST %s: %d %v", url, resp, err)
+	}
+}
+
+// TestHandlerKilled: the handler is killed with SIGKILL mid-flight, several
+// times; the host restarts it and every order still ends exactly right.
+func TestHandlerKilled(t *testing.T) {
+	ctx := timeout(t, 2*time.Minute)
+	e := start(t, stage(t, nil), azurite.Options{})
+	r := rand.New(rand.NewPCG(3, 4))
+	orders := orderIDs("kill", 12)
+	var docs [][]byte
+	for i := range 4 {
+		docs = append(docs, genLedger(r, fmt.Sprintf("L-kill-%d", i), 150, orders, i == 0))
+	}
+	ledgers := e.publish(ctx, docs...)
+	for k := range 4 {
+		time.Sleep(time.Duration(150+100*k) * time.Millisecond)
+		e.host.KillHandler()
+	}
+	e.waitIdle(ctx)
+	if e.host.Restarts() < 4 {
+		t.Fatalf("%d restarts, want 4", e.host.Restarts())
+	}
+	e.checkFold(ctx, ledgers)
+	t.Logf("%d invocations, %d failed, %d restarts", e.host.Invocations(), e.host.Failures(), e.host.Restarts())
+}
+
+// TestStorageRestart: Azurite (on disk) is stopped mid-run and started again
+// on the same port; the handler rides out the outage.
+func TestStorageRestart(t *testing.T) {
+	ctx := timeout(t, 2*time.Minute)
+	dir := t.TempDir()
+	e := start(t, stage(t, nil), azurite.Options{Dir: dir})
+	r := rand.New(rand.NewPCG(5, 6))
+	orders := orderIDs("outage", 10)
+	var docs [][]byte
+	for i := range 3 {
+		docs = append(docs, genLedger(r, fmt.Sprintf("L-outage-%d", i), 120, orders, i == 0))
+	}
+	ledgers := e.publish(ctx, docs...)
+	e.az.Stop()
+	pending := e.host.Queue("ledgers").Stats().Active + e.host.Queue("orders").Stats().Active
+	if pending == 0 {
+		t.Fatal("everything was processed before the outage began: the scenario tests nothing")
+	}
+	time.Sleep(2 * time.Second)
+	restarted, err := azurite.Start(azurite.Options{Dir: dir, Port: e.az.Port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(restarted.Stop)
+	e.waitIdle(ctx)
+	e.checkFold(ctx, ledgers)
+	t.Logf("storage down for 2 s with %d messages pending; %d invocations, %d failed", pending, e.host.Invocations(), e.host.Failures())
+}
+
+// TestPoisonMessage: a message that cannot be read is delivered
+// MaxDeliveryCount times, dead-lettered, and its order waits behind the gap
+// with the later messages parked.
+func TestPoisonMessage(t *testing.T) {
+	ctx := timeout(t, time.Minute)
+	e := start(t, stage(t, nil), azurite.Options{})
+	msg := func(seq int64, body string) localbus.WireMessage {
+		return localbus.WireMessage{MessageID: fmt.Sprintf("P:%d", seq), SessionID: "poisoned", ContentType: "application/json",
+			ApplicationProperties: map[string]any{"ledgerId": "P", "seq": seq}, Body: body}
+	}
+	raw, _ := json.Marshal([]localbus.WireMessage{
+		msg(1, `{"transaction":{"orderId":"poisoned","op":"CreateOrder","currency":"EUR"}}`),
+		msg(2, `{"transaction":{"orderId":"poisoned","op":"AddTransaction","txId":"t-1","amount":"a lot"}}`),
+		msg(3, `{"transaction":{"orderId":"poisoned","op":"AddTransaction","txId":"t-2","amount":5}}`),
+		msg(4, `{"transaction":{"orderId":"poisoned","op":"AddTransaction","txId":"t-3","amount":7}}`),
+	})
+	postJSON(t, e.host.URL()+localbus.MessagesPath("orders"), raw)
+	e.waitIdle(ctx)
+	dead := e.host.Queue("orders").DeadLetters()
+	if len(dead) != 1 || dead[0].MessageID != "P:2" || dead[0].DeliveryCount != 10 {
+		t.Fatalf("dead letters %+v, want P:2 after 10 deliveries", dead)
+	}
+	v, err := devhost.GetOrder(ctx, e.host.URL(), "poisoned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.AppliedSeq != 1 || v.Parked != 2 || v.MissingSeq != 2 || v.BlockedSince == "" || len(v.Transactions) != 0 {
+		t.Fatalf("poisoned order %+v, want applied 1, 2 parked, missing seq 2", v)
+	}
+}
+
+// TestConcurrentInvocationsOfOneSession: the same and adjacent messages of
+// one order are invoked at once, as when a session lock is lost and two
+// instances work the session; failed calls are redelivered. Exactly once.
+func TestConcurrentInvocationsOfOneSession(t *testing.T) {
+	ctx := timeout(t, time.Minute)
+	e := start(t, stage(t, nil), azurite.Options{})
+	r := rand.New(rand.NewPCG(7, 8))
+	doc := genLedger(r, "L-race", 40, []string{"raced"}, true)
+	l, _ := ledger.Parse(doc, ledger.Limits{})
+	var msgs []*devhost.Message
+	for i, entry := range l.Entries {
+		body, _ := convoy.EncodeBody(entry.Transaction)
+		msgs = append(msgs, &devhost.Message{SequenceNumber: int64(i + 1), MessageID: convoy.MessageID(l.ID, i), SessionID: "raced",
+			ContentType: "application/json", Body: body, DeliveryCount: 1, EnqueuedTime: time.Now(),
+			Properties: map[string]any{"ledgerId": l.ID, "seq": int64(i + 1), "last": entry.Last}})
+	}
+	var wg sync.WaitGroup
+	for _, offset := range []int{0, 0, 1, 2} { // two identical streams, two shifted by one and two
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range msgs {
+				m := msgs[(i+offset)%len(msgs)]
+				for e.host.Invoke(ctx, "OrderProcessor", []*devhost.Message{m}) != nil {
+					if ctx.Err() != nil {
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var sent []devhost.Message
+	for _, m := range msgs {
+		sent = append(sent, *m)
+	}
+	e.checkFold(ctx, []*ledger.Ledger{l}, sent...)
+}
+
+// TestBatchMode: the same guarantees with "cardinality": "many".
+func TestBatchMode(t *testing.T) {
+	ctx := timeout(t, 2*time.Minute)
+	app := stage(t, func(name string, fj map[string]any) {
+		switch name {
+		case "OrderProcessor":
+			fj["bindings"].([]any)[0].(map[string]any)["cardinality"] = "many"
+		case "host.json":
+			// Batch dispatch works one session at a time: a short idle timeout keeps the test brief.
+			fj["extensions"].(map[string]any)["serviceBus"].(map[string]any)["sessionIdleTimeout"] = "00:00:00.3"
+		}
+	})
+	e := start(t, app, azurite.Options{})
+	r := rand.New(rand.NewPCG(9, 10))
+	orders := orderIDs("batch", 6)
+	var docs [][]byte
+	for i := range 3 {
+		docs = append(docs, genLedger(r, fmt.Sprintf("L-batch-%d", i), 100, orders, i == 0))
+	}
+	ledgers := e.publish(ctx, docs...)
+	time.Sleep(200 * time.Millisecond)
+	e.host.KillHandler() // a failed batch comes back whole
+	e.waitIdle(ctx)
+	e.checkFold(ctx, ledgers)
+}
