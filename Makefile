@@ -68,13 +68,30 @@ devhost: tools stage ## serve the app under the local host + Service Bus emulati
 bench: ## run the benchmarks (arrives with issues 3-5)
 	@echo "make bench arrives with the processor and publisher issues"; exit 2
 
+# Azure: ENV names the environment (resource group rg-$(ENV)); LOCATION must offer Flex Consumption.
+ENV      ?= convoy-dev
+LOCATION ?= eastus2
+SB_SKU   ?= Standard
+
 .PHONY: provision
-provision: ## provision Azure resources with Bicep (arrives with issue 6)
-	@echo "make provision arrives with issue 6 (Bicep)"; exit 2
+provision: ## provision everything in Azure with Bicep: make provision ENV=convoy-dev LOCATION=eastus2
+	@command -v az >/dev/null || { echo "the Azure CLI (az) is needed: https://aka.ms/azcli"; exit 1; }
+	az deployment sub create --name $(ENV) --location $(LOCATION) --template-file infra/main.bicep \
+	  --parameters environmentName=$(ENV) location=$(LOCATION) serviceBusSku=$(SB_SKU) \
+	  principalId="$$(az ad signed-in-user show --query id -o tsv 2>/dev/null)" \
+	  --query properties.outputs -o json
 
 .PHONY: deploy
-deploy: ## build, stage and publish with func (arrives with issue 6)
-	@echo "make deploy arrives with issue 6 (Bicep, func publish)"; exit 2
+deploy: stage ## build, stage and publish the app with Core Tools: make deploy ENV=convoy-dev (or APP=<name>)
+	@command -v func >/dev/null || { echo "Azure Functions Core Tools (func) 4.x is needed"; exit 1; }
+	@app="$(APP)"; \
+	if [ -z "$$app" ]; then app=$$(az deployment sub show --name $(ENV) --query properties.outputs.FUNCTION_APP_NAME.value -o tsv); fi; \
+	[ -n "$$app" ] || { echo "no function app: run make provision first, or pass APP=<name>"; exit 1; }; \
+	cd dist && func azure functionapp publish "$$app" --custom
+
+.PHONY: teardown
+teardown: ## delete the environment's resource group: make teardown ENV=convoy-dev
+	az group delete --name rg-$(ENV) --yes --no-wait
 
 .PHONY: clean
 clean: ## remove build output (bin/, dist/)

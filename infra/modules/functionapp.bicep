@@ -1,0 +1,98 @@
+// The function app: Flex Consumption, Linux, runtime "custom" (the Go
+// handler), running as the user-assigned identity. Every connection is
+// identity-based, with the setting names the program and bindings read.
+param location string
+param tags object
+param planName string
+param appName string
+param identityId string
+param identityClientId string
+param storageAccountName string
+param blobEndpoint string
+param tableServiceUri string
+param deploymentContainerName string
+param serviceBusNamespace string
+param ordersMaxMessageBytes int
+@secure()
+param applicationInsightsConnectionString string
+param maximumInstanceCount int
+param instanceMemoryMB int
+
+resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+  name: planName
+  location: location
+  tags: tags
+  kind: 'functionapp'
+  sku: {
+    tier: 'FlexConsumption'
+    name: 'FC1'
+  }
+  properties: {
+    reserved: true
+  }
+}
+
+resource app 'Microsoft.Web/sites@2024-04-01' = {
+  name: appName
+  location: location
+  tags: tags
+  kind: 'functionapp,linux'
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: { '${identityId}': {} }
+  }
+  properties: {
+    serverFarmId: plan.id
+    httpsOnly: true
+    siteConfig: {
+      minTlsVersion: '1.2'
+      ftpsState: 'Disabled'
+    }
+    functionAppConfig: {
+      deployment: {
+        storage: {
+          type: 'blobContainer'
+          value: '${blobEndpoint}${deploymentContainerName}'
+          authentication: {
+            type: 'UserAssignedIdentity'
+            userAssignedIdentityResourceId: identityId
+          }
+        }
+      }
+      scaleAndConcurrency: {
+        maximumInstanceCount: maximumInstanceCount
+        instanceMemoryMB: instanceMemoryMB
+      }
+      runtime: {
+        name: 'custom'
+        version: '1.0'
+      }
+    }
+  }
+}
+
+resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
+  parent: app
+  name: 'appsettings'
+  properties: {
+    AzureWebJobsStorage__accountName: storageAccountName
+    AzureWebJobsStorage__credential: 'managedidentity'
+    AzureWebJobsStorage__clientId: identityClientId
+    ServiceBusConnection__fullyQualifiedNamespace: serviceBusNamespace
+    ServiceBusConnection__credential: 'managedidentity'
+    ServiceBusConnection__clientId: identityClientId
+    StateStorage__tableServiceUri: tableServiceUri
+    StateStorage__credential: 'managedidentity'
+    StateStorage__clientId: identityClientId
+    LedgersQueueName: 'ledgers'
+    OrdersQueueName: 'orders'
+    OrdersTableName: 'ConvoyOrders'
+    LedgersTableName: 'ConvoyLedgers'
+    OrdersMaxMessageBytes: string(ordersMaxMessageBytes)
+    APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsightsConnectionString
+    APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
+  }
+}
+
+output appName string = app.name
+output defaultHostName string = app.properties.defaultHostName

@@ -1,0 +1,182 @@
+// Least privilege: each role on the narrowest scope a function needs.
+param appPrincipalId string
+param userPrincipalId string
+param userPrincipalType string
+param serviceBusNamespaceName string
+param storageAccountName string
+param applicationInsightsName string
+
+// Built-in role definition ids.
+var roles = {
+  serviceBusDataReceiver: '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'
+  serviceBusDataSender: '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39'
+  storageTableDataContributor: '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
+  storageBlobDataOwner: 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'
+  monitoringMetricsPublisher: '3913510d-42f4-4e42-8a64-420c390055eb'
+}
+
+resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' existing = {
+  name: serviceBusNamespaceName
+}
+
+resource ledgersQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' existing = {
+  parent: namespace
+  name: 'ledgers'
+}
+
+resource ordersQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' existing = {
+  parent: namespace
+  name: 'orders'
+}
+
+resource account 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
+  name: storageAccountName
+}
+
+resource tableService 'Microsoft.Storage/storageAccounts/tableServices@2023-05-01' existing = {
+  parent: account
+  name: 'default'
+}
+
+resource ordersTable 'Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-01' existing = {
+  parent: tableService
+  name: 'ConvoyOrders'
+}
+
+resource ledgersTable 'Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-01' existing = {
+  parent: tableService
+  name: 'ConvoyLedgers'
+}
+
+resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing = {
+  name: applicationInsightsName
+}
+
+// LedgerIngest is triggered by the ledgers queue.
+resource appLedgersReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(ledgersQueue.id, appPrincipalId, roles.serviceBusDataReceiver)
+  scope: ledgersQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// OrderProcessor is triggered by the orders queue; ReplayOrder reads its dead letters.
+resource appOrdersReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(ordersQueue.id, appPrincipalId, roles.serviceBusDataReceiver)
+  scope: ordersQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// The publisher (LedgerIngest, LedgerUpload) and ReplayOrder send to the orders queue.
+resource appOrdersSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(ordersQueue.id, appPrincipalId, roles.serviceBusDataSender)
+  scope: ordersQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataSender)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// Order state (OrderProcessor, OrderStatus).
+resource appOrdersTable 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(ordersTable.id, appPrincipalId, roles.storageTableDataContributor)
+  scope: ordersTable
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageTableDataContributor)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// Ledger records and seq counters (LedgerIngest, LedgerUpload).
+resource appLedgersTable 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(ledgersTable.id, appPrincipalId, roles.storageTableDataContributor)
+  scope: ledgersTable
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageTableDataContributor)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// The host's storage (AzureWebJobsStorage: keys, leases) and the deployment package.
+resource appBlobOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(account.id, appPrincipalId, roles.storageBlobDataOwner)
+  scope: account
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageBlobDataOwner)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// Telemetry with Microsoft Entra ID authentication.
+resource appMetricsPublisher 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(applicationInsights.id, appPrincipalId, roles.monitoringMetricsPublisher)
+  scope: applicationInsights
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.monitoringMetricsPublisher)
+    principalId: appPrincipalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// Optional: the deploying user publishes ledgers (convoy publish) and
+// operates (replay reads dead letters and re-sends; --direct writes state).
+resource userLedgersSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(userPrincipalId)) {
+  name: guid(ledgersQueue.id, userPrincipalId, roles.serviceBusDataSender)
+  scope: ledgersQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataSender)
+    principalId: userPrincipalId
+    principalType: userPrincipalType
+  }
+}
+
+resource userOrdersSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(userPrincipalId)) {
+  name: guid(ordersQueue.id, userPrincipalId, roles.serviceBusDataSender)
+  scope: ordersQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataSender)
+    principalId: userPrincipalId
+    principalType: userPrincipalType
+  }
+}
+
+resource userOrdersReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(userPrincipalId)) {
+  name: guid(ordersQueue.id, userPrincipalId, roles.serviceBusDataReceiver)
+  scope: ordersQueue
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)
+    principalId: userPrincipalId
+    principalType: userPrincipalType
+  }
+}
+
+resource userOrdersTable 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(userPrincipalId)) {
+  name: guid(ordersTable.id, userPrincipalId, roles.storageTableDataContributor)
+  scope: ordersTable
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageTableDataContributor)
+    principalId: userPrincipalId
+    principalType: userPrincipalType
+  }
+}
+
+resource userLedgersTable 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(userPrincipalId)) {
+  name: guid(ledgersTable.id, userPrincipalId, roles.storageTableDataContributor)
+  scope: ledgersTable
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageTableDataContributor)
+    principalId: userPrincipalId
+    principalType: userPrincipalType
+  }
+}

@@ -1,0 +1,67 @@
+// The Service Bus namespace and the two queues (names: CONTRACT.md).
+param location string
+param tags object
+param namespaceName string
+
+@allowed(['Standard', 'Premium'])
+param sku string
+
+resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
+  name: namespaceName
+  location: location
+  tags: tags
+  sku: {
+    name: sku
+    tier: sku
+    capacity: sku == 'Premium' ? 1 : null
+  }
+  properties: {
+    disableLocalAuth: true
+    minimumTlsVersion: '1.2'
+    publicNetworkAccess: 'Enabled'
+  }
+}
+
+// Ledgers: not session-enabled. A ledger may take minutes to publish, hence
+// the longest lock; resends of the same ledgerId are dropped for 10 minutes.
+resource ledgersQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
+  parent: namespace
+  name: 'ledgers'
+  properties: {
+    requiresSession: false
+    lockDuration: 'PT5M'
+    maxDeliveryCount: 10
+    requiresDuplicateDetection: true
+    duplicateDetectionHistoryTimeWindow: 'PT10M'
+    defaultMessageTimeToLive: 'P14D'
+    deadLetteringOnMessageExpiration: true
+    enablePartitioning: false
+    enableBatchedOperations: true
+  }
+}
+
+// Orders: one session per order. maxDeliveryCount 10 is the budget of fast
+// redeliveries before a message is dead-lettered (the handler already retries
+// transient failures inside each delivery); an expired message is
+// dead-lettered, not dropped, so that it can be replayed into its gap.
+// Not partitioned, so that a batch may carry messages of many sessions.
+resource ordersQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
+  parent: namespace
+  name: 'orders'
+  properties: {
+    requiresSession: true
+    lockDuration: 'PT1M'
+    maxDeliveryCount: 10
+    requiresDuplicateDetection: true
+    duplicateDetectionHistoryTimeWindow: 'PT10M'
+    defaultMessageTimeToLive: 'P14D'
+    deadLetteringOnMessageExpiration: true
+    enablePartitioning: false
+    enableBatchedOperations: true
+  }
+}
+
+output namespaceName string = namespace.name
+output fullyQualifiedNamespace string = '${namespace.name}.servicebus.windows.net'
+// Standard caps messages at 256 KiB; Premium defaults to 1 MiB.
+output maxMessageBytes int = sku == 'Premium' ? 1048576 : 262144
