@@ -134,10 +134,6 @@ func TestQueuesAgree(t *testing.T) {
 	}
 }
 
-func itoa(n int) string {
-	return strings.TrimSpace(strings.Repeat(" ", 0) + func() string { b, _ := json.Marshal(n); return string(b) }())
-}
-
 // TestSettingsAgree: the app settings Bicep gives the function app are read
 // by the program as identity-based connections, with the tables Bicep creates.
 func TestSettingsAgree(t *testing.T) {
