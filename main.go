@@ -31,7 +31,8 @@ import (
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/localbus"
-	"github.com/convoy-dev/convoy/handler/sbpublish"
+	"github.com/convoy-dev/convoy/handler/replay"
+	"github.com/convoy-dev/convoy/handler/servicebus"
 	"github.com/convoy-dev/convoy/handler/settings"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
@@ -41,6 +42,7 @@ const usage = `usage:
   convoy publish [flags] FILE...
                              send ledger files ("-" for stdin) to the ledgers queue,
                              or with --direct de-batch them onto the orders queue here
+  convoy replay ORDERID...   re-send an order's dead-lettered messages in seq order
 Settings come from the environment, then from local.settings.json (--settings).`
 
 func main() {
@@ -54,6 +56,8 @@ func main() {
 		err = serve()
 	case "publish":
 		err = publish(args)
+	case "replay":
+		err = replayOrders(args)
 	case "help":
 		fmt.Println(usage)
 	default:
@@ -81,12 +85,14 @@ func serve() error {
 	processor := convoy.NewProcessor(store, convoy.ProcessorOptions{
 		CacheSize: cfg.OrderCacheSize,
 		Retry:     fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
+		Index:     store,
 	})
 	publisher, err := c.publisher(cfg, nil)
 	if err != nil {
 		return err
 	}
-	e := handler.New(handler.Deps{Processor: processor, Orders: store, Ledgers: publisher, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes})
+	e := handler.New(handler.Deps{Processor: processor, Orders: store, Ledgers: publisher, Blocked: store,
+		Replay: replayer{c: c, queue: cfg.OrdersQueue}, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes})
 
 	// 127.0.0.1 only: the host always calls http://127.0.0.1:PORT.
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port)))
@@ -182,6 +188,63 @@ func publish(args []string) error {
 	return nil
 }
 
+func replayOrders(args []string) error {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	settingsFile := fs.String("settings", "local.settings.json", "file whose Values fill in settings missing from the environment")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New("replay: name at least one order id")
+	}
+	lookup, err := withSettingsFile(*settingsFile)
+	if err != nil {
+		return err
+	}
+	cfg, err := settings.LoadForClient(lookup, false)
+	if err != nil {
+		return fmt.Errorf("invalid settings:\n%w", err)
+	}
+	c, err := newClients(cfg)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	out := json.NewEncoder(os.Stdout)
+	for _, id := range fs.Args() {
+		rep, err := replayer{c: c, queue: cfg.OrdersQueue}.Replay(ctx, id)
+		_ = out.Encode(rep)
+		if err != nil {
+			return describe(id, err)
+		}
+	}
+	return nil
+}
+
+// replayer replays dead letters with a fresh dead-letter source per run.
+type replayer struct {
+	c     *clients
+	queue string
+}
+
+func (r replayer) Replay(ctx context.Context, orderID string) (replay.Report, error) {
+	sender, err := r.c.sender(r.queue)
+	if err != nil {
+		return replay.Report{}, err
+	}
+	if r.c.local != "" {
+		return replay.Order(ctx, localbus.NewDeadLetters(r.c.local, r.queue), sender, orderID)
+	}
+	src, err := servicebus.NewDeadLetters(r.c.bus, r.queue)
+	if err != nil {
+		return replay.Report{}, err
+	}
+	defer src.Close(context.Background())
+	return replay.Order(ctx, src, sender, orderID)
+}
+
 // queueSender is what the program sends with: azservicebus in Azure, or the
 // local development transport to convoy-devhost.
 type queueSender interface {
@@ -191,7 +254,7 @@ type queueSender interface {
 }
 
 var (
-	_ queueSender = (*sbpublish.Sender)(nil)
+	_ queueSender = (*servicebus.Sender)(nil)
 	_ queueSender = (*localbus.Sender)(nil)
 )
 
@@ -229,7 +292,7 @@ func (c *clients) sender(queue string) (queueSender, error) {
 		s = localbus.NewSender(c.local, queue)
 	} else {
 		var err error
-		if s, err = sbpublish.NewSender(c.bus, queue); err != nil {
+		if s, err = servicebus.NewSender(c.bus, queue); err != nil {
 			return nil, err
 		}
 	}

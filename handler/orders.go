@@ -63,9 +63,13 @@ func (s *server) processOrders(ctx context.Context, c *call) (map[string]any, er
 			}
 			c.outcome(slog.LevelInfo, "order message", attrs...)
 		}
-		if res.Order != nil && len(res.Order.Parked) > 0 {
+		// Once per blocking, not on every message parked behind the gap.
+		switch {
+		case res.Blocked:
 			c.outcome(slog.LevelWarn, "order blocked", "sessionId", orderID, "missingSeq", res.Order.MissingSeq(),
 				"parked", len(res.Order.Parked), "appliedSeq", res.Order.AppliedSeq)
+		case res.Unblocked:
+			c.outcome(slog.LevelInfo, "order unblocked", "sessionId", orderID, "appliedSeq", res.Order.AppliedSeq)
 		}
 	}
 	if err := errors.Join(failed...); err != nil {

@@ -25,11 +25,15 @@ const (
 	FnLedgerUpload   = "LedgerUpload"
 	FnOrderProcessor = "OrderProcessor"
 	FnOrderStatus    = "OrderStatus"
+	FnBlockedOrders  = "BlockedOrders"
+	FnReplayOrder    = "ReplayOrder"
+	FnSkipGap        = "SkipGap"
 )
 
 // OrderProcessor applies order messages (convoy.Processor).
 type OrderProcessor interface {
 	Process(ctx context.Context, orderID string, msgs []convoy.Message) (convoy.Result, error)
+	Skip(ctx context.Context, orderID string, seq int64) (convoy.Result, error)
 }
 
 // OrderReader reads an order's stored state (convoy.Store).
@@ -42,6 +46,8 @@ type Deps struct {
 	Processor       OrderProcessor
 	Orders          OrderReader
 	Ledgers         LedgerPublisher
+	Blocked         convoy.BlockedIndex
+	Replay          Replayer
 	Logger          *slog.Logger
 	MaxRequestBytes int64 // default 64 MiB
 }
@@ -82,6 +88,9 @@ func New(d Deps) *echo.Echo {
 	// enableForwardingHttpRequest, forwarded as the original request.
 	s.httpFunction(e, FnOrderStatus, http.MethodGet, "/api/orders/:orderId", s.orderStatus)
 	s.httpFunction(e, FnLedgerUpload, http.MethodPost, "/api/ledgers", s.uploadLedger)
+	s.httpFunction(e, FnBlockedOrders, http.MethodGet, "/api/orders", s.blockedOrders)
+	s.httpFunction(e, FnReplayOrder, http.MethodPost, "/api/orders/:orderId/replay", s.replayOrder)
+	s.httpFunction(e, FnSkipGap, http.MethodPost, "/api/orders/:orderId/skip", s.skipGap)
 	return e
 }
 

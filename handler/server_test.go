@@ -18,6 +18,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
 	"github.com/convoy-dev/convoy/handler/memstore"
+	"github.com/convoy-dev/convoy/handler/replay"
 )
 
 func golden(t *testing.T, name string) []byte {
@@ -30,16 +31,29 @@ func golden(t *testing.T, name string) []byte {
 }
 
 type fixture struct {
-	srv     http.Handler
-	store   *memstore.Store
-	ledgers *memstore.Ledgers
-	sender  *ledgertest.Sender
+	srv      http.Handler
+	store    *memstore.Store
+	ledgers  *memstore.Ledgers
+	sender   *ledgertest.Sender
+	replayed []string
 }
 
-func newFixture(t *testing.T) fixture {
-	f := fixture{store: memstore.New(), ledgers: memstore.NewLedgers(), sender: &ledgertest.Sender{}}
+// replayFunc adapts a function to handler.Replayer.
+type replayFunc func(ctx context.Context, orderID string) (replay.Report, error)
+
+func (f replayFunc) Replay(ctx context.Context, orderID string) (replay.Report, error) {
+	return f(ctx, orderID)
+}
+
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{store: memstore.New(), ledgers: memstore.NewLedgers(), sender: &ledgertest.Sender{}}
 	f.srv = handler.New(handler.Deps{
-		Processor:       convoy.NewProcessor(f.store, convoy.ProcessorOptions{}),
+		Processor: convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store}),
+		Blocked:   f.store,
+		Replay: replayFunc(func(_ context.Context, id string) (replay.Report, error) {
+			f.replayed = append(f.replayed, id)
+			return replay.Report{OrderID: id, Replayed: []replay.Replayed{{Seq: 2, MessageID: "L:1", NewMessageID: "L:1#replay-9"}}}, nil
+		}),
 		Orders:          f.store,
 		Ledgers:         ledger.NewPublisher(f.ledgers, f.sender, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxElapsed: time.Nanosecond}}),
 		MaxRequestBytes: 1 << 16,
@@ -49,7 +63,7 @@ func newFixture(t *testing.T) fixture {
 
 // do sends a request and checks what the host requires of every response:
 // Content-Type application/json and a JSON body.
-func (f fixture) do(t *testing.T, method, path string, body []byte) (int, map[string]any) {
+func (f *fixture) do(t *testing.T, method, path string, body []byte) (int, map[string]any) {
 	t.Helper()
 	req := httptest.NewRequest(method, path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
@@ -139,7 +153,7 @@ func TestLimitsAndPanics(t *testing.T) {
 		t.Fatalf("oversized invocation: %d", code)
 	}
 	srv := handler.New(handler.Deps{Processor: panicker{}, Orders: memstore.New()})
-	pf := fixture{srv: srv}
+	pf := &fixture{srv: srv}
 	if code, _ := pf.do(t, "POST", "/OrderProcessor", golden(t, "servicebus-single.json")); code != 500 {
 		t.Fatalf("panicking invocation: %d, want 500", code)
 	}
@@ -153,6 +167,8 @@ type panicker struct{}
 func (panicker) Process(context.Context, string, []convoy.Message) (convoy.Result, error) {
 	panic("boom")
 }
+
+func (panicker) Skip(context.Context, string, int64) (convoy.Result, error) { panic("boom") }
 
 func TestLedgerIngest(t *testing.T) {
 	f := newFixture(t)
@@ -205,5 +221,61 @@ func TestLedgerUpload(t *testing.T) {
 	f.ledgers.Fail = func(string) error { return fault.Errorf(fault.Unavailable, "storage down") }
 	if code, out := f.do(t, "POST", "/api/ledgers", []byte(`{"ledgerId":"L-y","transactions":[{"orderId":"o","op":"DeleteOrder"}]}`)); code != 503 || out["error"] == nil {
 		t.Fatalf("storage down: %d %v", code, out)
+	}
+}
+
+func TestOperations(t *testing.T) {
+	f := newFixture(t)
+	// seq 2 of o-1 is parked (blocked behind seq 1, which never comes).
+	if code, _ := f.do(t, "POST", "/OrderProcessor", golden(t, "servicebus-single.json")); code != 200 {
+		t.Fatal(code)
+	}
+	code, out := f.do(t, "GET", "/api/orders?blocked=true", nil)
+	orders, _ := out["orders"].([]any)
+	if code != 200 || len(orders) != 1 {
+		t.Fatalf("blocked orders: %d %v", code, out)
+	}
+	row := orders[0].(map[string]any)
+	if row["orderId"] != "o-1" || row["missingSeq"] != 1.0 || row["parked"] != 1.0 || row["appliedSeq"] != 0.0 || row["blockedSince"] == "" {
+		t.Fatalf("blocked order row %v", row)
+	}
+	for path, want := range map[string]int{"/api/orders": 400, "/api/orders?blocked=true&pageSize=0": 400, "/api/orders?blocked=true&continuation=%25%25": 400} {
+		if code, out := f.do(t, "GET", path, nil); code != want || out["error"] == nil {
+			t.Errorf("GET %s = %d %v, want %d", path, code, out, want)
+		}
+	}
+	// Skipping anything but the missing seq changes nothing.
+	for _, q := range []string{"seq=2", "seq=x", ""} {
+		if code, out := f.do(t, "POST", "/api/orders/o-1/skip?"+q, nil); code < 400 || code > 499 || out["error"] == nil {
+			t.Errorf("skip %q: %d %v, want a 4xx error", q, code, out)
+		}
+	}
+	if code, _ := f.do(t, "POST", "/api/orders/nope/skip?seq=1", nil); code != 404 {
+		t.Errorf("skip on an unknown order: %d, want 404", code)
+	}
+	if o, _ := f.store.Load(context.Background(), "o-1"); o.AppliedSeq != 0 || len(o.Parked) != 1 {
+		t.Fatalf("a refused skip changed the order: %+v", o.View())
+	}
+	code, out = f.do(t, "POST", "/api/orders/o-1/skip?seq=1", nil)
+	if code != 200 || out["skipped"] != 1.0 || len(out["drained"].([]any)) != 1 {
+		t.Fatalf("skip: %d %v", code, out)
+	}
+	state := out["order"].(map[string]any)
+	if state["appliedSeq"] != 2.0 || state["parked"] != 0.0 || state["rejected"].([]any)[0].(map[string]any)["reason"] != "skipped by operator" {
+		t.Fatalf("after the skip: %v", state)
+	}
+	if code, out := f.do(t, "GET", "/api/orders?blocked=true", nil); code != 200 || len(out["orders"].([]any)) != 0 {
+		t.Fatalf("still listed as blocked: %v", out)
+	}
+	code, out = f.do(t, "POST", "/api/orders/o-1/replay", nil)
+	if code != 200 || out["orderId"] != "o-1" || len(f.replayed) != 1 {
+		t.Fatalf("replay: %d %v", code, out)
+	}
+	// The envelope forms reach the same functions.
+	env := []byte(`{"Data":{"req":{"Method":"POST","Query":{"seq":"1"},"Params":{"orderId":"o-1"}}},"Metadata":{}}`)
+	code, out = f.do(t, "POST", "/SkipGap", env)
+	res, _ := out["Outputs"].(map[string]any)["res"].(map[string]any)
+	if code != 200 || res["statusCode"] != 409.0 {
+		t.Fatalf("skip through the envelope on a drained order: %d %v, want res 409", code, out)
 	}
 }

@@ -17,6 +17,7 @@ type ProcessorOptions struct {
 	CacheSize int               // orders whose state is cached; default 1000
 	Retry     fault.RetryPolicy // in-invocation retry of transient failures
 	Now       func() time.Time  // clock; default time.Now
+	Index     BlockedIndex      // kept up to date when orders block and unblock; optional
 }
 
 // Processor applies order messages strictly in seq order, exactly once.
@@ -29,6 +30,7 @@ type ProcessorOptions struct {
 // redelivery, concurrency and interrupted commits harmless.
 type Processor struct {
 	store Store
+	index BlockedIndex
 	cache *orderCache
 	locks keyedMutex
 	retry fault.RetryPolicy
@@ -46,14 +48,16 @@ func NewProcessor(store Store, opts ProcessorOptions) *Processor {
 	}
 	// Milliseconds: what every store keeps exactly.
 	now := func() time.Time { return clock().UTC().Truncate(time.Millisecond) }
-	return &Processor{store: store, cache: newOrderCache(opts.CacheSize), retry: opts.Retry, now: now}
+	return &Processor{store: store, index: opts.Index, cache: newOrderCache(opts.CacheSize), retry: opts.Retry, now: now}
 }
 
 // Result reports what one Process call did.
 type Result struct {
-	Outcomes []Outcome // one per message received, then one per parked message drained
-	Commits  int       // atomic writes made by the successful attempt
-	Order    *Order    // the order's state afterwards (a copy)
+	Outcomes  []Outcome // one per message received, then one per parked message drained
+	Commits   int       // atomic writes made by the successful attempt
+	Order     *Order    // the order's state afterwards (a copy)
+	Blocked   bool      // this call left the order blocked behind a gap it was not blocked by before
+	Unblocked bool      // this call filled the gap the order was blocked by
 }
 
 // Process applies msgs, all of one order and in the order received, and
@@ -68,13 +72,24 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 		if err != nil {
 			return err
 		}
-		res, err = p.run(ctx, o, msgs)
+		a := p.begin(o)
+		for _, m := range msgs {
+			if err = a.makeRoom(ctx); err == nil {
+				a.res.Outcomes = append(a.res.Outcomes, o.Receive(m, p.now(), &a.change))
+				err = a.drain(ctx)
+			}
+			if err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = a.commit(ctx)
+		}
 		if err != nil {
 			p.cache.drop(orderID) // o may hold uncommitted steps, or the commit's outcome is unknown
 			return err
 		}
-		p.cache.put(o)
-		res.Order = o.Clone()
+		res = a.finish()
 		return nil
 	})
 	return res, err
@@ -92,19 +107,22 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 		if err != nil {
 			return err
 		}
-		var c Change
-		if err := o.Skip(seq, p.now(), &c); err != nil {
+		if o.Version == 0 {
+			return fault.Errorf(fault.NotFound, "order %q has no state", orderID)
+		}
+		a := p.begin(o)
+		if err := o.Skip(seq, p.now(), &a.change); err != nil {
 			return fault.Wrap(fault.Conflict, err, "cannot skip")
 		}
-		res = Result{Outcomes: []Outcome{{Seq: seq, Disposition: Rejected, Reason: ReasonSkipped}}}
-		if err := p.drain(ctx, o, &c, &res); err != nil {
+		a.res.Outcomes = append(a.res.Outcomes, Outcome{Seq: seq, Disposition: Rejected, Reason: ReasonSkipped})
+		if err := a.drain(ctx); err == nil {
+			err = a.commit(ctx)
+		}
+		if err != nil {
+			p.cache.drop(orderID)
 			return err
 		}
-		if err := p.commit(ctx, o, &c, &res); err != nil {
-			return err
-		}
-		p.cache.put(o)
-		res.Order = o.Clone()
+		res = a.finish()
 		return nil
 	})
 	return res, err
@@ -117,54 +135,75 @@ func (p *Processor) state(ctx context.Context, orderID string) (*Order, error) {
 	return p.store.Load(ctx, orderID)
 }
 
-// run decides each message against o, committing whenever a commit is full.
-func (p *Processor) run(ctx context.Context, o *Order, msgs []Message) (Result, error) {
-	var res Result
-	var c Change
-	for _, m := range msgs {
-		if err := p.makeRoom(ctx, o, &c, &res); err != nil {
-			return res, err
-		}
-		res.Outcomes = append(res.Outcomes, o.Receive(m, p.now(), &c))
-		if err := p.drain(ctx, o, &c, &res); err != nil {
-			return res, err
-		}
-	}
-	return res, p.commit(ctx, o, &c, &res)
+// attempt is one try at applying messages to an order: the order as it
+// evolves, the change not yet committed, and what was committed so far.
+type attempt struct {
+	p             *Processor
+	o             *Order
+	change        Change
+	res           Result
+	storedBlocked time.Time // BlockedSince as last committed
+	wasBlocked    bool
 }
 
-func (p *Processor) drain(ctx context.Context, o *Order, c *Change, res *Result) error {
+func (p *Processor) begin(o *Order) *attempt {
+	return &attempt{p: p, o: o, storedBlocked: o.BlockedSince, wasBlocked: !o.BlockedSince.IsZero()}
+}
+
+func (a *attempt) finish() Result {
+	a.p.cache.put(a.o)
+	a.res.Order = a.o.Clone()
+	isBlocked := !a.o.BlockedSince.IsZero()
+	a.res.Blocked, a.res.Unblocked = isBlocked && !a.wasBlocked, a.wasBlocked && !isBlocked
+	return a.res
+}
+
+func (a *attempt) drain(ctx context.Context) error {
 	for {
-		if err := p.makeRoom(ctx, o, c, res); err != nil {
+		if err := a.makeRoom(ctx); err != nil {
 			return err
 		}
-		out, ok := o.DrainNext(p.now(), c)
+		out, ok := a.o.DrainNext(a.p.now(), &a.change)
 		if !ok {
 			return nil
 		}
-		res.Outcomes = append(res.Outcomes, out)
+		a.res.Outcomes = append(a.res.Outcomes, out)
 	}
 }
 
-// makeRoom commits c early when one more step might not fit; each commit is a
+// makeRoom commits early when one more step might not fit; each commit is a
 // consistent prefix of the work, so a failure after it loses nothing.
-func (p *Processor) makeRoom(ctx context.Context, o *Order, c *Change, res *Result) error {
-	if c.hasRoom() {
+func (a *attempt) makeRoom(ctx context.Context) error {
+	if a.change.hasRoom() {
 		return nil
 	}
-	return p.commit(ctx, o, c, res)
+	return a.commit(ctx)
 }
 
-func (p *Processor) commit(ctx context.Context, o *Order, c *Change, res *Result) error {
-	if c.Empty() {
+// commit writes the pending change, keeping the blocked index a superset of
+// the blocked orders: marked before the commit that blocks, cleared after
+// the commit that unblocks.
+func (a *attempt) commit(ctx context.Context) error {
+	o := a.o
+	if a.change.Empty() {
 		return nil
 	}
-	if err := p.store.Commit(ctx, o, o.Version, c); err != nil {
+	since := o.BlockedSince
+	if a.p.index != nil && !since.IsZero() && !since.Equal(a.storedBlocked) {
+		if err := a.p.index.MarkBlocked(ctx, o.ID, since); err != nil {
+			return fmt.Errorf("index blocked order %q: %w", o.ID, err)
+		}
+	}
+	if err := a.p.store.Commit(ctx, o, o.Version, &a.change); err != nil {
 		return fmt.Errorf("commit order %q at version %d: %w", o.ID, o.Version, err)
 	}
 	o.Version++
-	res.Commits++
-	*c = Change{}
+	a.res.Commits++
+	a.change = Change{}
+	if a.p.index != nil && !a.storedBlocked.IsZero() && !a.storedBlocked.Equal(since) {
+		_ = a.p.index.ClearBlocked(ctx, o.ID, a.storedBlocked) // a stale entry is dropped by its next reader
+	}
+	a.storedBlocked = since
 	return nil
 }
 

@@ -380,6 +380,91 @@ func TestPoisonMessage(t *testing.T) {
 	if v.AppliedSeq != 1 || v.Parked != 2 || v.MissingSeq != 2 || v.BlockedSince == "" || len(v.Transactions) != 0 {
 		t.Fatalf("poisoned order %+v, want applied 1, 2 parked, missing seq 2", v)
 	}
+	blocked := e.blocked(t)
+	if len(blocked) != 1 || blocked[0]["orderId"] != "poisoned" || blocked[0]["missingSeq"] != 2.0 || blocked[0]["parked"] != 2.0 {
+		t.Fatalf("blocked orders %v", blocked)
+	}
+	// A replay cannot help an unreadable message: the operator skips its seq.
+	var skipped map[string]any
+	if code := e.post(t, "/api/orders/poisoned/skip?seq=3", &skipped); code != 409 {
+		t.Fatalf("skipping a seq that is not missing: %d %v, want 409", code, skipped)
+	}
+	if code := e.post(t, "/api/orders/poisoned/skip?seq=2", &skipped); code != 200 {
+		t.Fatalf("skip: %d %v", code, skipped)
+	}
+	v, _ = devhost.GetOrder(ctx, e.host.URL(), "poisoned")
+	if v.AppliedSeq != 4 || v.Parked != 0 || v.Total != 12 || len(v.Rejected) != 1 || v.Rejected[0].Reason != convoy.ReasonSkipped {
+		t.Fatalf("after the skip: %+v", v)
+	}
+	if blocked := e.blocked(t); len(blocked) != 0 {
+		t.Fatalf("still blocked after the skip: %v", blocked)
+	}
+}
+
+// TestReplayAfterFix: a message fails all its deliveries (a broken
+// dependency) and is dead-lettered; its order shows up as blocked with the
+// right missing seq; once the cause is fixed, a replay puts the message back
+// and the order ends in the state of its fold. Replaying again changes nothing.
+func TestReplayAfterFix(t *testing.T) {
+	ctx := timeout(t, time.Minute)
+	e := start(t, stage(t, nil), azurite.Options{})
+	r := rand.New(rand.NewPCG(11, 12))
+	doc := genLedger(r, "L-replay", 12, []string{"replayed"}, true)
+	l, _ := ledger.Parse(doc, ledger.Limits{})
+	victim := convoy.MessageID(l.ID, 3) // seq 4 of the order
+	e.host.InjectFault(func(fn string, msgs []*devhost.Message) error {
+		for _, m := range msgs {
+			if m.MessageID == victim {
+				return fmt.Errorf("injected: a dependency of %s is down", fn)
+			}
+		}
+		return nil
+	})
+	e.publish(ctx, doc)
+	e.waitIdle(ctx)
+	if dead := e.host.Queue("orders").DeadLetters(); len(dead) != 1 || dead[0].MessageID != victim || dead[0].DeliveryCount != 10 {
+		t.Fatalf("dead letters %+v, want %s after 10 deliveries", dead, victim)
+	}
+	blocked := e.blocked(t)
+	if len(blocked) != 1 || blocked[0]["orderId"] != "replayed" || blocked[0]["missingSeq"] != 4.0 || blocked[0]["parked"] != 8.0 {
+		t.Fatalf("blocked orders %v, want replayed missing seq 4 with 8 parked", blocked)
+	}
+	e.host.InjectFault(nil) // the cause is fixed
+	var rep map[string]any
+	if code := e.post(t, "/api/orders/replayed/replay", &rep); code != 200 || len(rep["replayed"].([]any)) != 1 {
+		t.Fatalf("replay: %d %v", code, rep)
+	}
+	e.waitIdle(ctx)
+	e.checkFold(ctx, []*ledger.Ledger{l})
+	if code := e.post(t, "/api/orders/replayed/replay", &rep); code != 200 || len(rep["replayed"].([]any)) != 0 {
+		t.Fatalf("a second replay: %d %v, want nothing replayed", code, rep)
+	}
+	if blocked := e.blocked(t); len(blocked) != 0 {
+		t.Fatalf("still blocked after the replay: %v", blocked)
+	}
+}
+
+// blocked lists the blocked orders through BlockedOrders, every page.
+func (e *env) blocked(t *testing.T) []map[string]any {
+	t.Helper()
+	var all []map[string]any
+	token := ""
+	for range 100 {
+		var page struct {
+			Orders       []map[string]any `json:"orders"`
+			Continuation string           `json:"continuation"`
+		}
+		if code := e.get(t, "/api/orders?blocked=true&pageSize=1&continuation="+token, &page); code != 200 {
+			t.Fatalf("BlockedOrders: %d", code)
+		}
+		all = append(all, page.Orders...)
+		if page.Continuation == "" {
+			return all
+		}
+		token = page.Continuation
+	}
+	t.Fatal("BlockedOrders never ends")
+	return nil
 }
 
 // TestConcurrentInvocationsOfOneSession: the same and adjacent messages of

@@ -54,6 +54,7 @@ type Host struct {
 	restarts    atomic.Int64
 	invocations atomic.Int64
 	failures    atomic.Int64
+	fault       atomic.Pointer[func(function string, msgs []*Message) error]
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -335,6 +336,18 @@ func clip(b []byte) string {
 	return string(b)
 }
 
+// InjectFault makes triggered invocations fail, before reaching the
+// handler, whenever f returns an error (a broken dependency, a bad
+// deployment); nil clears it. Tests use it to dead-letter messages and then
+// fix the cause.
+func (h *Host) InjectFault(f func(function string, msgs []*Message) error) {
+	if f == nil {
+		h.fault.Store(nil)
+		return
+	}
+	h.fault.Store(&f)
+}
+
 // Invoke runs a Service Bus triggered function on msgs (one message, or a
 // batch for "cardinality": "many") and reports success. Tests use it to make
 // two invocations of one session overlap, as after a lost session lock.
@@ -342,6 +355,13 @@ func (h *Host) Invoke(ctx context.Context, function string, msgs []*Message) err
 	for _, f := range h.app.Functions {
 		if f.Name != function {
 			continue
+		}
+		if fault := h.fault.Load(); fault != nil {
+			if err := (*fault)(function, msgs); err != nil {
+				h.invocations.Add(1)
+				h.failures.Add(1)
+				return err
+			}
 		}
 		var inv invocation
 		if f.Batch() {
@@ -579,26 +599,16 @@ func (h *Host) queueStats(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// DeadLetter is a dead-lettered message as the queue API lists it.
-type DeadLetter struct {
-	SequenceNumber        int64          `json:"sequenceNumber"`
-	MessageID             string         `json:"messageId"`
-	SessionID             string         `json:"sessionId,omitempty"`
-	ContentType           string         `json:"contentType,omitempty"`
-	ApplicationProperties map[string]any `json:"applicationProperties,omitempty"`
-	Body                  string         `json:"body"`
-	DeliveryCount         int            `json:"deliveryCount"`
-	DeadLetterReason      string         `json:"deadLetterReason"`
-}
-
 func (h *Host) deadLetters(w http.ResponseWriter, r *http.Request) {
 	q := h.queueFor(w, r)
 	if q == nil {
 		return
 	}
-	out := []DeadLetter{}
+	out := []localbus.WireDeadLetter{}
 	for _, m := range q.DeadLetters() {
-		out = append(out, DeadLetter{m.SequenceNumber, m.MessageID, m.SessionID, m.ContentType, m.Properties, string(m.Body), m.DeliveryCount, m.DeadLetterReason})
+		out = append(out, localbus.WireDeadLetter{SequenceNumber: m.SequenceNumber, MessageID: m.MessageID, SessionID: m.SessionID,
+			ContentType: m.ContentType, ApplicationProperties: m.Properties, Body: string(m.Body), DeliveryCount: m.DeliveryCount,
+			DeadLetterReason: m.DeadLetterReason})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

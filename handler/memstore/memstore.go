@@ -16,9 +16,10 @@ import (
 
 // Store keeps orders in a map.
 type Store struct {
-	mu     sync.Mutex
-	orders map[string]*convoy.Order
-	// Fail, if set, is called before every operation ("load", "commit"); a
+	mu      sync.Mutex
+	orders  map[string]*convoy.Order
+	blocked map[string]convoy.BlockedEntry // the blocked index, by key
+	// Fail, if set, is called before every operation ("load", "commit", "index"); a
 	// non-nil error is returned instead of doing it (fault injection).
 	Fail func(op, orderID string) error
 	// LoseReply, if set, is called after every successful commit; true makes

@@ -9,6 +9,9 @@
 //	t:<position, 10 digits> a transaction, in the order added
 //	v:<version, 19 digits> commit marker: inserted (never replaced) by each commit
 //
+// The blocked-orders index is the partition "~blocked" ('~' is not in the
+// order id alphabet): RowKey convoy.BlockedKey, oldest first.
+//
 // Compare-and-swap: each commit inserts the marker of the version it creates.
 // Two writers from the same version both insert the same marker, and the
 // transaction of the second fails whole; a writer from a stale version finds
@@ -155,6 +158,7 @@ func commitActions(o *convoy.Order, base int64, c *convoy.Change) ([]aztables.Tr
 
 func headProps(o *convoy.Order, version int64) map[string]any {
 	p := map[string]any{
+		"Parked":     int32(len(o.Parked)), // for head-only reads (blocked orders)
 		"Status":     string(o.Status),
 		"Complete":   o.Complete,
 		"Currency":   o.Currency,

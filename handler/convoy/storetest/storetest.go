@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,6 +30,7 @@ func Run(t *testing.T, store convoy.Store) {
 		{"FailedCommitWritesNothing", testAtomicFailure},
 		{"FullCommit", testFullCommit},
 		{"TenThousandTransactions", testManyTransactions},
+		{"BlockedIndex", testBlockedIndex},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -248,4 +250,91 @@ func testManyTransactions(t *testing.T, s convoy.Store, id string) {
 		t.Fatalf("loaded %d transactions (last %v), want %d in order", len(got.Transactions), got.Transactions[len(got.Transactions)-1], n)
 	}
 	same(t, got, o)
+}
+
+// testBlockedIndex: the processor keeps the index of blocked orders; the
+// listing is oldest first, paged, and drops stale entries.
+func testBlockedIndex(t *testing.T, s convoy.Store, id string) {
+	idx, ok := s.(convoy.BlockedIndex)
+	if !ok {
+		t.Fatalf("%T does not implement convoy.BlockedIndex", s)
+	}
+	ctx := context.Background()
+	clock := epoch.Add(time.Duration(time.Now().UnixNano()%1e6) * time.Hour) // after anything listed by other runs
+	p := convoy.NewProcessor(s, convoy.ProcessorOptions{Index: idx, Now: func() time.Time { return clock }})
+	process := func(order string, m convoy.Message) convoy.Result {
+		t.Helper()
+		m.Tx.OrderID = order
+		res, err := p.Process(ctx, order, []convoy.Message{m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	a, b := id+"-a", id+"-b"
+	if res := process(a, msg(3, convoy.AddTransaction, "t-1", 5)); !res.Blocked {
+		t.Fatal("parking a message did not report the order blocked")
+	}
+	if res := process(a, msg(4, convoy.AddTransaction, "t-2", 5)); res.Blocked {
+		t.Fatal("a second parked message reported the order blocked again")
+	}
+	clock = clock.Add(time.Minute)
+	process(b, msg(2, convoy.AddTransaction, "t-1", 5))
+	// A stale entry: indexed, but the order is not blocked.
+	if err := idx.MarkBlocked(ctx, id+"-stale", clock.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	var mine []convoy.BlockedOrder
+	token := ""
+	for pages := 0; ; pages++ {
+		if pages > 1000 {
+			t.Fatal("the listing never ends")
+		}
+		page, err := convoy.ListBlocked(ctx, idx, token, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range page.Orders {
+			if strings.HasPrefix(o.OrderID, id) {
+				mine = append(mine, o)
+			}
+		}
+		if page.Continuation == "" {
+			break
+		}
+		token = page.Continuation
+	}
+	if len(mine) != 2 || mine[0].OrderID != a || mine[1].OrderID != b {
+		t.Fatalf("blocked orders %+v, want %s then %s", mine, a, b)
+	}
+	if mine[0].Parked != 2 || mine[0].MissingSeq != 1 || mine[0].AppliedSeq != 0 || mine[1].MissingSeq != 1 {
+		t.Fatalf("blocked order rows %+v", mine)
+	}
+	if entries, _, _ := idx.ScanBlocked(ctx, convoy.BlockedKey(id+"-stale", clock.Add(-time.Hour-time.Second)), 1); len(entries) == 1 && entries[0].OrderID == id+"-stale" {
+		t.Fatal("the stale entry was not removed by the listing")
+	}
+	// Filling a's gap unblocks it.
+	if res := process(a, msg(1, convoy.CreateOrder, "", 0)); res.Blocked {
+		t.Fatal("still blocked at seq 2")
+	}
+	if res := process(a, msg(2, convoy.AddTransaction, "t-0", 1)); !res.Unblocked {
+		t.Fatal("filling the gap did not report the order unblocked")
+	}
+	h, ok, err := idx.Head(ctx, a)
+	if err != nil || !ok || h.Parked != 0 || h.AppliedSeq != 4 || !h.BlockedSince.IsZero() {
+		t.Fatalf("head after the drain %+v, %v, %v", h, ok, err)
+	}
+	page, err := convoy.ListBlocked(ctx, idx, "", convoy.MaxBlockedPageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range page.Orders {
+		if o.OrderID == a {
+			t.Fatalf("%s is listed as blocked after its gap filled", a)
+		}
+	}
+	if _, err := convoy.ListBlocked(ctx, idx, "not base64!", 10); err == nil {
+		t.Fatal("a forged continuation was accepted")
+	}
 }

@@ -1,4 +1,4 @@
-package sbpublish_test
+package servicebus_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
 	"github.com/convoy-dev/convoy/handler/memstore"
-	"github.com/convoy-dev/convoy/handler/sbpublish"
+	"github.com/convoy-dev/convoy/handler/servicebus"
 )
 
 // runLive publishes a small ledger to the session-enabled queue named by
@@ -29,7 +29,7 @@ func runLive(t *testing.T, connectionString string) {
 		t.Fatal(err)
 	}
 	defer client.Close(ctx)
-	sender, err := sbpublish.NewSender(client, queue)
+	sender, err := servicebus.NewSender(client, queue)
 	if err != nil {
 		t.Fatal(err)
 	}

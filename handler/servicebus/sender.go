@@ -1,6 +1,7 @@
-// Package sbpublish sends messages with azservicebus: order messages for the
-// publisher (a ledger.Sender) and ledger documents for the publish command.
-package sbpublish
+// Package servicebus is the azservicebus adapter: it sends order messages for the
+// publisher (a ledger.Sender) and ledger documents for the publish command, and
+// reads the orders queue's dead letters for replay.
+package servicebus
 
 import (
 	"context"

@@ -1,0 +1,66 @@
+package memstore
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+)
+
+var _ convoy.BlockedIndex = (*Store)(nil)
+
+// MarkBlocked implements convoy.BlockedIndex.
+func (s *Store) MarkBlocked(_ context.Context, orderID string, since time.Time) error {
+	if err := s.fail("index", orderID); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.blocked == nil {
+		s.blocked = map[string]convoy.BlockedEntry{}
+	}
+	key := convoy.BlockedKey(orderID, since)
+	s.blocked[key] = convoy.BlockedEntry{Key: key, OrderID: orderID, Since: since.UTC()}
+	return nil
+}
+
+// ClearBlocked implements convoy.BlockedIndex.
+func (s *Store) ClearBlocked(_ context.Context, orderID string, since time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.blocked, convoy.BlockedKey(orderID, since))
+	return nil
+}
+
+// ScanBlocked implements convoy.BlockedIndex.
+func (s *Store) ScanBlocked(_ context.Context, after string, limit int) ([]convoy.BlockedEntry, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]string, 0, len(s.blocked))
+	for k := range s.blocked {
+		if strings.Compare(k, after) > 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	more := len(keys) > limit
+	keys = keys[:min(limit, len(keys))]
+	out := make([]convoy.BlockedEntry, len(keys))
+	for i, k := range keys {
+		out[i] = s.blocked[k]
+	}
+	return out, more, nil
+}
+
+// Head implements convoy.BlockedIndex.
+func (s *Store) Head(_ context.Context, orderID string) (convoy.Head, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.orders[orderID]
+	if !ok {
+		return convoy.Head{}, false, nil
+	}
+	return convoy.Head{OrderID: o.ID, AppliedSeq: o.AppliedSeq, Parked: len(o.Parked), BlockedSince: o.BlockedSince, Version: o.Version}, true, nil
+}

@@ -1,0 +1,76 @@
+package servicebus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/convoy-dev/convoy/handler/replay"
+)
+
+// DeadLetters reads a queue's dead-letter sub-queue with peek-lock. The
+// dead-letter sub-queue of a session-enabled queue is not session-enabled.
+type DeadLetters struct {
+	queue    string
+	receiver *azservicebus.Receiver
+}
+
+var _ replay.Source = (*DeadLetters)(nil)
+
+// receiveWait is how long Receive waits for the sub-queue to yield a batch.
+const receiveWait = 5 * time.Second
+
+// NewDeadLetters opens the dead-letter sub-queue of queue; Close it after one replay.
+func NewDeadLetters(client *azservicebus.Client, queue string) (*DeadLetters, error) {
+	r, err := client.NewReceiverForQueue(queue, &azservicebus.ReceiverOptions{
+		SubQueue:    azservicebus.SubQueueDeadLetter,
+		ReceiveMode: azservicebus.ReceiveModePeekLock,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dead letters of queue %q: %w", queue, err)
+	}
+	return &DeadLetters{queue: queue, receiver: r}, nil
+}
+
+// Close closes the receiver; locks still held expire.
+func (d *DeadLetters) Close(ctx context.Context) error { return d.receiver.Close(ctx) }
+
+// Receive implements replay.Source: none when nothing arrives within a few seconds.
+func (d *DeadLetters) Receive(ctx context.Context, max int) ([]replay.DeadLetter, error) {
+	wait, cancel := context.WithTimeout(ctx, receiveWait)
+	defer cancel()
+	msgs, err := d.receiver.ReceiveMessages(wait, max, nil)
+	if err != nil && !(errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
+		return nil, classify(err, "receive dead letters of queue "+d.queue)
+	}
+	out := make([]replay.DeadLetter, len(msgs))
+	for i, m := range msgs {
+		out[i] = replay.DeadLetter{MessageID: m.MessageID, Properties: m.ApplicationProperties, Body: m.Body, Handle: m}
+		if m.SequenceNumber != nil {
+			out[i].SequenceNumber = *m.SequenceNumber
+		}
+		if m.SessionID != nil {
+			out[i].SessionID = *m.SessionID
+		}
+		if m.DeadLetterReason != nil {
+			out[i].Reason = *m.DeadLetterReason
+		}
+	}
+	return out, nil
+}
+
+// Complete implements replay.Source.
+func (d *DeadLetters) Complete(ctx context.Context, m replay.DeadLetter) error {
+	if err := d.receiver.CompleteMessage(ctx, m.Handle.(*azservicebus.ReceivedMessage), nil); err != nil {
+		return classify(err, "complete dead letter "+m.MessageID)
+	}
+	return nil
+}
+
+// Abandon implements replay.Source.
+func (d *DeadLetters) Abandon(ctx context.Context, m replay.DeadLetter) error {
+	return d.receiver.AbandonMessage(ctx, m.Handle.(*azservicebus.ReceivedMessage), nil)
+}

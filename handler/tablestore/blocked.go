@@ -1,0 +1,94 @@
+package tablestore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
+)
+
+const blockedPartition = "~blocked"
+
+var _ convoy.BlockedIndex = (*Store)(nil)
+
+// MarkBlocked implements convoy.BlockedIndex.
+func (s *Store) MarkBlocked(ctx context.Context, orderID string, since time.Time) error {
+	data, err := json.Marshal(aztables.EDMEntity{
+		Entity:     aztables.Entity{PartitionKey: blockedPartition, RowKey: convoy.BlockedKey(orderID, since)},
+		Properties: map[string]any{"OrderId": orderID, "Since": aztables.EDMDateTime(since)},
+	})
+	if err != nil {
+		return fault.Wrap(fault.Internal, err, "encode blocked entry")
+	}
+	_, err = s.table.UpsertEntity(ctx, data, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
+	if tableCode(err) == aztables.TableNotFound {
+		if err = s.createTable(ctx); err == nil {
+			_, err = s.table.UpsertEntity(ctx, data, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
+		}
+	}
+	return classifyOrNil(err, "mark order "+orderID+" blocked")
+}
+
+// ClearBlocked implements convoy.BlockedIndex.
+func (s *Store) ClearBlocked(ctx context.Context, orderID string, since time.Time) error {
+	_, err := s.table.DeleteEntity(ctx, blockedPartition, convoy.BlockedKey(orderID, since), nil)
+	switch tableCode(err) {
+	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+		return nil
+	}
+	return classifyOrNil(err, "clear blocked order "+orderID)
+}
+
+// ScanBlocked implements convoy.BlockedIndex: one query.
+func (s *Store) ScanBlocked(ctx context.Context, after string, limit int) ([]convoy.BlockedEntry, bool, error) {
+	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey gt '%s'", blockedPartition, escape(after))
+	top := int32(limit + 1)
+	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Top: &top})
+	var out []convoy.BlockedEntry
+	for pager.More() && len(out) <= limit {
+		page, err := pager.NextPage(ctx)
+		if tableCode(err) == aztables.TableNotFound {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, classify(err, "list blocked orders")
+		}
+		for _, raw := range page.Entities {
+			var e aztables.EDMEntity
+			if err := json.Unmarshal(raw, &e); err != nil {
+				return nil, false, fault.Wrap(fault.Internal, err, "decode blocked entry")
+			}
+			p := props(e.Properties)
+			out = append(out, convoy.BlockedEntry{Key: e.RowKey, OrderID: p.str("OrderId"), Since: p.time("Since")})
+		}
+	}
+	more := len(out) > limit
+	return out[:min(limit, len(out))], more, nil
+}
+
+// Head implements convoy.BlockedIndex: a point read of the head row.
+func (s *Store) Head(ctx context.Context, orderID string) (convoy.Head, bool, error) {
+	resp, err := s.table.GetEntity(ctx, orderID, headKey, nil)
+	switch tableCode(err) {
+	case "":
+		if err != nil {
+			return convoy.Head{}, false, classify(err, "read order "+orderID)
+		}
+	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+		return convoy.Head{}, false, nil
+	default:
+		return convoy.Head{}, false, classify(err, "read order "+orderID)
+	}
+	var e aztables.EDMEntity
+	if err := json.Unmarshal(resp.Value, &e); err != nil {
+		return convoy.Head{}, false, fault.Wrap(fault.Internal, err, "decode order head")
+	}
+	p := props(e.Properties)
+	return convoy.Head{OrderID: orderID, AppliedSeq: p.int("AppliedSeq"), Parked: int(p.int("Parked")),
+		BlockedSince: p.time("BlockedSince"), Version: p.int("Version")}, true, nil
+}
