@@ -115,7 +115,8 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 			return fault.Wrap(fault.Conflict, err, "cannot skip")
 		}
 		a.res.Outcomes = append(a.res.Outcomes, Outcome{Seq: seq, Disposition: Rejected, Reason: ReasonSkipped})
-		if err := a.drain(ctx); err == nil {
+		err = a.drain(ctx)
+		if err == nil {
 			err = a.commit(ctx)
 		}
 		if err != nil {

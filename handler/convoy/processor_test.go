@@ -235,3 +235,36 @@ func TestRetryInsideInvocation(t *testing.T) {
 		t.Fatalf("outcome %+v, err %v, failures left %d", res.Outcomes, err, failures)
 	}
 }
+
+// TestSkipReportsAFailedCommit: a skip whose commit fails says so and
+// changes nothing.
+func TestSkipReportsAFailedCommit(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: fault.RetryPolicy{MaxElapsed: time.Nanosecond}})
+	if _, err := p.Process(ctx, "o-1", []convoy.Message{add(3, "t-1", 5)}); err != nil {
+		t.Fatal(err)
+	}
+	store.Fail = func(op, _ string) error {
+		if op == "commit" {
+			return fault.Errorf(fault.Unavailable, "storage down")
+		}
+		return nil
+	}
+	if _, err := p.Skip(ctx, "o-1", 1); err == nil {
+		t.Fatal("a skip whose commit failed reported success")
+	}
+	store.Fail = nil
+	o, _ := store.Load(ctx, "o-1")
+	if o.AppliedSeq != 0 || len(o.Parked) != 1 {
+		t.Fatalf("the failed skip changed the order: %+v", o.View())
+	}
+	// With storage back, the same skip succeeds: seq 1 is rejected, seq 3 still waits for seq 2.
+	if _, err := p.Skip(ctx, "o-1", 1); err != nil {
+		t.Fatal(err)
+	}
+	o, _ = store.Load(ctx, "o-1")
+	if o.AppliedSeq != 1 || len(o.Parked) != 1 || o.MissingSeq() != 2 {
+		t.Fatalf("after the skip: %+v", o.View())
+	}
+}
