@@ -130,78 +130,70 @@ func serve() error {
 func publish(args []string) error {
 	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
 	direct := fs.Bool("direct", false, "de-batch the ledger here, onto the orders queue (needs StateStorage), instead of sending it to the ledgers queue")
-	settingsFile := fs.String("settings", "local.settings.json", "file whose Values fill in settings missing from the environment")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() == 0 {
-		return errors.New("publish: name at least one ledger file (or - for stdin)")
-	}
-	lookup, err := withSettingsFile(*settingsFile)
-	if err != nil {
-		return err
-	}
-	cfg, err := settings.LoadForClient(lookup, *direct)
-	if err != nil {
-		return fmt.Errorf("invalid settings:\n%w", err)
-	}
-	c, err := newClients(cfg)
-	if err != nil {
-		return err
-	}
-	defer c.close()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	out := json.NewEncoder(os.Stdout)
-	for _, name := range fs.Args() {
-		doc, err := readFile(name)
-		if err != nil {
-			return err
-		}
-		if *direct {
-			pub, err := c.publisher(cfg, progressPrinter(name))
+	return userCommand(fs, args, "ledger file (or - for stdin)", func() bool { return *direct },
+		func(ctx context.Context, cfg settings.Settings, c *clients, name string, out *json.Encoder) error {
+			doc, err := readFile(name)
 			if err != nil {
 				return err
 			}
-			sum, err := pub.Publish(ctx, doc)
+			if *direct {
+				pub, err := c.publisher(cfg, progressPrinter(name))
+				if err != nil {
+					return err
+				}
+				sum, err := pub.Publish(ctx, doc)
+				if err != nil {
+					return describe(name, err)
+				}
+				return out.Encode(sum)
+			}
+			// Validate here too: an invalid ledger is better refused now than recorded as rejected later.
+			l, err := ledger.Parse(doc, ledger.Limits{MaxTransactions: cfg.MaxTransactions, MaxMessageBytes: cfg.MaxMessageBytes})
 			if err != nil {
 				return describe(name, err)
 			}
-			_ = out.Encode(sum)
-			continue
-		}
-		// Validate here too: an invalid ledger is better refused now than recorded as rejected later.
-		l, err := ledger.Parse(doc, ledger.Limits{MaxTransactions: cfg.MaxTransactions, MaxMessageBytes: cfg.MaxMessageBytes})
-		if err != nil {
-			return describe(name, err)
-		}
-		sender, err := c.sender(cfg.LedgersQueue)
-		if err != nil {
-			return err
-		}
-		if err := sender.SendLedger(ctx, l.ID, doc); err != nil {
-			return describe(name, err)
-		}
-		_ = out.Encode(map[string]any{"ledgerId": l.ID, "queue": cfg.LedgersQueue, "transactions": len(l.Entries),
-			"orders": len(l.Orders()), "bytes": len(doc), "outcome": "sent"})
-	}
-	return nil
+			sender, err := c.sender(cfg.LedgersQueue)
+			if err != nil {
+				return err
+			}
+			if err := sender.SendLedger(ctx, l.ID, doc); err != nil {
+				return describe(name, err)
+			}
+			return out.Encode(map[string]any{"ledgerId": l.ID, "queue": cfg.LedgersQueue, "transactions": len(l.Entries),
+				"orders": len(l.Orders()), "bytes": len(doc), "outcome": "sent"})
+		})
 }
 
 func replayOrders(args []string) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	return userCommand(fs, args, "order id", func() bool { return false },
+		func(ctx context.Context, cfg settings.Settings, c *clients, id string, out *json.Encoder) error {
+			rep, err := replayer{c: c, queue: cfg.OrdersQueue}.Replay(ctx, id)
+			_ = out.Encode(rep)
+			if err != nil {
+				return describe(id, err)
+			}
+			return nil
+		})
+}
+
+// userCommand runs a command a user types: it parses the flags, reads the
+// settings (environment, then --settings), builds the clients, and calls
+// each with every argument, printing JSON results on stdout.
+func userCommand(fs *flag.FlagSet, args []string, what string, needStorage func() bool,
+	each func(ctx context.Context, cfg settings.Settings, c *clients, arg string, out *json.Encoder) error) error {
 	settingsFile := fs.String("settings", "local.settings.json", "file whose Values fill in settings missing from the environment")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
-		return errors.New("replay: name at least one order id")
+		return fmt.Errorf("%s: name at least one %s", fs.Name(), what)
 	}
 	lookup, err := withSettingsFile(*settingsFile)
 	if err != nil {
 		return err
 	}
-	cfg, err := settings.LoadForClient(lookup, false)
+	cfg, err := settings.LoadForClient(lookup, needStorage())
 	if err != nil {
 		return fmt.Errorf("invalid settings:\n%w", err)
 	}
@@ -213,11 +205,9 @@ func replayOrders(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	out := json.NewEncoder(os.Stdout)
-	for _, id := range fs.Args() {
-		rep, err := replayer{c: c, queue: cfg.OrdersQueue}.Replay(ctx, id)
-		_ = out.Encode(rep)
-		if err != nil {
-			return describe(id, err)
+	for _, arg := range fs.Args() {
+		if err := each(ctx, cfg, c, arg, out); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -401,15 +391,17 @@ func progressPrinter(name string) func(sent, total int) {
 	}
 }
 
-// describe turns a publish error into a readable one, listing its problems.
+// describe turns a command's error into a readable one: the problems of an
+// invalid ledger one per line, the whole cause chain of anything else.
 func describe(name string, err error) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s", name, fault.MessageOf(err))
+	if fault.CodeOf(err) == fault.Invalid {
+		fmt.Fprintf(&b, "%s: %s", name, fault.MessageOf(err))
+	} else {
+		fmt.Fprintf(&b, "%s: %v", name, err)
+	}
 	for _, p := range fault.ProblemsOf(err) {
 		fmt.Fprintf(&b, "\n  transaction %d: %s %s", p.Index, p.Field, p.Reason)
-	}
-	if !fault.IsTransient(err) && fault.CodeOf(err) == fault.Internal {
-		fmt.Fprintf(&b, " (%v)", err)
 	}
 	return errors.New(b.String())
 }

@@ -86,8 +86,15 @@ func Start(opts Options) (*Host, error) {
 		return nil, err
 	}
 	for _, f := range h.app.Functions {
-		if f.Trigger.Type == "serviceBusTrigger" {
-			h.queue(f.Trigger.QueueName)
+		if f.Trigger.Type != "serviceBusTrigger" {
+			continue
+		}
+		// As Service Bus would: a session receiver on a queue without
+		// sessions (or the reverse) fails.
+		if q := h.queue(f.Trigger.QueueName); q.Properties().RequiresSession != f.Trigger.IsSessionsEnabled {
+			frontLn.Close()
+			return nil, fmt.Errorf("function %s: isSessionsEnabled is %v but queue %q has RequiresSession %v",
+				f.Name, f.Trigger.IsSessionsEnabled, q.Name, q.Properties().RequiresSession)
 		}
 	}
 	for name := range opts.Queues {
@@ -389,7 +396,10 @@ func (h *Host) dispatch(f Function) {
 		return err == nil
 	}
 	if !f.Trigger.IsSessionsEnabled {
-		workers := max(sb.MaxConcurrentCalls, 4)
+		workers := sb.MaxConcurrentCalls
+		if workers <= 0 {
+			workers = 16 // the host's default is 16 per core
+		}
 		for range workers {
 			h.wg.Add(1)
 			go func() {

@@ -291,7 +291,8 @@ func TestHostJSON(t *testing.T) {
 		t.Errorf("extension bundle %+v", h.ExtensionBundle)
 	}
 	sb := h.Extensions.ServiceBus
-	if sb["prefetchCount"] != 0.0 || sb["autoCompleteMessages"] != true || sb["maxConcurrentCallsPerSession"] != 1.0 {
+	// maxConcurrentCalls 1: ledgers (the only trigger without sessions) are taken one at a time, in queue order.
+	if sb["prefetchCount"] != 0.0 || sb["autoCompleteMessages"] != true || sb["maxConcurrentCallsPerSession"] != 1.0 || sb["maxConcurrentCalls"] != 1.0 {
 		t.Errorf("serviceBus settings break per-session FIFO: %v", sb)
 	}
 	timeout, _ := time.ParseDuration(strings.Replace(strings.Replace(h.FunctionTimeout, ":", "h", 1), ":", "m", 1) + "s")

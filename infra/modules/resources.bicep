@@ -41,7 +41,7 @@ module storage 'storage.bicep' = {
   params: {
     location: location
     tags: tags
-    accountName: take('st${replace(environmentName, '-', '')}${token}', 24)
+    accountName: take(toLower('st${replace(environmentName, '-', '')}${token}'), 24)
     deploymentContainerName: 'app-package-${take(token, 8)}'
   }
 }
