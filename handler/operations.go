@@ -43,6 +43,8 @@ func (s *server) replayOrder(ctx context.Context, r httpRequest) (int, any, erro
 		return 0, nil, fault.Errorf(fault.Invalid, "orderId %s", why)
 	}
 	rep, err := s.Replay.Replay(ctx, id)
+	s.Logger.Info("dead letters replayed by operator", "orderId", id, "replayed", len(rep.Replayed),
+		"unplaceable", len(rep.Unplaceable), "scanned", rep.Scanned, "error", err)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -78,5 +80,6 @@ func (s *server) skipGap(ctx context.Context, r httpRequest) (int, any, error) {
 			out.Drained = append(out.Drained, o.Seq)
 		}
 	}
+	s.Logger.Warn("gap skipped by operator", "orderId", id, "seq", seq, "drained", len(out.Drained), "appliedSeq", out.Order.AppliedSeq)
 	return http.StatusOK, out, nil
 }
