@@ -125,10 +125,13 @@ func start(t *testing.T, app string, az azurite.Options) *env {
 	}
 	t.Cleanup(e.host.Stop)
 	t.Cleanup(func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if dir := os.Getenv("E2E_LOG_DIR"); dir != "" { // the whole log, for debugging this suite
+			_ = os.WriteFile(filepath.Join(dir, t.Name()+".log"), e.log.Bytes(), 0o644)
+		}
 		if t.Failed() {
-			e.mu.Lock()
 			t.Logf("emulation log (last 4 KiB):\n%s", tail(e.log.String(), 4096))
-			e.mu.Unlock()
 		}
 	})
 	return e
@@ -232,6 +235,18 @@ func genLedger(r *rand.Rand, id string, n int, orders []string, create bool) []b
 	return doc
 }
 
+// workload makes count ledgers of n transactions each over orders named
+// prefix-NN; the first ledger creates the orders.
+func workload(seed uint64, prefix string, count, n, orders int) [][]byte {
+	r := rand.New(rand.NewPCG(seed, seed+1))
+	ids := orderIDs(prefix, orders)
+	var docs [][]byte
+	for i := range count {
+		docs = append(docs, genLedger(r, fmt.Sprintf("L-%s-%d", prefix, i), n, ids, i == 0))
+	}
+	return docs
+}
+
 func orderIDs(prefix string, n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
@@ -303,13 +318,7 @@ func postJSON(t *testing.T, url string, body []byte) {
 func TestHandlerKilled(t *testing.T) {
 	ctx := timeout(t, 2*time.Minute)
 	e := start(t, stage(t, nil), azurite.Options{})
-	r := rand.New(rand.NewPCG(3, 4))
-	orders := orderIDs("kill", 12)
-	var docs [][]byte
-	for i := range 4 {
-		docs = append(docs, genLedger(r, fmt.Sprintf("L-kill-%d", i), 150, orders, i == 0))
-	}
-	ledgers := e.publish(ctx, docs...)
+	ledgers := e.publish(ctx, workload(3, "kill", 4, 150, 12)...)
 	for k := range 4 {
 		time.Sleep(time.Duration(150+100*k) * time.Millisecond)
 		e.host.KillHandler()
@@ -328,13 +337,7 @@ func TestStorageRestart(t *testing.T) {
 	ctx := timeout(t, 2*time.Minute)
 	dir := t.TempDir()
 	e := start(t, stage(t, nil), azurite.Options{Dir: dir})
-	r := rand.New(rand.NewPCG(5, 6))
-	orders := orderIDs("outage", 10)
-	var docs [][]byte
-	for i := range 3 {
-		docs = append(docs, genLedger(r, fmt.Sprintf("L-outage-%d", i), 120, orders, i == 0))
-	}
-	ledgers := e.publish(ctx, docs...)
+	ledgers := e.publish(ctx, workload(5, "outage", 3, 120, 10)...)
 	e.az.Stop()
 	pending := e.host.Queue("ledgers").Stats().Active + e.host.Queue("orders").Stats().Active
 	if pending == 0 {
@@ -519,13 +522,7 @@ func TestBatchMode(t *testing.T) {
 		}
 	})
 	e := start(t, app, azurite.Options{})
-	r := rand.New(rand.NewPCG(9, 10))
-	orders := orderIDs("batch", 6)
-	var docs [][]byte
-	for i := range 3 {
-		docs = append(docs, genLedger(r, fmt.Sprintf("L-batch-%d", i), 100, orders, i == 0))
-	}
-	ledgers := e.publish(ctx, docs...)
+	ledgers := e.publish(ctx, workload(9, "batch", 3, 100, 6)...)
 	time.Sleep(200 * time.Millisecond)
 	e.host.KillHandler() // a failed batch comes back whole
 	e.waitIdle(ctx)

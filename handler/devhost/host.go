@@ -49,7 +49,8 @@ type Host struct {
 	mu          sync.Mutex
 	cmd         *exec.Cmd
 	handlerPort int
-	ready       chan struct{} // closed while the handler answers
+	ready       bool          // the current handler process answers
+	changed     chan struct{} // closed and replaced whenever ready or the port changes
 	exited      chan struct{} // closed when the current process ends
 	restarts    atomic.Int64
 	invocations atomic.Int64
@@ -101,7 +102,7 @@ func Start(opts Options) (*Host, error) {
 		h.queue(name)
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	h.ready = make(chan struct{})
+	h.changed = make(chan struct{})
 	if err := h.startHandler(); err != nil {
 		h.cancel()
 		frontLn.Close()
@@ -109,9 +110,9 @@ func Start(opts Options) (*Host, error) {
 	}
 	h.wg.Add(1)
 	go h.supervise()
-	select {
-	case <-h.ready:
-	case <-time.After(30 * time.Second):
+	wait, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+	defer cancel()
+	if _, err := h.readyPort(wait); err != nil {
 		h.Stop()
 		return nil, errors.New("the handler did not answer GET / within 30 s")
 	}
@@ -209,25 +210,54 @@ func (h *Host) startHandler() error {
 	exited := make(chan struct{})
 	h.mu.Lock()
 	h.cmd, h.handlerPort, h.exited = cmd, port, exited
-	ready := h.ready
+	h.setReady(false)
 	h.mu.Unlock()
 	go func() {
 		_ = cmd.Wait()
-		// Not ready from the moment it dies: new invocations wait for the
-		// restart instead of failing at once and burning deliveries.
-		h.mu.Lock()
-		if h.cmd == cmd {
-			h.ready = make(chan struct{})
-		}
-		h.mu.Unlock()
+		h.markDown(port)
 		close(exited)
 	}()
-	go h.probe(port, ready, exited)
+	go h.probe(port, exited)
 	return nil
 }
 
+// setReady records whether the current handler answers; callers hold h.mu.
+func (h *Host) setReady(ready bool) {
+	h.ready = ready
+	close(h.changed)
+	h.changed = make(chan struct{})
+}
+
+// markDown: the handler on port no longer answers (it died, or refused a
+// connection). New invocations wait for it instead of failing at once and
+// burning deliveries, as the host stops dispatching to a dead worker.
+func (h *Host) markDown(port int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.handlerPort == port && h.ready {
+		h.setReady(false)
+	}
+}
+
+// readyPort waits until the handler answers and returns its port.
+func (h *Host) readyPort(ctx context.Context) (int, error) {
+	for {
+		h.mu.Lock()
+		ready, port, changed := h.ready, h.handlerPort, h.changed
+		h.mu.Unlock()
+		if ready {
+			return port, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
 // probe sends GET / every 25 ms until any response, as the host does.
-func (h *Host) probe(port int, ready chan struct{}, exited chan struct{}) {
+func (h *Host) probe(port int, exited chan struct{}) {
 	client := &http.Client{Timeout: time.Second}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		select {
@@ -237,7 +267,11 @@ func (h *Host) probe(port int, ready chan struct{}, exited chan struct{}) {
 		}
 		if resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/", port)); err == nil {
 			resp.Body.Close()
-			close(ready)
+			h.mu.Lock()
+			if h.handlerPort == port && !h.ready {
+				h.setReady(true)
+			}
+			h.mu.Unlock()
 			return
 		}
 		time.Sleep(25 * time.Millisecond)
@@ -282,18 +316,11 @@ func (h *Host) call(ctx context.Context, path string, body []byte) (map[string]j
 	h.invocations.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, h.app.FunctionTimeout)
 	defer cancel()
-	h.mu.Lock()
-	ready := h.ready
-	h.mu.Unlock()
-	select {
-	case <-ready:
-	case <-ctx.Done():
+	port, err := h.readyPort(ctx)
+	if err != nil {
 		h.failures.Add(1)
 		return nil, errors.New("the handler is not ready")
 	}
-	h.mu.Lock()
-	port := h.handlerPort
-	h.mu.Unlock()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d%s", port, path), bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	req.Header.Set("X-Azure-Functions-InvocationId", uuid.NewString())
@@ -302,6 +329,13 @@ func (h *Host) call(ctx context.Context, path string, body []byte) (map[string]j
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		h.failures.Add(1)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			h.markDown(port)
+			h.mu.Lock()
+			exited := h.exited
+			h.mu.Unlock()
+			go h.probe(port, exited) // ready again if it was only a hiccup
+		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			h.log.Printf("%s outlived functionTimeout (%s): restarting the handler", path, h.app.FunctionTimeout)
 			h.KillHandler()
@@ -523,9 +557,11 @@ func routeTemplate(route string) string {
 
 func (h *Host) httpFunction(f Function) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		h.mu.Lock()
-		port := h.handlerPort
-		h.mu.Unlock()
+		port, err := h.readyPort(r.Context())
+		if err != nil {
+			http.Error(w, "the handler is not ready", http.StatusServiceUnavailable)
+			return
+		}
 		if h.app.Forwarding() {
 			target, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", port))
 			httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
