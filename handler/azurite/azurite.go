@@ -69,16 +69,30 @@ func Binary() (string, error) {
 	}
 }
 
-// Start launches Azurite and waits until it answers.
+// Start launches Azurite and waits until it answers. A port it picked itself
+// may be taken by another process before Azurite binds it: it then tries
+// another, a few times.
 func Start(opts Options) (*Server, error) {
-	bin, err := Binary()
-	if err != nil {
-		return nil, err
+	if opts.Port != 0 {
+		return start(opts)
 	}
-	if opts.Port == 0 {
+	var err error
+	for range 3 {
 		if opts.Port, err = freePort(); err != nil {
 			return nil, err
 		}
+		var s *Server
+		if s, err = start(opts); err == nil {
+			return s, nil
+		}
+	}
+	return nil, err
+}
+
+func start(opts Options) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
 	}
 	args := []string{"--tableHost", "127.0.0.1", "--tablePort", fmt.Sprint(opts.Port),
 		"--disableTelemetry", "--skipApiVersionCheck", "--silent"}

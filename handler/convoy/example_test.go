@@ -1,0 +1,38 @@
+package convoy_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/memstore"
+)
+
+// A processor applies each order's messages in seq order, whatever order
+// they arrive in: early ones are parked until the gap fills, duplicates have
+// no effect.
+func ExampleProcessor() {
+	ctx := context.Background()
+	p := convoy.NewProcessor(memstore.New(), convoy.ProcessorOptions{})
+	amount := func(n int64) *int64 { return &n }
+	deliver := func(seq int64, tx convoy.Transaction) {
+		tx.OrderID = "o-1"
+		res, err := p.Process(ctx, "o-1", []convoy.Message{{Seq: seq, Tx: tx}})
+		if err != nil {
+			panic(err)
+		}
+		for _, out := range res.Outcomes {
+			fmt.Println(out)
+		}
+	}
+	deliver(2, convoy.Transaction{Op: convoy.AddTransaction, TxID: "t-1", Amount: amount(1250)})
+	deliver(1, convoy.Transaction{Op: convoy.CreateOrder, Currency: "EUR"})
+	deliver(2, convoy.Transaction{Op: convoy.AddTransaction, TxID: "t-1", Amount: amount(1250)})
+	deliver(3, convoy.Transaction{Op: convoy.ModifyTransaction, TxID: "t-9", Amount: amount(1)})
+	// Output:
+	// seq 2 parked
+	// seq 1 applied
+	// seq 2 applied (from parked)
+	// seq 2 duplicate
+	// seq 3 rejected: transaction "t-9" does not exist
+}
