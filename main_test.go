@@ -172,3 +172,76 @@ func TestStartedLikeTheHost(t *testing.T) {
 		t.Fatalf("failed invocations were not logged on stderr:\n%s", stderr.String())
 	}
 }
+
+// TestShutdownFinishesInFlight: SIGTERM during an invocation lets it finish
+// (here: storage is unreachable, so it retries for its 2 s budget and then
+// fails) before the process exits.
+func TestShutdownFinishesInFlight(t *testing.T) {
+	port := freePort(t)
+	deadStorage := fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=%s;TableEndpoint=http://127.0.0.1:%d/devstoreaccount1;",
+		azurite.AccountKey, freePort(t))
+	cmd := exec.Command(binary)
+	cmd.Env = hostEnv(port, map[string]string{"StateStorage": deadStorage, "ServiceBusConnection": emulatorServiceBus,
+		"TransientRetrySeconds": "2", "ShutdownTimeoutSeconds": "20"})
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(25 * time.Millisecond) {
+		if resp, err := http.Get(base + "/"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not ready")
+		}
+	}
+	body, _ := os.ReadFile(filepath.Join("handler", "testdata", "servicebus-batch.json"))
+	type answer struct {
+		status int
+		ct     string
+		err    error
+	}
+	answered := make(chan answer, 1)
+	start := time.Now()
+	go func() {
+		resp, err := http.Post(base+"/OrderProcessor", "application/json", bytes.NewReader(body))
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		resp.Body.Close()
+		answered <- answer{status: resp.StatusCode, ct: resp.Header.Get("Content-Type")}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-answered:
+		if a.err != nil || a.status != 503 || !strings.HasPrefix(a.ct, "application/json") {
+			t.Fatalf("the in-flight invocation got %+v; want its own JSON failure after the retries", a)
+		}
+		if took := time.Since(start); took < 2*time.Second || took > 5*time.Second {
+			t.Fatalf("answered after %s: want about its 2 s retry budget, neither cut short nor stretched", took)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the in-flight invocation never answered")
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("did not exit after finishing the in-flight invocation")
+	}
+	if !strings.Contains(stdout.String(), "finishing in-flight invocations") {
+		t.Fatalf("no shutdown line:\n%s", stdout.String())
+	}
+}

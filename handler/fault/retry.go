@@ -30,10 +30,14 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 }
 
 // Do calls fn until it succeeds, fails with a non-transient error, the budget is
-// spent or ctx ends. It returns fn's last error.
+// spent or ctx ends. It returns fn's last error. The attempts themselves run
+// under the budget's deadline, so that an SDK's own retries inside one attempt
+// cannot stretch the invocation past it.
 func (p RetryPolicy) Do(ctx context.Context, fn func(ctx context.Context) error) error {
 	p = p.withDefaults()
 	deadline := time.Now().Add(p.MaxElapsed)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	backoff := p.Initial
 	for {
 		err := fn(ctx)
