@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
@@ -55,7 +54,7 @@ func newFixture(t *testing.T) *fixture {
 			return replay.Report{OrderID: id, Replayed: []replay.Replayed{{Seq: 2, MessageID: "L:1", NewMessageID: "L:1#replay-9"}}}, nil
 		}),
 		Orders:          f.store,
-		Ledgers:         ledger.NewPublisher(f.ledgers, f.sender, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxElapsed: time.Nanosecond}}),
+		Ledgers:         ledger.NewPublisher(f.ledgers, f.sender, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}}),
 		MaxRequestBytes: 1 << 16,
 	})
 	return f

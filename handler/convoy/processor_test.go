@@ -130,7 +130,7 @@ func TestProcessorProperty(t *testing.T) {
 		}
 		store.LoseReply = func(string) bool { return r.IntN(10) == 0 }
 		// No retries inside the invocation: every failure becomes a redelivery.
-		opts := convoy.ProcessorOptions{Retry: fault.RetryPolicy{MaxElapsed: time.Nanosecond}, CacheSize: 2 + r.IntN(4)}
+		opts := convoy.ProcessorOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}, CacheSize: 2 + r.IntN(4)}
 		instances := []*convoy.Processor{convoy.NewProcessor(store, opts), convoy.NewProcessor(store, opts)}
 
 		orders := map[string][]convoy.Message{}
@@ -241,7 +241,7 @@ func TestRetryInsideInvocation(t *testing.T) {
 func TestSkipReportsAFailedCommit(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New()
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: fault.RetryPolicy{MaxElapsed: time.Nanosecond}})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}})
 	if _, err := p.Process(ctx, "o-1", []convoy.Message{add(3, "t-1", 5)}); err != nil {
 		t.Fatal(err)
 	}

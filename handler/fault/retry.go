@@ -11,9 +11,10 @@ import (
 // backoff, so a brief outage would burn through MaxDeliveryCount in seconds;
 // retrying here, with backoff, rides it out. Its zero value is usable.
 type RetryPolicy struct {
-	MaxElapsed time.Duration // total budget; default 20s (well under the lock duration and functionTimeout)
-	Initial    time.Duration // first backoff; default 100ms
-	Max        time.Duration // backoff cap; default 2s
+	MaxElapsed  time.Duration // total budget; default 20s (well under the lock duration and functionTimeout)
+	MaxAttempts int           // attempts at most; 0 for as many as the budget allows, 1 for no retry
+	Initial     time.Duration // first backoff; default 100ms
+	Max         time.Duration // backoff cap; default 2s
 }
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
@@ -39,9 +40,9 @@ func (p RetryPolicy) Do(ctx context.Context, fn func(ctx context.Context) error)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	backoff := p.Initial
-	for {
+	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
-		if err == nil || !IsTransient(err) {
+		if err == nil || !IsTransient(err) || attempt == p.MaxAttempts {
 			return err
 		}
 		// Full jitter keeps two instances that raced once from racing again in step.

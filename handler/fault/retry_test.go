@@ -27,6 +27,14 @@ func TestRetryPolicy(t *testing.T) {
 	if fault.CodeOf(err) != fault.Invalid || calls != 1 {
 		t.Fatalf("a permanent failure: %v after %d calls, want it at once", err, calls)
 	}
+	calls = 0
+	err = fault.RetryPolicy{MaxAttempts: 1}.Do(context.Background(), func(context.Context) error {
+		calls++
+		return fault.Errorf(fault.Unavailable, "down")
+	})
+	if err == nil || calls != 1 {
+		t.Fatalf("MaxAttempts 1: %v after %d calls, want one call", err, calls)
+	}
 	// An attempt that would outlast the budget (an SDK retrying inside it) is cut at the deadline.
 	start := time.Now()
 	err = p.Do(context.Background(), func(ctx context.Context) error {

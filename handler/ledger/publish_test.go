@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
@@ -17,7 +16,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/memstore"
 )
 
-var noRetry = fault.RetryPolicy{MaxElapsed: time.Nanosecond}
+var noRetry = fault.RetryPolicy{MaxAttempts: 1}
 
 func publisher(store ledger.Store, sender ledger.Sender) *ledger.Publisher {
 	return ledger.NewPublisher(store, sender, ledger.PublisherOptions{Retry: noRetry})
