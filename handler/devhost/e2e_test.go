@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -527,4 +528,41 @@ func TestBatchMode(t *testing.T) {
 	e.host.KillHandler() // a failed batch comes back whole
 	e.waitIdle(ctx)
 	e.checkFold(ctx, ledgers)
+}
+
+// TestHTTPEnvelopes: with request forwarding off, the host wraps each HTTP
+// request in an envelope (Data.req) and unwraps Outputs.res; the functions
+// answer the same through it.
+func TestHTTPEnvelopes(t *testing.T) {
+	ctx := timeout(t, time.Minute)
+	app := stage(t, func(name string, fj map[string]any) {
+		if name == "host.json" {
+			fj["customHandler"].(map[string]any)["enableForwardingHttpRequest"] = false
+		}
+	})
+	e := start(t, app, azurite.Options{})
+	doc, _ := os.ReadFile(filepath.Join(root, "testdata", "ledgers", "01-morning.json"))
+	resp, err := http.Post(e.host.URL()+"/api/ledgers", "application/json", bytes.NewReader(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&sum)
+	resp.Body.Close()
+	if resp.StatusCode != 202 || sum["outcome"] != "published" || sum["messages"] != 9.0 {
+		t.Fatalf("LedgerUpload through the envelope: %d %v", resp.StatusCode, sum)
+	}
+	e.waitIdle(ctx)
+	var view map[string]any
+	if code := e.get(t, "/api/orders/ord-1001", &view); code != 200 || view["appliedSeq"] != 4.0 || view["total"] != 1500.0 {
+		t.Fatalf("OrderStatus through the envelope: %d %v", code, view)
+	}
+	var missing map[string]any
+	if code := e.get(t, "/api/orders/nobody", &missing); code != 404 || missing["error"] == nil {
+		t.Fatalf("unknown order through the envelope: %d %v", code, missing)
+	}
+	var bad map[string]any
+	if code := e.post(t, "/api/orders/ord-1001/skip?seq=abc", &bad); code != 400 || bad["error"] == nil {
+		t.Fatalf("bad skip through the envelope: %d %v", code, bad)
+	}
 }

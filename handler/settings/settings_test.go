@@ -89,3 +89,26 @@ func TestLocalTransport(t *testing.T) {
 		t.Fatal("local:// to a remote host accepted")
 	}
 }
+
+func TestPublisherSettings(t *testing.T) {
+	base := map[string]string{"ServiceBusConnection": sbConn, "StateStorage": "UseDevelopmentStorage=true"}
+	s, err := settings.Load(env(base))
+	if err != nil || s.MaxMessageBytes != 256<<10 || s.QueuePartitioned || s.MaxTransactions != 200_000 {
+		t.Fatalf("publisher defaults: %+v, %v", s, err)
+	}
+	base["OrdersMaxMessageBytes"], base["OrdersQueuePartitioned"], base["MaxLedgerTransactions"] = "1048576", "true", "5000"
+	if s, err = settings.Load(env(base)); err != nil || s.MaxMessageBytes != 1<<20 || !s.QueuePartitioned || s.MaxTransactions != 5000 {
+		t.Fatalf("publisher settings: %+v, %v", s, err)
+	}
+	base["OrdersQueuePartitioned"] = "yes"
+	if _, err = settings.Load(env(base)); err == nil || !strings.Contains(err.Error(), "setting OrdersQueuePartitioned") {
+		t.Fatalf("OrdersQueuePartitioned=yes: %v", err)
+	}
+	// The publish command needs no StateStorage unless it writes state itself.
+	if _, err := settings.LoadForClient(env(map[string]string{"ServiceBusConnection": sbConn}), false); err != nil {
+		t.Fatalf("publish without StateStorage: %v", err)
+	}
+	if _, err := settings.LoadForClient(env(map[string]string{"ServiceBusConnection": sbConn}), true); err == nil {
+		t.Fatal("publish --direct without StateStorage accepted")
+	}
+}
