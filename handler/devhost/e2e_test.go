@@ -32,6 +32,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(fakeHandlerMode); mode != "" {
+		runFakeHandler(mode) // started by the emulation as a custom handler
+		return
+	}
 	dir, err := os.MkdirTemp("", "convoy-e2e")
 	if err != nil {
 		panic(err)
