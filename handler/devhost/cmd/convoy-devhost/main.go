@@ -71,9 +71,11 @@ func run(ctx context.Context, app, queues string, port int) error {
 	if err != nil {
 		return err
 	}
-	az, err := azurite.Start(azurite.Options{Port: 10002})
+	az, err := azurite.Start(azurite.Options{Port: 10002}) // Azurite's usual port, if free
 	if err != nil {
-		return err
+		if az, err = azurite.Start(azurite.Options{}); err != nil {
+			return err
+		}
 	}
 	defer az.Stop()
 	h, err := devhost.Start(devhost.Options{AppDir: app, Queues: q, Port: port, Log: os.Stderr, Settings: map[string]string{
@@ -86,10 +88,11 @@ func run(ctx context.Context, app, queues string, port int) error {
 	fmt.Printf(`convoy-devhost: the function app in %s runs under the local host and Service Bus emulation (development only).
   functions:  %s/api/ledgers (POST), %s/api/orders/{orderId} (GET)
   queues:     %s/devhost/queues/{ledgers,orders}[/deadletter]
-  publish:    ServiceBusConnection=local://127.0.0.1:%d bin/convoy publish testdata/ledgers/01-morning.json
-  state:      Azurite on 127.0.0.1:%d (in memory)
+  publish:    ServiceBusConnection=local://127.0.0.1:%d go run . publish testdata/ledgers/01-morning.json
+  state:      Azurite on 127.0.0.1:%d (in memory); for publish --direct:
+              StateStorage='%s'
 Ctrl-C stops everything.
-`, app, h.URL(), h.URL(), h.URL(), port, az.Port)
+`, app, h.URL(), h.URL(), h.URL(), port, az.Port, az.ConnectionString())
 	<-ctx.Done()
 	return nil
 }
