@@ -67,12 +67,13 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 	unlock := p.locks.lock(orderID) // same-order calls in this instance queue up instead of racing
 	defer unlock()
 	var res Result
+	var blocked *bool // before this call; measured once, so a retry after a partial commit still reports the change
 	err := p.retry.Do(ctx, func(ctx context.Context) error {
 		o, err := p.state(ctx, orderID)
 		if err != nil {
 			return err
 		}
-		a := p.begin(o)
+		a := p.begin(o, &blocked)
 		for _, m := range msgs {
 			if err = a.makeRoom(ctx); err == nil {
 				a.res.Outcomes = append(a.res.Outcomes, o.Receive(m, p.now(), &a.change))
@@ -101,6 +102,7 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 	unlock := p.locks.lock(orderID)
 	defer unlock()
 	var res Result
+	var blocked *bool
 	err := p.retry.Do(ctx, func(ctx context.Context) error {
 		p.cache.drop(orderID) // an operator acts on what is stored, not on this instance's view
 		o, err := p.store.Load(ctx, orderID)
@@ -110,7 +112,7 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 		if o.Version == 0 {
 			return fault.Errorf(fault.NotFound, "order %q has no state", orderID)
 		}
-		a := p.begin(o)
+		a := p.begin(o, &blocked)
 		if err := o.Skip(seq, p.now(), &a.change); err != nil {
 			return fault.Wrap(fault.Conflict, err, "cannot skip")
 		}
@@ -147,8 +149,14 @@ type attempt struct {
 	wasBlocked    bool
 }
 
-func (p *Processor) begin(o *Order) *attempt {
-	return &attempt{p: p, o: o, storedBlocked: o.BlockedSince, wasBlocked: !o.BlockedSince.IsZero()}
+// begin starts an attempt; *before is set, by the first attempt only, to
+// whether the order was blocked when the call began.
+func (p *Processor) begin(o *Order, before **bool) *attempt {
+	if *before == nil {
+		b := !o.BlockedSince.IsZero()
+		*before = &b
+	}
+	return &attempt{p: p, o: o, storedBlocked: o.BlockedSince, wasBlocked: **before}
 }
 
 func (a *attempt) finish() Result {

@@ -268,3 +268,35 @@ func TestSkipReportsAFailedCommit(t *testing.T) {
 		t.Fatalf("after the skip: %+v", o.View())
 	}
 }
+
+// TestBlockedReportedAfterPartialCommit: a call whose first commit blocks
+// the order and whose next commit fails still reports the blocking once it
+// succeeds on retry (the first attempt's commit is durable).
+func TestBlockedReportedAfterPartialCommit(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	commits := 0
+	store.Fail = func(op, _ string) error {
+		if op == "commit" {
+			commits++
+			if commits == 2 {
+				return fault.Errorf(fault.Unavailable, "storage down")
+			}
+		}
+		return nil
+	}
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: fault.RetryPolicy{Initial: time.Millisecond, MaxElapsed: 5 * time.Second}})
+	// 150 early messages: more than one commit holds, so the first commit parks
+	// part of them (blocking the order) and the second fails.
+	var msgs []convoy.Message
+	for seq := int64(2); seq <= 151; seq++ {
+		msgs = append(msgs, add(seq, fmt.Sprintf("t-%d", seq), 1))
+	}
+	res, err := p.Process(ctx, "o-1", msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if commits < 3 || !res.Blocked {
+		t.Fatalf("%d commits, Blocked %v: want the retry to report the order blocked", commits, res.Blocked)
+	}
+}
