@@ -257,17 +257,8 @@ func TestCommands(t *testing.T) {
 	}
 	defer az.Stop()
 	app := t.TempDir()
-	for _, f := range []string{"host.json"} {
-		data, _ := os.ReadFile(f)
-		_ = os.WriteFile(filepath.Join(app, f), data, 0o644)
-	}
-	exe, _ := os.ReadFile(binary)
-	_ = os.WriteFile(filepath.Join(app, "convoy"), exe, 0o755)
-	dirs, _ := filepath.Glob(filepath.Join("functions", "*"))
-	for _, d := range dirs {
-		data, _ := os.ReadFile(filepath.Join(d, "function.json"))
-		_ = os.MkdirAll(filepath.Join(app, filepath.Base(d)), 0o755)
-		_ = os.WriteFile(filepath.Join(app, filepath.Base(d), "function.json"), data, 0o644)
+	if err := devhost.Stage(".", binary, app, nil); err != nil {
+		t.Fatal(err)
 	}
 	queues, err := devhost.LoadQueueConfig(filepath.Join("infra", "local", "servicebus-emulator-config.json"))
 	if err != nil {

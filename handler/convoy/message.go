@@ -27,6 +27,29 @@ func MessageID(ledgerID string, index int) string {
 	return ledgerID + ":" + strconv.Itoa(index)
 }
 
+// IntProperty reads an integer application property (seq) whatever a
+// transport made of it: int64 from azservicebus, float64 or json.Number after
+// a JSON round trip, a string from a lenient sender.
+func IntProperty(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int32:
+		return int64(n), true
+	case int:
+		return int64(n), true
+	case float64:
+		return int64(n), n == float64(int64(n))
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	case string:
+		i, err := strconv.ParseInt(n, 10, 64)
+		return i, err == nil
+	}
+	return 0, false
+}
+
 // Message is one order message as the processor sees it.
 type Message struct {
 	Seq       int64

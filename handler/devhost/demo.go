@@ -217,7 +217,7 @@ func ExpectedOrders(ledgers []*ledger.Ledger, sent []Message) (map[string]convoy
 		if !ok {
 			continue // not a ledger's message (a test's re-send)
 		}
-		seq, ok := intProperty(m.Properties[convoy.PropSeq])
+		seq, ok := convoy.IntProperty(m.Properties[convoy.PropSeq])
 		if !ok {
 			return nil, fmt.Errorf("message %s has no seq", m.MessageID)
 		}
@@ -239,21 +239,6 @@ func ExpectedOrders(ledgers []*ledger.Ledger, sent []Message) (map[string]convoy
 		views[id] = o.View()
 	}
 	return views, nil
-}
-
-// intProperty reads an integer application property (int64 when sent by
-// Go, float64 after a JSON round trip).
-func intProperty(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int64:
-		return n, true
-	case float64:
-		return int64(n), n == float64(int64(n))
-	case json.Number:
-		i, err := n.Int64()
-		return i, err == nil
-	}
-	return 0, false
 }
 
 // report prints every order and compares it with the fold of its

@@ -52,55 +52,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// stage lays out a function app as `make stage` does; edit may change
-// host.json (name "host.json") or a function.json (by function name).
-func stage(t *testing.T, edit func(name string, fj map[string]any)) string {
+// stage stages the app into a temporary directory (devhost.Stage).
+func stage(t *testing.T, edit func(name string, doc map[string]any)) string {
 	t.Helper()
 	dir := t.TempDir()
-	var host map[string]any
-	data, _ := os.ReadFile(filepath.Join(root, "host.json"))
-	if err := json.Unmarshal(data, &host); err != nil {
+	if err := devhost.Stage(root, binary, dir, edit); err != nil {
 		t.Fatal(err)
-	}
-	if edit != nil {
-		edit("host.json", host)
-	}
-	data, _ = json.Marshal(host)
-	if err := os.WriteFile(filepath.Join(dir, "host.json"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	copyFile(t, binary, filepath.Join(dir, "convoy"))
-	if err := os.Chmod(filepath.Join(dir, "convoy"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	files, _ := filepath.Glob(filepath.Join(root, "functions", "*", "function.json"))
-	for _, f := range files {
-		name := filepath.Base(filepath.Dir(f))
-		var fj map[string]any
-		data, _ := os.ReadFile(f)
-		if err := json.Unmarshal(data, &fj); err != nil {
-			t.Fatal(err)
-		}
-		if edit != nil {
-			edit(name, fj)
-		}
-		data, _ = json.Marshal(fj)
-		_ = os.MkdirAll(filepath.Join(dir, name), 0o755)
-		if err := os.WriteFile(filepath.Join(dir, name, "function.json"), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 	return dir
-}
-
-func copyFile(t *testing.T, from, to string) {
-	data, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 type env struct {

@@ -6,11 +6,9 @@ package replay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/ledger"
@@ -144,33 +142,11 @@ func release(ctx context.Context, src Source, msgs []DeadLetter) {
 
 // orderMessage rebuilds the order message from a dead letter.
 func orderMessage(m DeadLetter) (ledger.Message, error) {
-	seq, ok := integer(m.Properties[convoy.PropSeq])
+	seq, ok := convoy.IntProperty(m.Properties[convoy.PropSeq])
 	if !ok || seq < 1 {
 		return ledger.Message{}, errors.New("no seq")
 	}
 	ledgerID, _ := m.Properties[convoy.PropLedgerID].(string)
 	last, _ := m.Properties[convoy.PropLast].(bool)
 	return ledger.Message{SessionID: m.SessionID, MessageID: ReplayID(m), LedgerID: ledgerID, Seq: seq, Last: last, Body: m.Body}, nil
-}
-
-// integer reads an application property that holds an integer, whatever
-// the transport made of it.
-func integer(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int64:
-		return n, true
-	case int32:
-		return int64(n), true
-	case int:
-		return int64(n), true
-	case float64:
-		return int64(n), n == float64(int64(n))
-	case json.Number:
-		i, err := n.Int64()
-		return i, err == nil
-	case string:
-		i, err := strconv.ParseInt(n, 10, 64)
-		return i, err == nil
-	}
-	return 0, false
 }

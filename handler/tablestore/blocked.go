@@ -25,12 +25,10 @@ func (s *Store) MarkBlocked(ctx context.Context, orderID string, since time.Time
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "encode blocked entry")
 	}
-	_, err = s.table.UpsertEntity(ctx, data, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
-	if tableCode(err) == aztables.TableNotFound {
-		if err = s.createTable(ctx); err == nil {
-			_, err = s.table.UpsertEntity(ctx, data, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
-		}
-	}
+	err = withTable(ctx, s.table, func() error {
+		_, err := s.table.UpsertEntity(ctx, data, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
+		return err
+	})
 	return classifyOrNil(err, "mark order "+orderID+" blocked")
 }
 

@@ -84,7 +84,7 @@ func (s *Ledgers) CreateLedger(ctx context.Context, r *ledger.Record) error {
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "encode ledger record")
 	}
-	err = s.withTable(ctx, func() error { _, err := s.table.AddEntity(ctx, data, nil); return err })
+	err = withTable(ctx, s.table, func() error { _, err := s.table.AddEntity(ctx, data, nil); return err })
 	if tableCode(err) == aztables.EntityAlreadyExists {
 		return ledger.ErrLedgerExists
 	}
@@ -97,7 +97,7 @@ func (s *Ledgers) SaveLedger(ctx context.Context, r *ledger.Record) error {
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "encode ledger record")
 	}
-	err = s.withTable(ctx, func() error {
+	err = withTable(ctx, s.table, func() error {
 		_, err := s.table.UpsertEntity(ctx, data, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
 		return err
 	})
@@ -142,7 +142,7 @@ func (s *Ledgers) Allocate(ctx context.Context, ledgerID, orderID string, count 
 		} else {
 			actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeUpdateReplace, Entity: counter, IfMatch: etag})
 		}
-		err := s.withTable(ctx, func() error { _, err := s.table.SubmitTransaction(ctx, actions, nil); return err })
+		err := withTable(ctx, s.table, func() error { _, err := s.table.SubmitTransaction(ctx, actions, nil); return err })
 		switch tableCode(err) {
 		case "":
 			if err != nil {
@@ -156,18 +156,6 @@ func (s *Ledgers) Allocate(ctx context.Context, ledgerID, orderID string, count 
 		}
 	}
 	return 0, fault.Errorf(fault.Unavailable, "allocate seqs of order %q: too much contention", orderID)
-}
-
-// withTable runs fn, creating the table and running fn again if it is missing.
-func (s *Ledgers) withTable(ctx context.Context, fn func() error) error {
-	err := fn()
-	if tableCode(err) == aztables.TableNotFound {
-		if _, cerr := s.table.CreateTable(ctx, nil); cerr != nil && tableCode(cerr) != aztables.TableAlreadyExists {
-			return cerr
-		}
-		err = fn()
-	}
-	return err
 }
 
 func classifyOrNil(err error, what string) error {

@@ -90,12 +90,7 @@ func (s *Store) Commit(ctx context.Context, o *convoy.Order, base int64, c *conv
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "encode commit")
 	}
-	_, err = s.table.SubmitTransaction(ctx, actions, nil)
-	if tableCode(err) == aztables.TableNotFound {
-		if err = s.createTable(ctx); err == nil {
-			_, err = s.table.SubmitTransaction(ctx, actions, nil)
-		}
-	}
+	err = withTable(ctx, s.table, func() error { _, err := s.table.SubmitTransaction(ctx, actions, nil); return err })
 	if err == nil {
 		return nil
 	}
@@ -108,12 +103,17 @@ func (s *Store) Commit(ctx context.Context, o *convoy.Order, base int64, c *conv
 	return classify(err, "commit order "+o.ID)
 }
 
-func (s *Store) createTable(ctx context.Context) error {
-	_, err := s.table.CreateTable(ctx, nil)
-	if err != nil && tableCode(err) != aztables.TableAlreadyExists {
-		return classify(err, "create table")
+// withTable runs fn, creating the table and running fn once more if it is
+// missing (tables are created by Bicep in Azure; locally, on first use).
+func withTable(ctx context.Context, table *aztables.Client, fn func() error) error {
+	err := fn()
+	if tableCode(err) == aztables.TableNotFound {
+		if _, cerr := table.CreateTable(ctx, nil); cerr != nil && tableCode(cerr) != aztables.TableAlreadyExists {
+			return classify(cerr, "create table")
+		}
+		err = fn()
 	}
-	return nil
+	return err
 }
 
 func commitActions(o *convoy.Order, base int64, c *convoy.Change) ([]aztables.TransactionAction, error) {
