@@ -50,6 +50,19 @@ func raw(v any) json.RawMessage {
 	return b
 }
 
+// EncodeInvocation returns the body the host POSTs to /<f.Name> to deliver
+// msgs to a Service Bus trigger (msgs[0] alone unless f takes batches), at now.
+func EncodeInvocation(f Function, msgs []*Message, now time.Time) []byte {
+	var inv invocation
+	if f.Batch() {
+		inv = serviceBusBatch(f.Name, f.Trigger.Name, msgs, now)
+	} else {
+		inv = serviceBusSingle(f.Name, f.Trigger.Name, msgs[0], f.Trigger.IsSessionsEnabled, now)
+	}
+	body, _ := json.Marshal(inv) // raw messages and plain maps: cannot fail
+	return body
+}
+
 // invocation is the body of POST /<FunctionName>.
 type invocation struct {
 	Data     map[string]json.RawMessage `json:"Data"`

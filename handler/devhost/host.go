@@ -404,14 +404,7 @@ func (h *Host) Invoke(ctx context.Context, function string, msgs []*Message) err
 				return err
 			}
 		}
-		var inv invocation
-		if f.Batch() {
-			inv = serviceBusBatch(f.Name, f.Trigger.Name, msgs, time.Now())
-		} else {
-			inv = serviceBusSingle(f.Name, f.Trigger.Name, msgs[0], f.Trigger.IsSessionsEnabled, time.Now())
-		}
-		body, _ := json.Marshal(inv)
-		_, err := h.call(ctx, "/"+f.Name, body)
+		_, err := h.call(ctx, "/"+f.Name, EncodeInvocation(f, msgs, time.Now()))
 		return err
 	}
 	return fmt.Errorf("no function %q", function)

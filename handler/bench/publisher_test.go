@@ -1,0 +1,141 @@
+package bench_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"runtime/metrics"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
+	"github.com/convoy-dev/convoy/handler/memstore"
+)
+
+// BenchmarkPublisherScale (figure 4): a 1,000,000-transaction ledger over
+// 100,000 orders through the real publisher (validation, per-order seq
+// allocation, message building, batching) with a counting sender and the
+// in-memory allocation store: transactions per second against decoding the
+// same JSON into generic values, peak heap against the ledger's size, and
+// store operations against distinct orders.
+func BenchmarkPublisherScale(b *testing.B) {
+	const n, orders = 1_000_000, 100_000
+	ids := orderIDs("pub", orders)
+	for i := range b.N {
+		b.StopTimer()
+		doc := ledgertest.Doc(fmt.Sprintf("scale%d", i), n, ids, 0)
+		t0 := time.Now()
+		var generic any
+		if err := json.Unmarshal(doc, &generic); err != nil {
+			b.Fatal(err)
+		}
+		decode := time.Since(t0)
+		generic = nil
+
+		var ops atomic.Int64
+		store := memstore.NewLedgers()
+		store.Fail = func(string) error { ops.Add(1); return nil }
+		sender := &countingSender{}
+		// As with MaxLedgerTransactions=1000000 (the default limit is 200,000).
+		p := ledger.NewPublisher(store, sender, ledger.PublisherOptions{Limits: ledger.Limits{MaxTransactions: n}})
+		runtime.GC()
+		peak := sampleHeap()
+		b.StartTimer()
+		t0 = time.Now()
+		sum, err := p.Publish(context.Background(), doc)
+		elapsed := time.Since(t0)
+		b.StopTimer()
+		growth := peak.stop()
+		if err != nil || sum.Messages != n || sender.messages.Load() != n || sum.Orders != orders {
+			b.Fatalf("published %+v (%d sent), %v; want %d messages over %d orders", sum, sender.messages.Load(), err, n, orders)
+		}
+		record(figure{name: "publish_rate", value: n / elapsed.Seconds(), unit: "tx/s",
+			what: fmt.Sprintf("transactions published per second, %d transactions over %d orders", n, orders)})
+		ratio("publish_vs_json_decode", elapsed.Seconds()/decode.Seconds(),
+			"publishing the ledger / json.Unmarshal of the same document into generic values", target{})
+		ratio("publish_peak_heap_vs_ledger", float64(growth)/float64(len(doc)),
+			fmt.Sprintf("peak heap growth while publishing / the ledger's size (%d MB)", len(doc)>>20), atMost(2))
+		ratio("publish_store_ops_per_order", float64(ops.Load())/orders,
+			"ledger-store operations / distinct orders (one allocation per order, plus a constant per ledger)", atMost(1.01))
+		record(figure{name: "publish_store_ops_per_tx", value: float64(ops.Load()) / n, unit: "ops/tx",
+			what: "the same per transaction: proportional to orders, not transactions"})
+		b.StartTimer()
+	}
+}
+
+type countingSender struct{ messages, batches atomic.Int64 }
+
+func (s *countingSender) NewBatch(context.Context) (ledger.Batch, error) {
+	return &countingBatch{limit: 256 << 10}, nil
+}
+
+func (s *countingSender) SendBatch(_ context.Context, b ledger.Batch) error {
+	s.messages.Add(int64(b.Len()))
+	s.batches.Add(1)
+	return nil
+}
+
+// countingBatch sizes messages like the Standard tier's 256 KiB batches and
+// keeps none of them.
+type countingBatch struct{ n, bytes, limit int }
+
+func (c *countingBatch) Add(m ledger.Message) error {
+	if c.bytes+ledgertest.Size(m) > c.limit {
+		return ledger.ErrBatchFull
+	}
+	c.n++
+	c.bytes += ledgertest.Size(m)
+	return nil
+}
+
+func (c *countingBatch) Len() int { return c.n }
+
+// heapSampler records the highest heap in use above where it started.
+type heapSampler struct {
+	start uint64
+	peak  atomic.Uint64
+	done  chan struct{}
+	quit  chan struct{}
+}
+
+const heapMetric = "/memory/classes/heap/objects:bytes" // live and not yet swept objects: what the process holds
+
+func heapNow() uint64 {
+	s := []metrics.Sample{{Name: heapMetric}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+func sampleHeap() *heapSampler {
+	h := &heapSampler{start: heapNow(), done: make(chan struct{}), quit: make(chan struct{})}
+	h.peak.Store(h.start)
+	go func() {
+		defer close(h.done)
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			if v := heapNow(); v > h.peak.Load() {
+				h.peak.Store(v)
+			}
+			select {
+			case <-h.quit:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return h
+}
+
+// stop returns the peak growth in bytes.
+func (h *heapSampler) stop() uint64 {
+	close(h.quit)
+	<-h.done
+	if v := heapNow(); v > h.peak.Load() {
+		h.peak.Store(v)
+	}
+	return h.peak.Load() - h.start
+}

@@ -1,0 +1,204 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/convoy-dev/convoy/handler"
+	"github.com/convoy-dev/convoy/handler/azurite"
+	"github.com/convoy-dev/convoy/handler/devhost"
+	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/localbus"
+)
+
+// BenchmarkThroughput (figure 3): OrderProcessor messages per second through
+// the host emulation (the real handler binary, the host's encoding, session
+// dispatch) with 8 concurrent sessions against Azurite, divided by the
+// ETag-conditional single-entity updates per second Go achieves against the
+// same Azurite with the same concurrency. Batch mode ("cardinality": "many")
+// takes one session at a time, as the real host does.
+func BenchmarkThroughput(b *testing.B) {
+	const sessions, perOrder = 8, 250
+	az := sharedAzurite(b)
+	for i := range b.N {
+		total := sessions * perOrder
+		// Baselines before and after the subjects, averaged: Azurite slows a little as it fills.
+		raw := rawWrites(b, az, sessions, total, conditionalUpdate)
+		rawTx := rawWrites(b, az, sessions, total, commitShapedTransaction)
+		single := pipeline(b, az, fmt.Sprintf("single%d", i), sessions, perOrder, false)
+		batch := pipeline(b, az, fmt.Sprintf("batch%d", i), sessions, perOrder, true)
+		raw = (raw + rawWrites(b, az, sessions, total, conditionalUpdate)) / 2
+		rawTx = (rawTx + rawWrites(b, az, sessions, total, commitShapedTransaction)) / 2
+		ratio("throughput_single_vs_raw", single/raw,
+			"OrderProcessor messages/s, one per invocation, 8 sessions / conditional entity updates/s, 8 goroutines", atLeast(0.8))
+		ratio("throughput_batch_vs_raw", batch/raw,
+			"the same in batch mode (up to 100 messages per invocation, one session at a time)", above(1))
+		ratio("throughput_single_vs_raw_transactions", single/rawTx,
+			"single mode / raw entity-group transactions of a commit's shape (3 entities), 8 goroutines", target{})
+		ratio("azurite_transaction_vs_update", rawTx/raw,
+			"Azurite alone: 3-entity transactions/s / single-entity conditional updates/s (the floor of any atomic design)", target{})
+		rate := func(name string, v float64, what string) {
+			record(figure{name: name, value: v, unit: "per_s", what: what})
+		}
+		rate("throughput_single", single, "OrderProcessor messages per second, single mode (the numerator above)")
+		rate("throughput_batch", batch, "the same, batch mode")
+		rate("raw_updates", raw, "conditional single-entity updates per second (the baseline)")
+		rate("raw_transactions", rawTx, "3-entity transactions per second")
+	}
+}
+
+// pipeline publishes sessions orders of perOrder transactions to the orders
+// queue of a host emulation and returns the messages processed per second
+// from the first send until the queue is empty.
+func pipeline(b *testing.B, az *azurite.Server, name string, sessions, perOrder int, batch bool) float64 {
+	app := stagedApp(b, func(file string, doc map[string]any) {
+		switch file {
+		case "host.json":
+			sb := doc["extensions"].(map[string]any)["serviceBus"].(map[string]any)
+			sb["maxConcurrentSessions"] = sessions
+			if batch {
+				sb["sessionIdleTimeout"] = "00:00:00.1" // one session at a time: each waits this long once drained
+			}
+		case handler.FnOrderProcessor:
+			if batch {
+				doc["bindings"].([]any)[0].(map[string]any)["cardinality"] = "many"
+			}
+		}
+	})
+	queues, err := devhost.LoadQueueConfig(filepath.Join(root, "infra", "local", "servicebus-emulator-config.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tables := map[string]string{"OrdersTableName": name + "orders", "LedgersTableName": name + "ledgers"}
+	for _, t := range tables { // created up front, as Bicep does in Azure, so that no run pays for it
+		createTable(b, az, t)
+	}
+	h, err := devhost.Start(devhost.Options{AppDir: app.Dir, Queues: queues, Settings: map[string]string{
+		"StateStorage": az.ConnectionString(), "OrdersQueueName": "orders", "LedgersQueueName": "ledgers",
+		"OrdersTableName": tables["OrdersTableName"], "LedgersTableName": tables["LedgersTableName"],
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Stop()
+	ids := orderIDs(name, sessions)
+	msgs := orderMessages(b, name, sessions*perOrder, ids)
+	sender := localbus.NewSender(strings.TrimPrefix(h.URL(), "http://"), "orders")
+	ctx := b.Context()
+
+	t0 := time.Now()
+	send(b, ctx, sender, msgs)
+	q := h.Queue("orders")
+	for !q.Idle() {
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(t0)
+
+	if h.Failures() != 0 {
+		b.Fatalf("%s: %d invocations failed", name, h.Failures())
+	}
+	for _, id := range ids {
+		v, err := devhost.GetOrder(ctx, h.URL(), id)
+		if err != nil || v.AppliedSeq != int64(perOrder) {
+			b.Fatalf("%s: order %s applied seq %d, %v; want %d", name, id, v.AppliedSeq, err, perOrder)
+		}
+	}
+	return float64(len(msgs)) / elapsed.Seconds()
+}
+
+func send(b *testing.B, ctx context.Context, sender *localbus.Sender, msgs []ledger.Message) {
+	batch, _ := sender.NewBatch(ctx)
+	for _, m := range msgs {
+		if batch.Add(m) == ledger.ErrBatchFull {
+			if err := sender.SendBatch(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+			batch, _ = sender.NewBatch(ctx)
+			if err := batch.Add(m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := sender.SendBatch(ctx, batch); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func createTable(b *testing.B, az *azurite.Server, name string) {
+	svc, err := aztables.NewServiceClientFromConnectionString(az.ConnectionString(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := svc.CreateTable(b.Context(), name, nil); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// A write is one raw storage operation of the baselines; it returns the
+// state the next one needs (an ETag).
+type write func(ctx context.Context, t *aztables.Client, key string, i int, etag azcore.ETag) (azcore.ETag, error)
+
+// rawWrites runs total writes from workers goroutines, each on its own
+// partition, and returns writes per second.
+func rawWrites(b *testing.B, az *azurite.Server, workers, total int, w write) float64 {
+	table := az.NewTable(b, nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	t0 := time.Now()
+	for k := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var etag azcore.ETag
+			var err error
+			for i := range total / workers {
+				if etag, err = w(b.Context(), table, fmt.Sprintf("w%d", k), i, etag); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(t0)
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	return float64(total/workers*workers) / elapsed.Seconds()
+}
+
+// conditionalUpdate replaces one entity if it is unchanged since the last
+// write (If-Match), the cheapest compare-and-swap Table Storage offers.
+func conditionalUpdate(ctx context.Context, t *aztables.Client, key string, i int, etag azcore.ETag) (azcore.ETag, error) {
+	e := entity(key, "h", i)
+	if i == 0 {
+		r, err := t.AddEntity(ctx, e, nil)
+		return r.ETag, err
+	}
+	r, err := t.UpdateEntity(ctx, e, &aztables.UpdateEntityOptions{IfMatch: &etag, UpdateMode: aztables.UpdateModeReplace})
+	return r.ETag, err
+}
+
+// commitShapedTransaction writes what one processor commit writes: a new
+// marker, the head and a transaction row, in one entity-group transaction.
+func commitShapedTransaction(ctx context.Context, t *aztables.Client, key string, i int, _ azcore.ETag) (azcore.ETag, error) {
+	_, err := t.SubmitTransaction(ctx, []aztables.TransactionAction{
+		{ActionType: aztables.TransactionTypeAdd, Entity: entity(key, fmt.Sprintf("v:%019d", i), i)},
+		{ActionType: aztables.TransactionTypeInsertReplace, Entity: entity(key, "h", i)},
+		{ActionType: aztables.TransactionTypeInsertReplace, Entity: entity(key, fmt.Sprintf("t:%010d", i), i)},
+	}, nil)
+	return "", err
+}
+
+func entity(pk, rk string, i int) []byte {
+	return fmt.Appendf(nil, `{"PartitionKey":%q,"RowKey":%q,"AppliedSeq":"%d","AppliedSeq@odata.type":"Edm.Int64","TxId":"t-%d","Status":"open"}`, pk, rk, i, i)
+}
