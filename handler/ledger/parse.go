@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -59,42 +60,96 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 	if limits.MaxMessageBytes <= 0 {
 		limits.MaxMessageBytes = DefaultMaxMessageBytes
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(doc, &top); err != nil || top == nil {
-		return nil, fault.Errorf(fault.Invalid, "the ledger is not a JSON object")
-	}
-	var ledgerFaults []string
-	for k := range top {
-		if k != "ledgerId" && k != "transactions" {
-			ledgerFaults = append(ledgerFaults, fmt.Sprintf("unknown field %q", k))
-		}
+	// A streaming decode: only one transaction's raw JSON exists at a time
+	// besides the document itself, which the caller holds anyway.
+	notObject := fault.Errorf(fault.Invalid, "the ledger is not a JSON object")
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, notObject
 	}
 	l := &Ledger{}
-	if raw, ok := top["ledgerId"]; !ok || json.Unmarshal(raw, &l.ID) != nil {
-		ledgerFaults = append(ledgerFaults, "ledgerId must be a string")
-	} else if why := convoy.CheckID(l.ID); why != "" {
-		ledgerFaults = append(ledgerFaults, "ledgerId "+why)
-	}
-	var items []json.RawMessage
-	if raw, ok := top["transactions"]; !ok || json.Unmarshal(raw, &items) != nil {
-		ledgerFaults = append(ledgerFaults, "transactions must be an array")
-	} else if len(items) == 0 {
-		ledgerFaults = append(ledgerFaults, "transactions is empty")
-	} else if len(items) > limits.MaxTransactions {
-		return nil, fault.Errorf(fault.TooLarge, "the ledger has %d transactions, more than %d", len(items), limits.MaxTransactions)
-	}
+	var ledgerFaults []string
 	var problems []fault.Problem
-	l.Entries = make([]Entry, len(items))
-	for i, item := range items {
-		var ps []fault.Problem
-		l.Entries[i], ps = parseEntry(i, item)
-		if len(ps) == 0 && len(item) > limits.MaxMessageBytes/2 { // only large items are worth encoding here
-			if body, _ := convoy.EncodeBody(l.Entries[i].Transaction); len(body)+messageHeadroom > limits.MaxMessageBytes {
-				ps = append(ps, fault.Problem{Index: i, Field: "data", Reason: fmt.Sprintf(
-					"the transaction takes %d bytes, more than an order message may carry (%d)", len(body), limits.MaxMessageBytes-messageHeadroom)})
+	seen := map[string]bool{}
+	ids := interner{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, notObject
+		}
+		key, _ := t.(string)
+		if seen[key] {
+			ledgerFaults = append(ledgerFaults, fmt.Sprintf("field %q appears twice", key))
+		}
+		seen[key] = true
+		switch key {
+		case "ledgerId":
+			var raw json.RawMessage
+			if dec.Decode(&raw) != nil {
+				return nil, notObject
+			}
+			if json.Unmarshal(raw, &l.ID) != nil {
+				ledgerFaults = append(ledgerFaults, "ledgerId must be a string")
+			} else if why := convoy.CheckID(l.ID); why != "" {
+				ledgerFaults = append(ledgerFaults, "ledgerId "+why)
+			}
+		case "transactions":
+			t, err := dec.Token()
+			if err != nil {
+				return nil, notObject
+			}
+			if t != json.Delim('[') {
+				ledgerFaults = append(ledgerFaults, "transactions must be an array")
+				if skipValue(dec, t) != nil {
+					return nil, notObject
+				}
+				continue
+			}
+			l.Entries = make([]Entry, 0, min(countItems(doc), limits.MaxTransactions))
+			for i := 0; dec.More(); i++ {
+				if i == limits.MaxTransactions {
+					return nil, fault.Errorf(fault.TooLarge, "the ledger has more than %d transactions", limits.MaxTransactions)
+				}
+				var item json.RawMessage
+				if dec.Decode(&item) != nil {
+					return nil, notObject
+				}
+				e, ps := parseEntry(i, item)
+				if len(ps) == 0 && len(item) > limits.MaxMessageBytes/2 { // only large items are worth encoding here
+					if body, _ := convoy.EncodeBody(e.Transaction); len(body)+messageHeadroom > limits.MaxMessageBytes {
+						ps = append(ps, fault.Problem{Index: i, Field: "data", Reason: fmt.Sprintf(
+							"the transaction takes %d bytes, more than an order message may carry (%d)", len(body), limits.MaxMessageBytes-messageHeadroom)})
+					}
+				}
+				e.OrderID, e.Op = ids.get(e.OrderID), convoy.Op(ids.get(string(e.Op)))
+				l.Entries = append(l.Entries, e)
+				problems = append(problems, ps...)
+			}
+			if _, err := dec.Token(); err != nil { // ]
+				return nil, notObject
+			}
+			if len(l.Entries) == 0 {
+				ledgerFaults = append(ledgerFaults, "transactions is empty")
+			}
+		default:
+			ledgerFaults = append(ledgerFaults, fmt.Sprintf("unknown field %q", key))
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return nil, notObject
 			}
 		}
-		problems = append(problems, ps...)
+	}
+	if _, err := dec.Token(); err != nil { // }
+		return nil, notObject
+	}
+	if _, err := dec.Token(); err != io.EOF { // nothing may follow the object
+		return nil, notObject
+	}
+	if !seen["ledgerId"] {
+		ledgerFaults = append(ledgerFaults, "ledgerId must be a string")
+	}
+	if !seen["transactions"] {
+		ledgerFaults = append(ledgerFaults, "transactions must be an array")
 	}
 	if len(ledgerFaults) > 0 || len(problems) > 0 {
 		slices.Sort(ledgerFaults)
@@ -109,6 +164,62 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 	}
 	l.Hash = l.canonicalHash()
 	return l, nil
+}
+
+// skipValue consumes the rest of a value whose first token was first.
+func skipValue(dec *json.Decoder, first json.Token) error {
+	if d, ok := first.(json.Delim); !ok || (d != '{' && d != '[') {
+		return nil
+	}
+	for depth := 1; depth > 0; {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch t {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+	}
+	return nil
+}
+
+// countItems estimates how many transactions doc holds (objects and arrays
+// opening at depth 3, outside strings), to size the entries once: growing a
+// slice of a million entries holds two copies of it for a moment.
+func countItems(doc []byte) int {
+	n, depth, inString, escaped := 0, 0, false, false
+	for _, c := range doc {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			escaped, inString = c == '\\', c != '"'
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth == 3 {
+				n++
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return n
+}
+
+// interner shares one copy of each repeated string (order ids, ops): a large
+// ledger repeats each many times.
+type interner map[string]string
+
+func (in interner) get(s string) string {
+	if v, ok := in[s]; ok {
+		return v
+	}
+	in[s] = s
+	return s
 }
 
 func parseEntry(i int, raw json.RawMessage) (Entry, []fault.Problem) {

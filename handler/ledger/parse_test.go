@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -81,7 +82,11 @@ func TestParseReportsEveryProblem(t *testing.T) {
 }
 
 func TestParseLimits(t *testing.T) {
-	for _, doc := range []string{`[]`, `{"ledgerId":"L"}`, `{"ledgerId":"L","transactions":[]}`, `{"transactions":[{"orderId":"o","op":"DeleteOrder"}]}`} {
+	one := `{"orderId":"o","op":"DeleteOrder"}`
+	for _, doc := range []string{`[]`, `{"ledgerId":"L"}`, `{"ledgerId":"L","transactions":[]}`, `{"transactions":[` + one + `]}`,
+		`{"ledgerId":"L","transactions":{"a":[1]}}`, `{"ledgerId":"L","transactions":null}`,
+		`{"ledgerId":"L","transactions":[` + one + `]} {}`, `{"ledgerId":"L","transactions":[` + one + `]`,
+		`{"ledgerId":"L","ledgerId":"M","transactions":[` + one + `]}`} {
 		if _, err := ledger.Parse([]byte(doc), ledger.Limits{}); fault.CodeOf(err) != fault.Invalid {
 			t.Errorf("Parse(%s) = %v, want invalid", doc, err)
 		}
@@ -105,6 +110,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"ledgerId":"","transactions":[1,{},[],null,{"op":7}]}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		l, err := ledger.Parse(doc, ledger.Limits{MaxTransactions: 1000})
+		if err == nil && !json.Valid(doc) {
+			t.Fatalf("accepted a document that is not valid JSON: %q", doc)
+		}
 		if err != nil {
 			if c := fault.CodeOf(err); c != fault.Invalid && c != fault.TooLarge {
 				t.Fatalf("error of class %s: %v", c, err)
