@@ -74,7 +74,11 @@ func (s *server) skipGap(ctx context.Context, r httpRequest) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	out := SkipResult{OrderID: id, Skipped: seq, Drained: []int64{}, Order: res.Order.View()}
+	o, err := s.Orders.Load(ctx, id)
+	if err != nil {
+		return 0, nil, fault.Wrap(fault.Unavailable, err, "the gap was skipped; reading the order back failed")
+	}
+	out := SkipResult{OrderID: id, Skipped: seq, Drained: []int64{}, Order: o.View()}
 	for _, o := range res.Outcomes {
 		if o.Drained {
 			out.Drained = append(out.Drained, o.Seq)

@@ -66,10 +66,10 @@ func (s *server) processOrders(ctx context.Context, c *call) (map[string]any, er
 		// Once per blocking, not on every message parked behind the gap.
 		switch {
 		case res.Blocked:
-			c.outcome(slog.LevelWarn, "order blocked", "sessionId", orderID, "missingSeq", res.Order.MissingSeq(),
-				"parked", len(res.Order.Parked), "appliedSeq", res.Order.AppliedSeq)
+			c.outcome(slog.LevelWarn, "order blocked", "sessionId", orderID, "missingSeq", res.MissingSeq,
+				"parked", res.Parked, "appliedSeq", res.AppliedSeq)
 		case res.Unblocked:
-			c.outcome(slog.LevelInfo, "order unblocked", "sessionId", orderID, "appliedSeq", res.Order.AppliedSeq)
+			c.outcome(slog.LevelInfo, "order unblocked", "sessionId", orderID, "appliedSeq", res.AppliedSeq)
 		}
 	}
 	if err := errors.Join(failed...); err != nil {

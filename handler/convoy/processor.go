@@ -3,6 +3,7 @@ package convoy
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -55,9 +56,13 @@ func NewProcessor(store Store, opts ProcessorOptions) *Processor {
 type Result struct {
 	Outcomes  []Outcome // one per message received, then one per parked message drained
 	Commits   int       // atomic writes made by the successful attempt
-	Order     *Order    // the order's state afterwards (a copy)
 	Blocked   bool      // this call left the order blocked behind a gap it was not blocked by before
 	Unblocked bool      // this call filled the gap the order was blocked by
+	// The order afterwards, in figures: not a copy of its state, which grows
+	// with its transactions and would cost every message that much.
+	AppliedSeq int64
+	MissingSeq int64 // the seq it waits for; 0 if none
+	Parked     int
 }
 
 // Process applies msgs, all of one order and in the order received, and
@@ -68,32 +73,51 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 	defer unlock()
 	var res Result
 	var blocked *bool // before this call; measured once, so a retry after a partial commit still reports the change
-	err := p.retry.Do(ctx, func(ctx context.Context) error {
-		o, err := p.state(ctx, orderID)
-		if err != nil {
-			return err
-		}
-		a := p.begin(o, &blocked)
-		for _, m := range msgs {
-			if err = a.makeRoom(ctx); err == nil {
-				a.res.Outcomes = append(a.res.Outcomes, o.Receive(m, p.now(), &a.change))
-				err = a.drain(ctx)
+	guess := len(msgs) > 0 && msgs[0].Seq == 1
+	err := p.retry.Do(ctx, func(ctx context.Context) (err error) {
+		o := p.cache.get(orderID)
+		if o == nil && guess {
+			// An order's first message: the order most likely has no state
+			// yet, so skip the read. The commit's compare-and-swap checks the
+			// guess; if it was wrong, nothing was written.
+			guess = false
+			if res, err = p.apply(ctx, NewOrder(orderID), msgs, &blocked); !errors.Is(err, ErrConflict) {
+				return err
 			}
-			if err != nil {
-				break
+			blocked = nil // judge "blocked before" from the real state
+		}
+		if o == nil {
+			if o, err = p.store.Load(ctx, orderID); err != nil {
+				return err
 			}
 		}
-		if err == nil {
-			err = a.commit(ctx)
-		}
-		if err != nil {
-			p.cache.drop(orderID) // o may hold uncommitted steps, or the commit's outcome is unknown
-			return err
-		}
-		res = a.finish()
-		return nil
+		res, err = p.apply(ctx, o, msgs, &blocked)
+		return err
 	})
 	return res, err
+}
+
+// apply is one attempt at applying msgs to o.
+func (p *Processor) apply(ctx context.Context, o *Order, msgs []Message, blocked **bool) (Result, error) {
+	a := p.begin(o, blocked)
+	var err error
+	for _, m := range msgs {
+		if err = a.makeRoom(ctx); err == nil {
+			a.res.Outcomes = append(a.res.Outcomes, o.Receive(m, p.now(), &a.change))
+			err = a.drain(ctx)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = a.commit(ctx)
+	}
+	if err != nil {
+		p.cache.drop(o.ID) // o may hold uncommitted steps, or the commit's outcome is unknown
+		return Result{}, err
+	}
+	return a.finish(), nil
 }
 
 // Skip records the order's missing seq as rejected by an operator and drains
@@ -131,13 +155,6 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 	return res, err
 }
 
-func (p *Processor) state(ctx context.Context, orderID string) (*Order, error) {
-	if o := p.cache.get(orderID); o != nil {
-		return o, nil
-	}
-	return p.store.Load(ctx, orderID)
-}
-
 // attempt is one try at applying messages to an order: the order as it
 // evolves, the change not yet committed, and what was committed so far.
 type attempt struct {
@@ -161,7 +178,7 @@ func (p *Processor) begin(o *Order, before **bool) *attempt {
 
 func (a *attempt) finish() Result {
 	a.p.cache.put(a.o)
-	a.res.Order = a.o.Clone()
+	a.res.AppliedSeq, a.res.MissingSeq, a.res.Parked = a.o.AppliedSeq, a.o.MissingSeq(), len(a.o.Parked)
 	isBlocked := !a.o.BlockedSince.IsZero()
 	a.res.Blocked, a.res.Unblocked = isBlocked && !a.wasBlocked, a.wasBlocked && !isBlocked
 	return a.res

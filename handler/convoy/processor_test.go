@@ -300,3 +300,40 @@ func TestBlockedReportedAfterPartialCommit(t *testing.T) {
 		t.Fatalf("%d commits, Blocked %v: want the retry to report the order blocked", commits, res.Blocked)
 	}
 }
+
+// TestFirstMessageSkipsTheRead: an order's seq 1 is applied without reading
+// the order first; when the guess that it has no state is wrong (seq 1
+// redelivered to another instance), nothing is written, the order is read and
+// the messages decided from it, "blocked before" included.
+func TestFirstMessageSkipsTheRead(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	loads := 0
+	store.Fail = func(op, _ string) error {
+		if op == "load" {
+			loads++
+		}
+		return nil
+	}
+	first, second := convoy.NewProcessor(store, convoy.ProcessorOptions{}), convoy.NewProcessor(store, convoy.ProcessorOptions{})
+	for _, m := range []convoy.Message{create(1), add(3, "t-3", 30)} {
+		if _, err := first.Process(ctx, "o-1", []convoy.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if loads != 0 {
+		t.Fatalf("a new order was read %d times, want 0", loads)
+	}
+	res, err := second.Process(ctx, "o-1", []convoy.Message{create(1), add(2, "t-2", 20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _ := store.Load(ctx, "o-1")
+	if loads != 2 || res.Outcomes[0].Disposition != convoy.Duplicate || o.AppliedSeq != 3 || o.Total() != 50 || o.Version != 3 {
+		t.Fatalf("redelivered seq 1: %d loads, outcomes %+v, applied %d, total %d, version %d; want a duplicate decided from the stored order",
+			loads-1, res.Outcomes, o.AppliedSeq, o.Total(), o.Version)
+	}
+	if !res.Unblocked || res.Blocked {
+		t.Fatalf("Unblocked %v, Blocked %v: the order was blocked behind seq 2 before this call", res.Unblocked, res.Blocked)
+	}
+}
