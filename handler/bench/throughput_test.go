@@ -26,7 +26,7 @@ import (
 // same Azurite with the same concurrency. Batch mode ("cardinality": "many")
 // takes one session at a time, as the real host does.
 func BenchmarkThroughput(b *testing.B) {
-	const sessions, perOrder = 8, 250
+	const sessions, perOrder = 8, 500
 	az := sharedAzurite(b)
 	for i := range b.N {
 		total := sessions * perOrder
