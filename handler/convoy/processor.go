@@ -81,10 +81,13 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 			// yet, so skip the read. The commit's compare-and-swap checks the
 			// guess; if it was wrong, nothing was written.
 			guess = false
-			if res, err = p.apply(ctx, NewOrder(orderID), msgs, &blocked); !errors.Is(err, ErrConflict) {
+			fresh := NewOrder(orderID)
+			if res, err = p.apply(ctx, fresh, msgs, &blocked); !errors.Is(err, ErrConflict) {
 				return err
 			}
-			blocked = nil // judge "blocked before" from the real state
+			if fresh.Version == 0 { // the guess was wrong: judge "blocked before" from the real state
+				blocked = nil
+			}
 		}
 		if o == nil {
 			if o, err = p.store.Load(ctx, orderID); err != nil {
