@@ -3,6 +3,7 @@ package convoy_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -56,6 +57,24 @@ func TestDecodeBodyRejects(t *testing.T) {
 	}
 }
 
+func TestValidateBoundsAmounts(t *testing.T) {
+	for _, tc := range []struct {
+		amount int64
+		ok     bool
+	}{{1e15, true}, {-1e15, true}, {0, true}, {1e15 + 1, false}, {-1e15 - 1, false},
+		{9223372036854775807, false}, {-9223372036854775808, false}} {
+		tx := convoy.Transaction{OrderID: "o-1", Op: convoy.AddTransaction, TxID: "t-1", Amount: amt(tc.amount)}
+		ps := tx.Validate(0)
+		if ok := len(ps) == 0; ok != tc.ok || (!ok && ps[0].Field != "amount") {
+			t.Errorf("amount %d: problems %+v, want valid=%v", tc.amount, ps, tc.ok)
+		}
+		body := fmt.Sprintf(`{"transaction":{"orderId":"o-1","op":"ModifyTransaction","txId":"t","amount":%d}}`, tc.amount)
+		if _, err := convoy.DecodeBody([]byte(body)); (err == nil) != tc.ok {
+			t.Errorf("DecodeBody with amount %d: %v, want valid=%v", tc.amount, err, tc.ok)
+		}
+	}
+}
+
 func TestValidateNamesEveryProblem(t *testing.T) {
 	ps := convoy.Transaction{OrderID: strings.Repeat("x", 101), Op: convoy.ModifyTransaction}.Validate(7)
 	fields := map[string]bool{}
@@ -89,6 +108,9 @@ func FuzzDecodeBody(f *testing.F) {
 		}
 		if ps := tx.Validate(0); len(ps) > 0 {
 			t.Fatalf("decoded an invalid transaction: %+v", ps)
+		}
+		if tx.Amount != nil && (*tx.Amount > 1e15 || *tx.Amount < -1e15) {
+			t.Fatalf("decoded amount %d, beyond 10^15", *tx.Amount)
 		}
 		again, err := convoy.EncodeBody(tx)
 		if err != nil {

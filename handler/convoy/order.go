@@ -55,6 +55,7 @@ type Order struct {
 	Version int64
 
 	txIndex map[string]int // TxID → position in Transactions, derived
+	total   int64          // sum of the amounts, derived with txIndex
 }
 
 // NewOrder returns the state of an order nothing has happened to.
@@ -64,11 +65,8 @@ func NewOrder(id string) *Order {
 
 // Total is the sum of the transactions' amounts.
 func (o *Order) Total() int64 {
-	var sum int64
-	for _, t := range o.Transactions {
-		sum += t.Amount
-	}
-	return sum
+	o.indexOf("") // derives the total with the index
+	return o.total
 }
 
 // MissingSeq is the seq the order waits for when messages are parked, else 0.
@@ -95,8 +93,10 @@ func (o *Order) Clone() *Order {
 func (o *Order) indexOf(txID string) (int, bool) {
 	if o.txIndex == nil {
 		o.txIndex = make(map[string]int, len(o.Transactions))
+		o.total = 0
 		for i, t := range o.Transactions {
 			o.txIndex[t.TxID] = i
+			o.total += t.Amount
 		}
 	}
 	i, ok := o.txIndex[txID]
@@ -107,6 +107,7 @@ func (o *Order) addTx(t TxEntry) int {
 	o.indexOf(t.TxID) // builds the index if needed
 	o.Transactions = append(o.Transactions, t)
 	o.txIndex[t.TxID] = len(o.Transactions) - 1
+	o.total += t.Amount
 	return len(o.Transactions) - 1
 }
 
@@ -205,6 +206,7 @@ func (o *Order) apply(m Message, now time.Time, c *Change) Outcome {
 		c.putTx(i, o.Transactions[i])
 	case ModifyTransaction:
 		i, _ := o.indexOf(t.TxID)
+		o.total += *t.Amount - o.Transactions[i].Amount
 		o.Transactions[i].Amount = *t.Amount
 		c.putTx(i, o.Transactions[i])
 	case DeleteOrder:
@@ -229,12 +231,29 @@ func (o *Order) check(t Transaction) string {
 	if o.Status != StatusOpen {
 		return "order is not open (status " + string(o.Status) + ")"
 	}
-	_, exists := o.indexOf(t.TxID)
+	i, exists := o.indexOf(t.TxID)
 	switch {
 	case t.Op == AddTransaction && exists:
 		return fmt.Sprintf("transaction %q already exists", t.TxID)
 	case t.Op == ModifyTransaction && !exists:
 		return fmt.Sprintf("transaction %q does not exist", t.TxID)
+	case t.Op == DeleteOrder:
+		return ""
+	}
+	// Validation bounds every amount; checked again here because a message's
+	// validity is the caller's promise, and the total must never wrap.
+	if t.Amount == nil {
+		return "amount is missing"
+	}
+	if why := AmountProblem(*t.Amount); why != "" {
+		return "amount " + why
+	}
+	total := o.Total() + *t.Amount
+	if t.Op == ModifyTransaction {
+		total -= o.Transactions[i].Amount
+	}
+	if total > MaxTotal || total < -MaxTotal {
+		return fmt.Sprintf("the order's total would be %d, beyond ±%d (2^53 − 1)", total, int64(MaxTotal))
 	}
 	return ""
 }

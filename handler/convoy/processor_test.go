@@ -17,6 +17,11 @@ import (
 // transactions, with business violations mixed in.
 func randomOrder(r *rand.Rand, id string) []convoy.Message {
 	n := 1 + r.IntN(25)
+	amount := func() *int64 { return amt(r.Int64N(2001) - 1000) }
+	if r.IntN(4) == 0 { // amounts that take the total past ±(2^53 - 1) after about nine
+		sign := 1 - 2*r.Int64N(2)
+		amount = func() *int64 { return amt(sign * (convoy.MaxAmount - r.Int64N(1000))) }
+	}
 	var msgs []convoy.Message
 	var txIDs []string
 	for seq := int64(1); seq <= int64(n); seq++ {
@@ -25,10 +30,10 @@ func randomOrder(r *rand.Rand, id string) []convoy.Message {
 		case seq == 1 && k < 17, k == 0: // create first (or, rarely, again)
 			tx.Op, tx.Currency = convoy.CreateOrder, []string{"EUR", "USD"}[r.IntN(2)]
 		case k < 11 || len(txIDs) == 0:
-			tx.Op, tx.TxID, tx.Amount = convoy.AddTransaction, fmt.Sprintf("t-%d", r.IntN(int(seq)+1)), amt(r.Int64N(2001)-1000)
+			tx.Op, tx.TxID, tx.Amount = convoy.AddTransaction, fmt.Sprintf("t-%d", r.IntN(int(seq)+1)), amount()
 			txIDs = append(txIDs, tx.TxID)
 		case k < 18:
-			tx.Op, tx.Amount = convoy.ModifyTransaction, amt(r.Int64N(2001)-1000)
+			tx.Op, tx.Amount = convoy.ModifyTransaction, amount()
 			tx.TxID = txIDs[r.IntN(len(txIDs))]
 			if r.IntN(6) == 0 {
 				tx.TxID = "t-unknown"
@@ -75,12 +80,12 @@ func fold(msgs []convoy.Message) expected {
 		case e.Status != convoy.StatusOpen:
 			ok = false
 		case t.Op == convoy.AddTransaction:
-			ok = pos < 0
+			ok = pos < 0 && withinTotal(e.Txs, -1, *t.Amount)
 			if ok {
 				e.Txs = append(e.Txs, convoy.TxEntry{TxID: t.TxID, Amount: *t.Amount})
 			}
 		case t.Op == convoy.ModifyTransaction:
-			ok = pos >= 0
+			ok = pos >= 0 && withinTotal(e.Txs, pos, *t.Amount)
 			if ok {
 				e.Txs[pos].Amount = *t.Amount
 			}
@@ -95,6 +100,18 @@ func fold(msgs []convoy.Message) expected {
 		}
 	}
 	return e
+}
+
+// withinTotal: the total of txs, with the amount at pos replaced by amount
+// (or amount added when pos < 0), stays within ±(2^53 − 1).
+func withinTotal(txs []convoy.TxEntry, pos int, amount int64) bool {
+	sum := amount
+	for i, x := range txs {
+		if i != pos {
+			sum += x.Amount
+		}
+	}
+	return sum >= -(1<<53-1) && sum <= 1<<53-1
 }
 
 func observed(o *convoy.Order) expected {

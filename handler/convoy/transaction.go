@@ -27,6 +27,23 @@ const (
 // "<ledgerId>:<index>" stays within Service Bus's 128-character MessageId.
 const MaxIDLength = 100
 
+// Bounds on money (CONTRACT.md), in minor units. MaxAmount bounds one
+// transaction's amount; MaxTotal bounds an order's total, so that every JSON
+// client (a float64 reader included) reads it exactly. Within both, no sum
+// the fold computes can overflow an int64.
+const (
+	MaxAmount = 1_000_000_000_000_000 // 10^15
+	MaxTotal  = 1<<53 - 1
+)
+
+// AmountProblem returns why amount is out of bounds, or "".
+func AmountProblem(amount int64) string {
+	if amount > MaxAmount || amount < -MaxAmount {
+		return fmt.Sprintf("%d is beyond ±%d minor units", amount, int64(MaxAmount))
+	}
+	return ""
+}
+
 // Transaction is one transaction of one order, as carried in an order message.
 type Transaction struct {
 	OrderID  string          `json:"orderId"`
@@ -64,6 +81,8 @@ func (t Transaction) Validate(index int) []fault.Problem {
 		}
 		if t.Amount == nil {
 			bad("amount", "is required for "+string(t.Op))
+		} else if why := AmountProblem(*t.Amount); why != "" {
+			bad("amount", why)
 		}
 	}
 	if needsCurrency && !isCurrency(t.Currency) {

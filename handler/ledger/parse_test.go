@@ -49,7 +49,10 @@ func TestParseReportsEveryProblem(t *testing.T) {
 		{"orderId": "o-1", "op": "Refund"},
 		{"orderId": "o/1", "op": "CreateOrder", "currency": "eur", "last": "yes"},
 		"not an object",
-		{"orderId": "o-1", "op": "DeleteOrder", "data": [1]}
+		{"orderId": "o-1", "op": "DeleteOrder", "data": [1]},
+		{"orderId": "o-1", "op": "AddTransaction", "txId": "t-2", "amount": 1000000000000001},
+		{"orderId": "o-1", "op": "ModifyTransaction", "txId": "t-2", "amount": -9223372036854775808},
+		{"orderId": "o-1", "op": "AddTransaction", "txId": "t-3", "amount": 1000000000000000}
 	]}`
 	_, err := ledger.Parse([]byte(doc), ledger.Limits{})
 	if fault.CodeOf(err) != fault.Invalid {
@@ -63,6 +66,7 @@ func TestParseReportsEveryProblem(t *testing.T) {
 	want := map[[2]any]bool{
 		{1, "amount"}: true, {2, "txId"}: true, {2, "amout"}: true, {3, "op"}: true,
 		{4, "orderId"}: true, {4, "currency"}: true, {4, "last"}: true, {5, ""}: true, {6, "data"}: true,
+		{7, "amount"}: true, {8, "amount"}: true, // beyond ±10^15 (index 9 is exactly 10^15: valid)
 	}
 	got := map[[2]any]bool{}
 	for _, p := range fault.ProblemsOf(err) {
@@ -128,6 +132,9 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("parsed an empty ledger: %+v", l)
 		}
 		for i, e := range l.Entries {
+			if e.Amount != nil && (*e.Amount > 1e15 || *e.Amount < -1e15) {
+				t.Fatalf("entry %d: amount %d beyond 10^15", i, *e.Amount)
+			}
 			if ps := e.Validate(i); len(ps) > 0 {
 				t.Fatalf("entry %d invalid after parsing: %+v", i, ps)
 			}
