@@ -106,12 +106,27 @@ func load(lookup func(string) (string, bool), needStorage bool) (Settings, error
 	return s, errors.Join(r.errs...)
 }
 
-// In Azure, App Service sets WEBSITE_INSTANCE_ID; logs there are parsed, so JSON.
+// In Azure logs are parsed, so JSON (the Bicep templates also set LogFormat).
 func defaultLogFormat(lookup func(string) (string, bool)) string {
-	if v, ok := lookup("WEBSITE_INSTANCE_ID"); ok && v != "" {
+	if inAzure(lookup) {
 		return "json"
 	}
 	return "text"
+}
+
+// inAzure tells whether the program runs on Azure's Functions platform. App
+// Service sets WEBSITE_INSTANCE_ID; Flex Consumption may not, but sets
+// WEBSITE_SKU (FlexConsumption) or, in placeholder mode, LEGION_SERVICE_HOST:
+// the host's own tests (Azure/azure-functions-host,
+// src/WebJobs.Script/Environment/EnvironmentExtensions.cs: IsAppService,
+// IsFlexConsumptionSku, IsLinuxConsumptionOnLegion).
+func inAzure(lookup func(string) (string, bool)) bool {
+	for _, k := range []string{"WEBSITE_INSTANCE_ID", "WEBSITE_SKU", "LEGION_SERVICE_HOST"} {
+		if v, ok := lookup(k); ok && v != "" {
+			return true
+		}
+	}
+	return false
 }
 
 type reader struct {
@@ -187,7 +202,7 @@ func (r *reader) name(setting, def string, valid func(string) string) string {
 func (r *reader) serviceBus() Connection {
 	const base = "ServiceBusConnection"
 	if addr, ok := strings.CutPrefix(r.get(base), "local://"); ok {
-		if azure, _ := r.lookup("WEBSITE_INSTANCE_ID"); azure != "" {
+		if inAzure(r.lookup) {
 			r.fail(base, "local:// is the local development transport (convoy-devhost); it is refused in Azure")
 		}
 		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" || !isLoopback(strings.Split(addr, ":")[0]) {

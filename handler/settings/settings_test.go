@@ -112,3 +112,28 @@ func TestPublisherSettings(t *testing.T) {
 		t.Fatal("publish --direct without StateStorage accepted")
 	}
 }
+
+// On Flex Consumption WEBSITE_INSTANCE_ID may be missing: the platform is
+// recognised by what Flex sets, and logs are JSON there.
+func TestLogFormatOnFlex(t *testing.T) {
+	for _, azure := range []map[string]string{
+		{"WEBSITE_INSTANCE_ID": "abc"},
+		{"WEBSITE_SKU": "FlexConsumption"},
+		{"LEGION_SERVICE_HOST": "10.0.0.1"},
+	} {
+		azure["FUNCTIONS_CUSTOMHANDLER_PORT"] = "34567"
+		azure["ServiceBusConnection__fullyQualifiedNamespace"] = "convoy.servicebus.windows.net"
+		azure["StateStorage__tableServiceUri"] = "https://convoy.table.core.windows.net/"
+		s, err := settings.Load(env(azure))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.LogFormat != "json" {
+			t.Errorf("%v: LogFormat %q, want json", azure, s.LogFormat)
+		}
+		azure["ServiceBusConnection"] = "local://127.0.0.1:5672"
+		if _, err := settings.Load(env(azure)); err == nil {
+			t.Errorf("%v: local:// accepted in Azure", azure)
+		}
+	}
+}
