@@ -2,6 +2,7 @@ package convoy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,10 +65,144 @@ type body struct {
 	Transaction *Transaction `json:"transaction"`
 }
 
-// EncodeBody returns the message body for t.
+// EncodeBody returns the message body for t: compact JSON, without the HTML
+// escaping of json.Marshal (which would turn each '<', '>', '&', U+2028 and
+// U+2029 of data into six bytes), with no trailing newline.
 func EncodeBody(t Transaction) ([]byte, error) {
-	return json.Marshal(body{Transaction: &t})
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(body{Transaction: &t}); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
+
+// OrderMessage is one order message as it is sent to the orders queue
+// (CONTRACT.md, "Order message"): the one type the publisher, replay and the
+// transports share.
+type OrderMessage struct {
+	SessionID string // the order id
+	MessageID string // <ledgerId>:<index>, or a replay id
+	LedgerID  string // application property ledgerId
+	Seq       int64  // application property seq
+	Last      bool   // application property last (omitted when false)
+	Body      []byte // EncodeBody of the transaction
+}
+
+// NewOrderMessage returns the message of the index-th transaction of a
+// ledger, given its seq.
+func NewOrderMessage(ledgerID string, index int, seq int64, last bool, t Transaction) (OrderMessage, error) {
+	b, err := EncodeBody(t)
+	if err != nil {
+		return OrderMessage{}, fault.Wrap(fault.Internal, err, "encode message body")
+	}
+	return OrderMessage{SessionID: t.OrderID, MessageID: MessageID(ledgerID, index), LedgerID: ledgerID, Seq: seq, Last: last, Body: b}, nil
+}
+
+// Properties returns the message's application properties.
+func (m OrderMessage) Properties() map[string]any {
+	p := map[string]any{PropLedgerID: m.LedgerID, PropSeq: m.Seq}
+	if m.Last {
+		p[PropLast] = true
+	}
+	return p
+}
+
+// Sizes as azservicebus counts them (MessageBatch.AddMessage, v1.x): a batch
+// is the AMQP encoding of its first message without the body (the
+// "envelope": message annotations, properties, application properties), plus
+// for each message its full AMQP encoding wrapped as a binary value. A
+// message fits the queue when a batch holding only it fits: Size() must not
+// exceed the entity's maximum message size. The servicebus adapter's tests
+// check these figures against the SDK's own MessageBatch.
+//
+// The SDK sets, per message: message-id (string), content-type (symbol),
+// group-id = SessionId (string), an empty message-annotations map, the
+// application properties, and one data section holding the body.
+
+// EnvelopeBytes is what the first message of a batch adds besides its payload.
+func (m OrderMessage) EnvelopeBytes() int {
+	const (
+		section    = 3 // descriptor: 0x00, smallulong, code
+		map32      = 9 // map32 constructor, size, count
+		list32     = 9 // list32 constructor, size, count
+		null       = 1
+		annotation = section + map32 // the empty message-annotations map
+	)
+	props := section + list32 + amqpString(len(m.MessageID)) +
+		5*null + // user-id, to, subject, reply-to, correlation-id
+		amqpString(len(ContentType)) + // content-type, a symbol: same sizes as a string
+		3*null + // content-encoding, absolute-expiry-time, creation-time
+		amqpString(len(m.SessionID)) // group-id
+	app := section + map32 + amqpString(len(PropLedgerID)) + amqpString(len(m.LedgerID)) +
+		amqpString(len(PropSeq)) + amqpLong(m.Seq)
+	if m.Last {
+		app += amqpString(len(PropLast)) + 1 // true
+	}
+	return annotation + props + app
+}
+
+// PayloadBytes is what the message adds to a batch: its whole encoding
+// (envelope and data section) as a binary value.
+func (m OrderMessage) PayloadBytes() int {
+	encoded := m.EnvelopeBytes() + 3 + amqpString(len(m.Body)) // data section: descriptor, vbin
+	if encoded < 256 {
+		return 5 + encoded
+	}
+	return 8 + encoded
+}
+
+// Size is the message's size on the queue: a batch holding only it.
+func (m OrderMessage) Size() int { return m.EnvelopeBytes() + m.PayloadBytes() }
+
+// amqpString is the encoded size of a string, symbol or binary of n bytes
+// (str8/sym8/vbin8 below 256 bytes, else the 32-bit forms).
+func amqpString(n int) int {
+	if n < 256 {
+		return 2 + n
+	}
+	return 5 + n
+}
+
+// amqpLong is the encoded size of an int64 (smalllong or long).
+func amqpLong(n int64) int {
+	if n >= -128 && n < 128 {
+		return 2
+	}
+	return 9
+}
+
+// maxSizeSeq is the seq that gives a message its largest size, to measure a
+// transaction's message before its seq is known (exact for any seq ≥ 128).
+const maxSizeSeq = int64(1) << 62
+
+// MeasureTransaction returns the size on the queue of the message that will
+// carry the index-th transaction of ledger ledgerID, whatever its seq.
+func MeasureTransaction(ledgerID string, index int, last bool, t Transaction) (int, error) {
+	m, err := NewOrderMessage(ledgerID, index, maxSizeSeq, last, t)
+	if err != nil {
+		return 0, err
+	}
+	return m.Size(), nil
+}
+
+// Sender sends order messages in batches sized to the entity's limit.
+// Implementations: servicebus (azservicebus) and localbus (the emulation).
+type Sender interface {
+	NewBatch(ctx context.Context) (Batch, error)
+	SendBatch(ctx context.Context, b Batch) error
+}
+
+// Batch collects messages up to a size limit.
+type Batch interface {
+	// Add appends m, or returns ErrBatchFull if it does not fit.
+	Add(m OrderMessage) error
+	Len() int
+}
+
+// ErrBatchFull: the message does not fit in the batch.
+var ErrBatchFull = errors.New("batch full")
 
 // DecodeBody parses and validates an order message body. Unknown fields, at
 // either level, are errors: a foreign or mistyped message must not pass.

@@ -29,6 +29,19 @@ func TestBodyRoundTrip(t *testing.T) {
 	}
 }
 
+// TestBodyNotHTMLEscaped: data travels as written; json.Marshal would make
+// each of these characters six bytes and the message larger than measured.
+func TestBodyNotHTMLEscaped(t *testing.T) {
+	data := "{\"html\":\"<b>&</b>\u2028\u2029\"}"
+	body, err := convoy.EncodeBody(convoy.Transaction{OrderID: "o-1", Op: convoy.DeleteOrder, Data: json.RawMessage(data)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"transaction":{"orderId":"o-1","op":"DeleteOrder","data":` + data + `}}`; string(body) != want {
+		t.Fatalf("body %s, want %s", body, want)
+	}
+}
+
 func TestDecodeBodyRejects(t *testing.T) {
 	for _, tc := range []struct{ body, field string }{
 		{`{"transaction":{"orderId":"o-1","op":"AddTransaction","txId":"t-1","amount":12.5}}`, "amount"},

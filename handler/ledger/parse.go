@@ -24,8 +24,6 @@ const (
 	DefaultMaxTransactions = 200_000
 	// DefaultMaxMessageBytes is the Standard tier's message size limit.
 	DefaultMaxMessageBytes = 256 << 10
-	// messageHeadroom is kept free in a message for its ids, properties and framing.
-	messageHeadroom = 1 << 10
 )
 
 // Limits bound what Parse accepts; the zero value uses the defaults.
@@ -70,6 +68,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 	l := &Ledger{}
 	var ledgerFaults []string
 	var problems []fault.Problem
+	var faulty []int // entries with problems (ascending), not worth measuring
 	seen := map[string]bool{}
 	ids := interner{}
 	for dec.More() {
@@ -115,11 +114,8 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 					return nil, notObject
 				}
 				e, ps := parseEntry(i, item)
-				if len(ps) == 0 && len(item) > limits.MaxMessageBytes/2 { // only large items are worth encoding here
-					if body, _ := convoy.EncodeBody(e.Transaction); len(body)+messageHeadroom > limits.MaxMessageBytes {
-						ps = append(ps, fault.Problem{Index: i, Field: "data", Reason: fmt.Sprintf(
-							"the transaction takes %d bytes, more than an order message may carry (%d)", len(body), limits.MaxMessageBytes-messageHeadroom)})
-					}
+				if len(ps) > 0 {
+					faulty = append(faulty, i)
 				}
 				e.OrderID, e.Op = ids.get(e.OrderID), convoy.Op(ids.get(string(e.Op)))
 				l.Entries = append(l.Entries, e)
@@ -151,6 +147,17 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 	if !seen["transactions"] {
 		ledgerFaults = append(ledgerFaults, "transactions must be an array")
 	}
+	if len(ledgerFaults) == 0 {
+		// Measured once the ledgerId is known: it is part of every message.
+		for i, e := range l.Entries {
+			if len(faulty) > 0 && faulty[0] == i {
+				faulty = faulty[1:]
+				continue
+			}
+			problems = append(problems, measure(l.ID, i, e, limits.MaxMessageBytes)...)
+		}
+		slices.SortStableFunc(problems, func(a, b fault.Problem) int { return a.Index - b.Index })
+	}
 	if len(ledgerFaults) > 0 || len(problems) > 0 {
 		slices.Sort(ledgerFaults)
 		msg := "the ledger is invalid"
@@ -164,6 +171,25 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 	}
 	l.Hash = l.canonicalHash()
 	return l, nil
+}
+
+// measure: the transaction's message, exactly as it will be sent (whatever
+// its seq), must fit the orders queue. Checked before any seq is allocated,
+// so a refused ledger leaves no gap.
+func measure(ledgerID string, i int, e Entry, limit int) []fault.Problem {
+	size, err := convoy.MeasureTransaction(ledgerID, i, e.Last, e.Transaction)
+	if err != nil {
+		return []fault.Problem{{Index: i, Reason: "cannot be encoded as an order message"}}
+	}
+	if size > limit {
+		field := "data"
+		if len(e.Data) == 0 {
+			field = ""
+		}
+		return []fault.Problem{{Index: i, Field: field, Reason: fmt.Sprintf(
+			"its order message takes %d bytes as sent, more than the orders queue accepts (%d)", size, limit)}}
+	}
+	return nil
 }
 
 // skipValue consumes the rest of a value whose first token was first.

@@ -53,31 +53,16 @@ type Store interface {
 // ErrLedgerExists: CreateLedger found a record.
 var ErrLedgerExists = errors.New("ledger record exists")
 
-// Message is one order message to send.
-type Message struct {
-	SessionID string
-	MessageID string
-	LedgerID  string
-	Seq       int64
-	Last      bool
-	Body      []byte
-}
-
-// Sender sends order messages in batches sized to the entity's limit.
-type Sender interface {
-	NewBatch(ctx context.Context) (Batch, error)
-	SendBatch(ctx context.Context, b Batch) error
-}
-
-// Batch collects messages up to a size limit.
-type Batch interface {
-	// Add appends m, or returns ErrBatchFull if it does not fit.
-	Add(m Message) error
-	Len() int
-}
+// The order message and its transport port live in package convoy; these
+// names remain for callers written against package ledger.
+type (
+	Message = convoy.OrderMessage
+	Sender  = convoy.Sender
+	Batch   = convoy.Batch
+)
 
 // ErrBatchFull: the message does not fit in the batch.
-var ErrBatchFull = errors.New("batch full")
+var ErrBatchFull = convoy.ErrBatchFull
 
 // Outcomes in a Summary.
 const (
@@ -284,7 +269,12 @@ func (p *Publisher) sendBatch(ctx context.Context, l *Ledger, pl plan, from int)
 		}
 		if err := b.Add(m); errors.Is(err, ErrBatchFull) {
 			if b.Len() == 0 {
-				return from, fault.Errorf(fault.TooLarge, "transaction %d of ledger %q is larger than a message may be", pl.index[i], l.ID)
+				// Parse measured this message against MaxMessageBytes before any
+				// seq was allocated: the setting is above the queue's real limit.
+				// Not a rejection (the seqs are taken): fail, so that the delivery
+				// is retried and in the end dead-lettered, and the setting fixed.
+				return from, fault.Errorf(fault.Internal, "transaction %d of ledger %q (%d bytes as sent) does not fit an empty batch: "+
+					"the queue's message size limit is below the MaxMessageBytes it was measured against", pl.index[i], l.ID, m.Size())
 			}
 			break
 		} else if err != nil {
@@ -297,11 +287,7 @@ func (p *Publisher) sendBatch(ctx context.Context, l *Ledger, pl plan, from int)
 // message builds the order message of the i-th transaction.
 func (l *Ledger) message(i int, seq int64) (Message, error) {
 	e := l.Entries[i]
-	body, err := convoy.EncodeBody(e.Transaction)
-	if err != nil {
-		return Message{}, fault.Wrap(fault.Internal, err, "encode message body")
-	}
-	return Message{SessionID: e.OrderID, MessageID: convoy.MessageID(l.ID, i), LedgerID: l.ID, Seq: seq, Last: e.Last, Body: body}, nil
+	return convoy.NewOrderMessage(l.ID, i, seq, e.Last, e.Transaction)
 }
 
 func (p *Publisher) retry(ctx context.Context, fn func(context.Context) error) error {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
-	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
 // WireMessage is a message as the emulator's HTTP API carries it.
@@ -48,7 +47,7 @@ type Sender struct {
 	client *http.Client
 }
 
-var _ ledger.Sender = (*Sender)(nil)
+var _ convoy.Sender = (*Sender)(nil)
 
 // NewSender returns a Sender for queue at addr (host:port).
 func NewSender(addr, queue string) *Sender {
@@ -58,11 +57,11 @@ func NewSender(addr, queue string) *Sender {
 // Close implements the sender life cycle (nothing to release).
 func (s *Sender) Close(context.Context) error { return nil }
 
-// NewBatch implements ledger.Sender.
-func (s *Sender) NewBatch(context.Context) (ledger.Batch, error) { return &batch{}, nil }
+// NewBatch implements convoy.Sender.
+func (s *Sender) NewBatch(context.Context) (convoy.Batch, error) { return &batch{}, nil }
 
-// SendBatch implements ledger.Sender.
-func (s *Sender) SendBatch(ctx context.Context, b ledger.Batch) error {
+// SendBatch implements convoy.Sender.
+func (s *Sender) SendBatch(ctx context.Context, b convoy.Batch) error {
 	return s.post(ctx, b.(*batch).msgs)
 }
 
@@ -96,24 +95,25 @@ func (s *Sender) post(ctx context.Context, msgs []WireMessage) error {
 	return nil
 }
 
-// ToWire is the order message format as the emulator carries it.
-func ToWire(m ledger.Message) WireMessage {
-	props := map[string]any{convoy.PropLedgerID: m.LedgerID, convoy.PropSeq: m.Seq}
-	if m.Last {
-		props[convoy.PropLast] = true
-	}
-	return WireMessage{MessageID: m.MessageID, SessionID: m.SessionID, ContentType: convoy.ContentType, ApplicationProperties: props, Body: string(m.Body)}
+// ToWire is the order message as the emulator carries it.
+func ToWire(m convoy.OrderMessage) WireMessage {
+	return WireMessage{MessageID: m.MessageID, SessionID: m.SessionID, ContentType: convoy.ContentType, ApplicationProperties: m.Properties(), Body: string(m.Body)}
 }
 
+// batch counts bytes exactly as azservicebus does (convoy.OrderMessage's
+// sizes), so that what fits here fits a real queue of the same limit.
 type batch struct {
 	msgs  []WireMessage
 	bytes int
 }
 
-func (b *batch) Add(m ledger.Message) error {
-	size := len(m.Body) + len(m.MessageID) + len(m.SessionID) + len(m.LedgerID) + 96
+func (b *batch) Add(m convoy.OrderMessage) error {
+	size := m.PayloadBytes()
+	if len(b.msgs) == 0 {
+		size += m.EnvelopeBytes()
+	}
 	if b.bytes+size > MaxBatchBytes {
-		return ledger.ErrBatchFull
+		return convoy.ErrBatchFull
 	}
 	b.msgs = append(b.msgs, ToWire(m))
 	b.bytes += size

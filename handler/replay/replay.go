@@ -11,7 +11,6 @@ import (
 	"slices"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
-	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
 // DeadLetter is a message of a dead-letter sub-queue, locked by Receive.
@@ -66,7 +65,7 @@ func ReplayID(m DeadLetter) string {
 // Order replays the dead letters of orderID. Messages of other orders are
 // released untouched. On error, everything not yet replayed stays
 // dead-lettered, and the report says what was.
-func Order(ctx context.Context, src Source, sender ledger.Sender, orderID string) (Report, error) {
+func Order(ctx context.Context, src Source, sender convoy.Sender, orderID string) (Report, error) {
 	rep := Report{OrderID: orderID, Replayed: []Replayed{}}
 	var mine, others []DeadLetter
 	defer func() { release(ctx, src, others) }()
@@ -90,7 +89,7 @@ func Order(ctx context.Context, src Source, sender ledger.Sender, orderID string
 	}
 	type placed struct {
 		m   DeadLetter
-		msg ledger.Message
+		msg convoy.OrderMessage
 	}
 	var todo []placed
 	for _, m := range mine {
@@ -123,7 +122,7 @@ func Order(ctx context.Context, src Source, sender ledger.Sender, orderID string
 	return rep, nil
 }
 
-func send(ctx context.Context, sender ledger.Sender, m ledger.Message) error {
+func send(ctx context.Context, sender convoy.Sender, m convoy.OrderMessage) error {
 	b, err := sender.NewBatch(ctx)
 	if err != nil {
 		return err
@@ -141,12 +140,12 @@ func release(ctx context.Context, src Source, msgs []DeadLetter) {
 }
 
 // orderMessage rebuilds the order message from a dead letter.
-func orderMessage(m DeadLetter) (ledger.Message, error) {
+func orderMessage(m DeadLetter) (convoy.OrderMessage, error) {
 	seq, ok := convoy.IntProperty(m.Properties[convoy.PropSeq])
 	if !ok || seq < 1 {
-		return ledger.Message{}, errors.New("no seq")
+		return convoy.OrderMessage{}, errors.New("no seq")
 	}
 	ledgerID, _ := m.Properties[convoy.PropLedgerID].(string)
 	last, _ := m.Properties[convoy.PropLast].(bool)
-	return ledger.Message{SessionID: m.SessionID, MessageID: ReplayID(m), LedgerID: ledgerID, Seq: seq, Last: last, Body: m.Body}, nil
+	return convoy.OrderMessage{SessionID: m.SessionID, MessageID: ReplayID(m), LedgerID: ledgerID, Seq: seq, Last: last, Body: m.Body}, nil
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
-	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
 // Sender sends to one queue. Create one per queue per process and reuse it:
@@ -22,7 +21,7 @@ type Sender struct {
 	sender *azservicebus.Sender
 }
 
-var _ ledger.Sender = (*Sender)(nil)
+var _ convoy.Sender = (*Sender)(nil)
 
 // NewSender returns a Sender for queue on client.
 func NewSender(client *azservicebus.Client, queue string) (*Sender, error) {
@@ -36,25 +35,22 @@ func NewSender(client *azservicebus.Client, queue string) (*Sender, error) {
 // Close closes the link.
 func (s *Sender) Close(ctx context.Context) error { return s.sender.Close(ctx) }
 
-// ToMessage is the order message format (CONTRACT.md) as an azservicebus.Message.
-func ToMessage(m ledger.Message) *azservicebus.Message {
-	props := map[string]any{convoy.PropLedgerID: m.LedgerID, convoy.PropSeq: m.Seq}
-	if m.Last {
-		props[convoy.PropLast] = true
-	}
+// ToMessage is the order message (convoy.OrderMessage) as an
+// azservicebus.Message; convoy.OrderMessage.Size is its size in a batch.
+func ToMessage(m convoy.OrderMessage) *azservicebus.Message {
 	contentType := convoy.ContentType
 	return &azservicebus.Message{
 		SessionID:             &m.SessionID,
 		MessageID:             &m.MessageID,
 		ContentType:           &contentType,
-		ApplicationProperties: props,
+		ApplicationProperties: m.Properties(),
 		Body:                  m.Body,
 	}
 }
 
-// NewBatch implements ledger.Sender: a batch sized to the entity's maximum
+// NewBatch implements convoy.Sender: a batch sized to the entity's maximum
 // message size (256 KiB on Standard, up to 100 MiB on Premium).
-func (s *Sender) NewBatch(ctx context.Context) (ledger.Batch, error) {
+func (s *Sender) NewBatch(ctx context.Context) (convoy.Batch, error) {
 	b, err := s.sender.NewMessageBatch(ctx, nil)
 	if err != nil {
 		return nil, classify(err, "create batch for queue "+s.queue)
@@ -62,9 +58,13 @@ func (s *Sender) NewBatch(ctx context.Context) (ledger.Batch, error) {
 	return &batch{mb: b}, nil
 }
 
-// SendBatch implements ledger.Sender.
-func (s *Sender) SendBatch(ctx context.Context, b ledger.Batch) error {
-	if err := s.sender.SendMessageBatch(ctx, b.(*batch).mb, nil); err != nil {
+// SendBatch implements convoy.Sender.
+func (s *Sender) SendBatch(ctx context.Context, b convoy.Batch) error {
+	if err := s.sender.SendMessageBatch(ctx, b.(*batch).mb, nil); errors.Is(err, azservicebus.ErrMessageTooLarge) {
+		// The batch was filled to the link's own limit: a bug, not bad input
+		// (the ledger's seqs are allocated; it must not be recorded as rejected).
+		return fault.Wrap(fault.Internal, err, fmt.Sprintf("send %d messages to queue %s", b.Len(), s.queue))
+	} else if err != nil {
 		return classify(err, fmt.Sprintf("send %d messages to queue %s", b.Len(), s.queue))
 	}
 	return nil
@@ -72,10 +72,10 @@ func (s *Sender) SendBatch(ctx context.Context, b ledger.Batch) error {
 
 type batch struct{ mb *azservicebus.MessageBatch }
 
-func (b *batch) Add(m ledger.Message) error {
+func (b *batch) Add(m convoy.OrderMessage) error {
 	err := b.mb.AddMessage(ToMessage(m), nil)
 	if errors.Is(err, azservicebus.ErrMessageTooLarge) {
-		return ledger.ErrBatchFull
+		return convoy.ErrBatchFull
 	}
 	return err
 }
