@@ -88,6 +88,16 @@ func TestValidateBoundsAmounts(t *testing.T) {
 	}
 }
 
+func TestValidateBoundsData(t *testing.T) {
+	data := func(n int) json.RawMessage { return json.RawMessage(`{"x":"` + strings.Repeat("a", n-8) + `"}`) }
+	if ps := (convoy.Transaction{OrderID: "o-1", Op: convoy.DeleteOrder, Data: data(4096)}).Validate(0); len(ps) != 0 {
+		t.Fatalf("4096 bytes of data: %+v", ps)
+	}
+	if ps := (convoy.Transaction{OrderID: "o-1", Op: convoy.DeleteOrder, Data: data(4097)}).Validate(0); len(ps) != 1 || ps[0].Field != "data" {
+		t.Fatalf("4097 bytes of data: %+v", ps)
+	}
+}
+
 func TestValidateNamesEveryProblem(t *testing.T) {
 	ps := convoy.Transaction{OrderID: strings.Repeat("x", 101), Op: convoy.ModifyTransaction}.Validate(7)
 	fields := map[string]bool{}

@@ -1,6 +1,7 @@
 package convoy
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -24,8 +25,9 @@ const (
 
 // TxEntry is one transaction held by an order, in the order it was added.
 type TxEntry struct {
-	TxID   string `json:"txId"`
-	Amount int64  `json:"amount"`
+	TxID   string          `json:"txId"`
+	Amount int64           `json:"amount"`
+	Data   json.RawMessage `json:"data,omitempty"` // of the AddTransaction, or of the latest ModifyTransaction that carried data
 }
 
 // Rejection records a transaction that broke a business rule: it consumed its
@@ -44,6 +46,7 @@ type Order struct {
 	Status       Status
 	Complete     bool
 	Currency     string
+	Data         json.RawMessage // of the CreateOrder, or of a DeleteOrder that carried data
 	AppliedSeq   int64 // highest seq applied or rejected; all below it are too
 	Transactions []TxEntry
 	Rejected     []Rejection // ascending seq
@@ -200,17 +203,23 @@ func (o *Order) apply(m Message, now time.Time, c *Change) Outcome {
 	t := m.Tx
 	switch t.Op {
 	case CreateOrder:
-		o.Status, o.Currency = StatusOpen, t.Currency
+		o.Status, o.Currency, o.Data = StatusOpen, t.Currency, t.Data
 	case AddTransaction:
-		i := o.addTx(TxEntry{TxID: t.TxID, Amount: *t.Amount})
+		i := o.addTx(TxEntry{TxID: t.TxID, Amount: *t.Amount, Data: t.Data})
 		c.putTx(i, o.Transactions[i])
 	case ModifyTransaction:
 		i, _ := o.indexOf(t.TxID)
 		o.total += *t.Amount - o.Transactions[i].Amount
 		o.Transactions[i].Amount = *t.Amount
+		if t.Data != nil {
+			o.Transactions[i].Data = t.Data
+		}
 		c.putTx(i, o.Transactions[i])
 	case DeleteOrder:
 		o.Status = StatusDeleted
+		if t.Data != nil {
+			o.Data = t.Data
+		}
 	}
 	o.finish(m, now, c)
 	return Outcome{Seq: m.Seq, Disposition: Applied}

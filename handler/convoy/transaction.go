@@ -36,6 +36,11 @@ const (
 	MaxTotal  = 1<<53 - 1
 )
 
+// MaxDataBytes bounds a transaction's data (compact JSON): it is stored with
+// the order (a Table Storage property holds 64 KiB, an entity-group
+// transaction 4 MiB for up to 100 rows, each written JSON-escaped).
+const MaxDataBytes = 4096
+
 // AmountProblem returns why amount is out of bounds, or "".
 func AmountProblem(amount int64) string {
 	if amount > MaxAmount || amount < -MaxAmount {
@@ -51,7 +56,7 @@ type Transaction struct {
 	TxID     string          `json:"txId,omitempty"`
 	Amount   *int64          `json:"amount,omitempty"`
 	Currency string          `json:"currency,omitempty"`
-	Data     json.RawMessage `json:"data,omitempty"` // carried through untouched
+	Data     json.RawMessage `json:"data,omitempty"` // carried untouched, stored with the order (see TxEntry, Order.Data)
 }
 
 // Validate returns every problem with t, each naming index (its position in
@@ -94,6 +99,8 @@ func (t Transaction) Validate(index int) []fault.Problem {
 	}
 	if len(t.Data) > 0 && (bytes.TrimSpace(t.Data)[0] != '{') {
 		bad("data", "must be a JSON object")
+	} else if len(t.Data) > MaxDataBytes {
+		bad("data", fmt.Sprintf("takes %d bytes, more than %d", len(t.Data), MaxDataBytes))
 	}
 	return ps
 }

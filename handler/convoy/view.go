@@ -1,6 +1,9 @@
 package convoy
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // View is an order's state as OrderStatus returns it (CONTRACT.md).
 type View struct {
@@ -8,6 +11,7 @@ type View struct {
 	Status       Status          `json:"status"`
 	Complete     bool            `json:"complete"`
 	Currency     string          `json:"currency"`
+	Data         json.RawMessage `json:"data,omitempty"`
 	AppliedSeq   int64           `json:"appliedSeq"`
 	Parked       int             `json:"parked"`
 	MissingSeq   int64           `json:"missingSeq,omitempty"`
@@ -29,7 +33,7 @@ type RejectionView struct {
 // View returns o as OrderStatus shows it.
 func (o *Order) View() View {
 	v := View{
-		OrderID: o.ID, Status: o.Status, Complete: o.Complete, Currency: o.Currency, AppliedSeq: o.AppliedSeq,
+		OrderID: o.ID, Status: o.Status, Complete: o.Complete, Currency: o.Currency, Data: o.Data, AppliedSeq: o.AppliedSeq,
 		Parked: len(o.Parked), MissingSeq: o.MissingSeq(), Transactions: append([]TxEntry{}, o.Transactions...),
 		Total: o.Total(), Rejected: make([]RejectionView, 0, len(o.Rejected)), UpdatedAt: timestamp(o.UpdatedAt),
 	}

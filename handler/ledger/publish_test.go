@@ -155,28 +155,29 @@ func TestRacingLedgers(t *testing.T) {
 
 func TestBatchesRespectTheSizeLimit(t *testing.T) {
 	ctx := context.Background()
-	const limit = 256 << 10
+	const limit = 16 << 10
 	sender := &ledgertest.Sender{MaxBatchBytes: limit}
 	var checkpoints []int
-	p := ledger.NewPublisher(memstore.NewLedgers(), sender, ledger.PublisherOptions{Progress: func(sent, _ int) { checkpoints = append(checkpoints, sent) }})
-	// 30 transactions of ~100 KiB: two fit in a batch, three do not.
-	if _, err := p.Publish(ctx, ledgertest.Doc("L-big", 30, []string{"o-1", "o-2"}, 100<<10)); err != nil {
+	p := ledger.NewPublisher(memstore.NewLedgers(), sender, ledger.PublisherOptions{Limits: ledger.Limits{MaxMessageBytes: limit},
+		Progress: func(sent, _ int) { checkpoints = append(checkpoints, sent) }})
+	// 30 transactions of ~3.6 KiB each: four fit in 16 KiB, five do not.
+	if _, err := p.Publish(ctx, ledgertest.Doc("L-big", 30, []string{"o-1", "o-2"}, 3500)); err != nil {
 		t.Fatal(err)
 	}
 	batches := sender.Batches()
-	if len(batches) != 15 {
-		t.Fatalf("%d batches, want 15 of two ~100 KiB messages", len(batches))
+	if len(batches) != 8 {
+		t.Fatalf("%d batches, want 8 (7 of four ~3.6 KiB messages, then 2)", len(batches))
 	}
 	for i, b := range batches {
-		size := 0
+		size := b[0].EnvelopeBytes() // as azservicebus counts (servicebus' TestSizeAsTheSDKCounts)
 		for _, m := range b {
-			size += ledgertest.Size(m)
+			size += m.PayloadBytes()
 		}
 		if size > limit || len(b) == 0 {
 			t.Fatalf("batch %d: %d messages, %d bytes (limit %d)", i, len(b), size, limit)
 		}
 	}
-	if len(checkpoints) != 15 || checkpoints[14] != 30 {
+	if len(checkpoints) != 8 || checkpoints[7] != 30 {
 		t.Fatalf("checkpoints %v, want one per batch ending at 30", checkpoints)
 	}
 

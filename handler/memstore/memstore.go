@@ -89,7 +89,7 @@ func (s *Store) Commit(_ context.Context, o *convoy.Order, base int64, c *convoy
 	}
 	next.Rejected = append(next.Rejected, c.Rejections...)
 	slices.SortFunc(next.Rejected, func(a, b convoy.Rejection) int { return int(a.Seq - b.Seq) })
-	next.Status, next.Complete, next.Currency = o.Status, o.Complete, o.Currency
+	next.Status, next.Complete, next.Currency, next.Data = o.Status, o.Complete, o.Currency, o.Data
 	next.AppliedSeq, next.BlockedSince, next.UpdatedAt = o.AppliedSeq, o.BlockedSince, o.UpdatedAt
 	next.Version = base + 1
 	s.orders[o.ID] = next

@@ -102,7 +102,7 @@ func (s *sdkSender) SendBatch(_ context.Context, b convoy.Batch) error {
 // will count its messages, before any seq is allocated: at the limit it is
 // published, one byte below it is refused whole and allocates nothing.
 func TestLedgerMeasuredAsSent(t *testing.T) {
-	html := strings.Repeat("<p>a&amp;b</p>", 5000)
+	html := strings.Repeat("<p>a&amp;b</p>", 280) // within convoy.MaxDataBytes
 	doc := []byte(`{"ledgerId":"L-html","transactions":[{"orderId":"o-1","op":"CreateOrder","currency":"EUR"},` +
 		`{"orderId":"o-1","op":"AddTransaction","txId":"t-1","amount":5,"data":{"html":"` + html + `"}}]}`)
 	ctx := context.Background()

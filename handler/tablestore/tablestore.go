@@ -140,7 +140,7 @@ func commitActions(o *convoy.Order, base int64, c *convoy.Change) ([]aztables.Tr
 	for _, i := range slices.Sorted(maps.Keys(c.Tx)) {
 		t := c.Tx[i]
 		errs = append(errs, add(aztables.TransactionTypeInsertReplace, fmt.Sprintf("%s%010d", txPrefix, i),
-			map[string]any{"TxId": t.TxID, "Amount": aztables.EDMInt64(t.Amount)}))
+			withData(map[string]any{"TxId": t.TxID, "Amount": aztables.EDMInt64(t.Amount)}, t.Data)))
 	}
 	for _, r := range c.Rejections {
 		errs = append(errs, add(aztables.TransactionTypeAdd, seqKey(rejectPrefix, r.Seq), map[string]any{
@@ -169,7 +169,23 @@ func headProps(o *convoy.Order, version int64) map[string]any {
 	if !o.BlockedSince.IsZero() {
 		p["BlockedSince"] = aztables.EDMDateTime(o.BlockedSince)
 	}
+	return withData(p, o.Data)
+}
+
+// withData adds a data object as a string property (at most
+// convoy.MaxDataBytes, well within a property's 64 KiB).
+func withData(p map[string]any, data json.RawMessage) map[string]any {
+	if len(data) > 0 {
+		p["Data"] = string(data)
+	}
 	return p
+}
+
+func (p props) data() json.RawMessage {
+	if s := p.str("Data"); s != "" {
+		return json.RawMessage(s)
+	}
+	return nil
 }
 
 func parkedProps(m convoy.Message) map[string]any {
@@ -180,7 +196,7 @@ func parkedProps(m convoy.Message) map[string]any {
 	if m.Tx.Amount != nil {
 		p["Amount"] = aztables.EDMInt64(*m.Tx.Amount)
 	}
-	return p
+	return withData(p, m.Tx.Data)
 }
 
 func decodeRow(o *convoy.Order, raw []byte) error {
@@ -198,15 +214,16 @@ func decodeRow(o *convoy.Order, raw []byte) error {
 		o.Version = p.int("Version")
 		o.UpdatedAt = p.time("UpdatedAt")
 		o.BlockedSince = p.time("BlockedSince")
+		o.Data = p.data()
 	case strings.HasPrefix(key, txPrefix):
-		o.Transactions = append(o.Transactions, convoy.TxEntry{TxID: p.str("TxId"), Amount: p.int("Amount")})
+		o.Transactions = append(o.Transactions, convoy.TxEntry{TxID: p.str("TxId"), Amount: p.int("Amount"), Data: p.data()})
 	case strings.HasPrefix(key, rejectPrefix):
 		o.Rejected = append(o.Rejected, convoy.Rejection{
 			Seq: p.int("Seq"), Op: convoy.Op(p.str("Op")), TxID: p.str("TxId"), Reason: p.str("Reason"),
 		})
 	case strings.HasPrefix(key, parkedPrefix):
 		m := convoy.Message{Seq: p.int("Seq"), Last: p.bool("Last"), MessageID: p.str("MessageId"), Tx: convoy.Transaction{
-			OrderID: o.ID, Op: convoy.Op(p.str("Op")), TxID: p.str("TxId"), Currency: p.str("Currency"),
+			OrderID: o.ID, Op: convoy.Op(p.str("Op")), TxID: p.str("TxId"), Currency: p.str("Currency"), Data: p.data(),
 		}}
 		if _, ok := p["Amount"]; ok {
 			amount := p.int("Amount")

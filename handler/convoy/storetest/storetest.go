@@ -4,6 +4,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -27,6 +28,7 @@ func Run(t *testing.T, store convoy.Store) {
 		{"StaleVersionConflicts", testStaleVersion},
 		{"ConcurrentCommitsOneWins", testConcurrentCommits},
 		{"ParkThenDrain", testParkThenDrain},
+		{"DataKept", testDataKept},
 		{"FailedCommitWritesNothing", testAtomicFailure},
 		{"FullCommit", testFullCommit},
 		{"TenThousandTransactions", testManyTransactions},
@@ -94,6 +96,7 @@ func same(t *testing.T, got, want *convoy.Order) {
 
 type state struct {
 	ID, Status, Currency  string
+	Data                  string
 	Complete              bool
 	AppliedSeq, Version   int64
 	Transactions          []convoy.TxEntry
@@ -103,7 +106,7 @@ type state struct {
 }
 
 func comparable(o *convoy.Order) state {
-	s := state{ID: o.ID, Status: string(o.Status), Currency: o.Currency, Complete: o.Complete,
+	s := state{ID: o.ID, Status: string(o.Status), Currency: o.Currency, Data: string(o.Data), Complete: o.Complete,
 		AppliedSeq: o.AppliedSeq, Version: o.Version, Transactions: o.Transactions, Rejected: o.Rejected,
 		Parked: o.Parked, BlockedSince: o.BlockedSince, Updated: o.UpdatedAt}
 	if len(s.Transactions) == 0 {
@@ -136,6 +139,28 @@ func testCommitThenLoad(t *testing.T, s convoy.Store, id string) {
 	same(t, got, o)
 	if got.Total() != -1193 || !got.Complete || len(got.Rejected) != 1 || got.Version != 3 {
 		t.Fatalf("unexpected state %+v", comparable(got))
+	}
+}
+
+// testDataKept: data is stored and read back byte for byte, for the order
+// (CreateOrder, DeleteOrder), its transactions (AddTransaction; a
+// ModifyTransaction replaces it only when it carries data) and parked messages.
+func testDataKept(t *testing.T, s convoy.Store, id string) {
+	with := func(m convoy.Message, data string) convoy.Message { m.Tx.Data = json.RawMessage(data); return m }
+	big := `{"html":"` + strings.Repeat("<b>&é\"</b>", 300) + `"}`
+	o := convoy.NewOrder(id)
+	step(t, s, o, with(msg(1, convoy.CreateOrder, "", 0), `{"customer":"<c-1>"}`), with(msg(2, convoy.AddTransaction, "t-1", 5), big),
+		with(msg(3, convoy.AddTransaction, "t-2", 6), `{"v":1}`), msg(4, convoy.ModifyTransaction, "t-1", 7))
+	step(t, s, o, with(msg(6, convoy.DeleteOrder, "", 0), `{"why":"&"}`)) // parked
+	got := load(t, s, id)
+	if string(got.Data) != `{"customer":"<c-1>"}` || len(got.Transactions) != 2 || string(got.Transactions[0].Data) != big ||
+		string(got.Transactions[1].Data) != `{"v":1}` || string(got.Parked[6].Tx.Data) != `{"why":"&"}` {
+		t.Fatalf("data after load: order %s, transactions %+v, parked %+v", got.Data, got.Transactions, got.Parked)
+	}
+	step(t, s, o, with(msg(5, convoy.ModifyTransaction, "t-2", 8), `{"v":2}`)) // drains the DeleteOrder
+	got = load(t, s, id)
+	if string(got.Data) != `{"why":"&"}` || string(got.Transactions[1].Data) != `{"v":2}` || string(got.Transactions[0].Data) != big {
+		t.Fatalf("data after modify and delete: order %s, transactions %+v", got.Data, got.Transactions)
 	}
 }
 

@@ -7,14 +7,9 @@ import (
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
-// MessageOverhead approximates what a message adds to a batch besides its
-// body, ids and property values (AMQP framing, property names).
-const MessageOverhead = 96
-
-// Size is a message's approximate size in a batch.
-func Size(m ledger.Message) int {
-	return len(m.Body) + len(m.MessageID) + len(m.SessionID) + len(m.LedgerID) + MessageOverhead
-}
+// Size is a message's size as sent alone (convoy.OrderMessage.Size, which
+// the servicebus tests check against the SDK).
+func Size(m ledger.Message) int { return m.Size() }
 
 // Sender is an in-memory ledger.Sender that keeps every batch it was sent.
 type Sender struct {
@@ -78,13 +73,18 @@ type Batch struct {
 	limit    int
 }
 
-// Add implements ledger.Batch.
+// Add implements ledger.Batch, counting as azservicebus does: the first
+// message's envelope once, then each message's payload.
 func (b *Batch) Add(m ledger.Message) error {
-	if b.Bytes+Size(m) > b.limit {
+	size := m.PayloadBytes()
+	if len(b.Messages) == 0 {
+		size += m.EnvelopeBytes()
+	}
+	if b.Bytes+size > b.limit {
 		return ledger.ErrBatchFull
 	}
 	b.Messages = append(b.Messages, m)
-	b.Bytes += Size(m)
+	b.Bytes += size
 	return nil
 }
 
