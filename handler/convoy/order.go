@@ -47,7 +47,7 @@ type Order struct {
 	Complete     bool
 	Currency     string
 	Data         json.RawMessage // of the CreateOrder, or of a DeleteOrder that carried data
-	AppliedSeq   int64 // highest seq applied or rejected; all below it are too
+	AppliedSeq   int64           // highest seq applied or rejected; all below it are too
 	Transactions []TxEntry
 	Rejected     []Rejection // ascending seq
 	Parked       map[int64]Message
