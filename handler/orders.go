@@ -63,13 +63,27 @@ func (s *server) processOrders(ctx context.Context, c *call) (map[string]any, er
 			}
 			c.outcome(slog.LevelInfo, "order message", attrs...)
 		}
-		// Once per blocking, not on every message parked behind the gap.
-		switch {
-		case res.Blocked:
+		// Once per blocking, not on every message parked behind the gap. Both
+		// are facts of this call's commits; when it did both, the one that
+		// describes the order now comes last.
+		blocked := func() {
 			c.outcome(slog.LevelWarn, "order blocked", "sessionId", orderID, "missingSeq", res.MissingSeq,
 				"parked", res.Parked, "appliedSeq", res.AppliedSeq)
-		case res.Unblocked:
+		}
+		unblocked := func() {
 			c.outcome(slog.LevelInfo, "order unblocked", "sessionId", orderID, "appliedSeq", res.AppliedSeq)
+		}
+		switch {
+		case res.Blocked && res.Unblocked && res.MissingSeq != 0:
+			unblocked()
+			blocked()
+		case res.Blocked && res.Unblocked:
+			c.outcome(slog.LevelWarn, "order blocked", "sessionId", orderID, "parked", 0, "appliedSeq", res.AppliedSeq)
+			unblocked()
+		case res.Blocked:
+			blocked()
+		case res.Unblocked:
+			unblocked()
 		}
 	}
 	if err := errors.Join(failed...); err != nil {

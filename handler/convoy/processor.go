@@ -52,17 +52,27 @@ func NewProcessor(store Store, opts ProcessorOptions) *Processor {
 	return &Processor{store: store, index: opts.Index, cache: newOrderCache(opts.CacheSize), retry: opts.Retry, now: now}
 }
 
-// Result reports what one Process call did.
+// Result reports what one Process call did. Every figure is a fact of what
+// the call's successful commits changed, whichever attempt made them: a retry
+// after a partial commit neither loses nor repeats what the commit did.
 type Result struct {
 	Outcomes  []Outcome // one per message received, then one per parked message drained
-	Commits   int       // atomic writes made by the successful attempt
-	Blocked   bool      // this call left the order blocked behind a gap it was not blocked by before
-	Unblocked bool      // this call filled the gap the order was blocked by
+	Commits   int       // atomic writes made by this call, over all its attempts
+	Blocked   bool      // a commit of this call left the order blocked behind a new gap
+	Unblocked bool      // a commit of this call filled the gap the order was blocked by
 	// The order afterwards, in figures: not a copy of its state, which grows
 	// with its transactions and would cost every message that much.
 	AppliedSeq int64
 	MissingSeq int64 // the seq it waits for; 0 if none
 	Parked     int
+}
+
+// committed accumulates, over the attempts of one call, what its commits made durable.
+type committed struct {
+	outcomes  []Outcome // of steps made durable by a commit of an earlier attempt
+	commits   int
+	blocked   bool
+	unblocked bool
 }
 
 // Process applies msgs, all of one order and in the order received, and
@@ -72,7 +82,7 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 	unlock := p.locks.lock(orderID) // same-order calls in this instance queue up instead of racing
 	defer unlock()
 	var res Result
-	var blocked *bool // before this call; measured once, so a retry after a partial commit still reports the change
+	var done committed
 	guess := len(msgs) > 0 && msgs[0].Seq == 1
 	err := p.retry.Do(ctx, func(ctx context.Context) (err error) {
 		o := p.cache.get(orderID)
@@ -81,12 +91,8 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 			// yet, so skip the read. The commit's compare-and-swap checks the
 			// guess; if it was wrong, nothing was written.
 			guess = false
-			fresh := NewOrder(orderID)
-			if res, err = p.apply(ctx, fresh, msgs, &blocked); !errors.Is(err, ErrConflict) {
+			if res, err = p.apply(ctx, NewOrder(orderID), msgs, &done); !errors.Is(err, ErrConflict) {
 				return err
-			}
-			if fresh.Version == 0 { // the guess was wrong: judge "blocked before" from the real state
-				blocked = nil
 			}
 		}
 		if o == nil {
@@ -94,19 +100,19 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 				return err
 			}
 		}
-		res, err = p.apply(ctx, o, msgs, &blocked)
+		res, err = p.apply(ctx, o, msgs, &done)
 		return err
 	})
 	return res, err
 }
 
 // apply is one attempt at applying msgs to o.
-func (p *Processor) apply(ctx context.Context, o *Order, msgs []Message, blocked **bool) (Result, error) {
-	a := p.begin(o, blocked)
+func (p *Processor) apply(ctx context.Context, o *Order, msgs []Message, done *committed) (Result, error) {
+	a := p.begin(o, done)
 	var err error
 	for _, m := range msgs {
 		if err = a.makeRoom(ctx); err == nil {
-			a.res.Outcomes = append(a.res.Outcomes, o.Receive(m, p.now(), &a.change))
+			a.outcomes = append(a.outcomes, o.Receive(m, p.now(), &a.change))
 			err = a.drain(ctx)
 		}
 		if err != nil {
@@ -117,7 +123,7 @@ func (p *Processor) apply(ctx context.Context, o *Order, msgs []Message, blocked
 		err = a.commit(ctx)
 	}
 	if err != nil {
-		p.cache.drop(o.ID) // o may hold uncommitted steps, or the commit's outcome is unknown
+		a.fail()
 		return Result{}, err
 	}
 	return a.finish(), nil
@@ -129,7 +135,7 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 	unlock := p.locks.lock(orderID)
 	defer unlock()
 	var res Result
-	var blocked *bool
+	var done committed
 	err := p.retry.Do(ctx, func(ctx context.Context) error {
 		p.cache.drop(orderID) // an operator acts on what is stored, not on this instance's view
 		o, err := p.store.Load(ctx, orderID)
@@ -139,17 +145,23 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 		if o.Version == 0 {
 			return fault.Errorf(fault.NotFound, "order %q has no state", orderID)
 		}
-		a := p.begin(o, &blocked)
+		a := p.begin(o, &done)
 		if err := o.Skip(seq, p.now(), &a.change); err != nil {
-			return fault.Wrap(fault.Conflict, err, "cannot skip")
+			if len(done.outcomes) > 0 && done.outcomes[0].Seq == seq {
+				// An earlier attempt's commit skipped it; its drain went on.
+				err = nil
+			} else {
+				return fault.Wrap(fault.Conflict, err, "cannot skip")
+			}
+		} else {
+			a.outcomes = append(a.outcomes, Outcome{Seq: seq, Disposition: Rejected, Reason: ReasonSkipped})
 		}
-		a.res.Outcomes = append(a.res.Outcomes, Outcome{Seq: seq, Disposition: Rejected, Reason: ReasonSkipped})
 		err = a.drain(ctx)
 		if err == nil {
 			err = a.commit(ctx)
 		}
 		if err != nil {
-			p.cache.drop(orderID)
+			a.fail()
 			return err
 		}
 		res = a.finish()
@@ -159,32 +171,48 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 }
 
 // attempt is one try at applying messages to an order: the order as it
-// evolves, the change not yet committed, and what was committed so far.
+// evolves, the change not yet committed, and the outcomes of its steps.
 type attempt struct {
 	p             *Processor
 	o             *Order
 	change        Change
-	res           Result
-	storedBlocked time.Time // BlockedSince as last committed
-	wasBlocked    bool
+	outcomes      []Outcome  // of this attempt's steps; those before pending are committed
+	pending       int        // index in outcomes of the first step not yet committed
+	done          *committed // what the call's commits made durable so far
+	storedBlocked time.Time  // BlockedSince as last committed
 }
 
-// begin starts an attempt; *before is set, by the first attempt only, to
-// whether the order was blocked when the call began.
-func (p *Processor) begin(o *Order, before **bool) *attempt {
-	if *before == nil {
-		b := !o.BlockedSince.IsZero()
-		*before = &b
-	}
-	return &attempt{p: p, o: o, storedBlocked: o.BlockedSince, wasBlocked: **before}
+func (p *Processor) begin(o *Order, done *committed) *attempt {
+	return &attempt{p: p, o: o, done: done, storedBlocked: o.BlockedSince}
 }
 
+// fail ends an attempt that failed: what its commits made durable stays in
+// the call's record; o may hold uncommitted steps, or a commit's outcome is
+// unknown, so the cached state goes.
+func (a *attempt) fail() {
+	a.done.outcomes = append(a.done.outcomes, a.outcomes[:a.pending]...)
+	a.p.cache.drop(a.o.ID)
+}
+
+// finish ends the successful attempt: the call's outcomes are those its
+// earlier attempts committed, then this attempt's, less the duplicates that
+// only an earlier attempt of this same call made so.
 func (a *attempt) finish() Result {
 	a.p.cache.put(a.o)
-	a.res.AppliedSeq, a.res.MissingSeq, a.res.Parked = a.o.AppliedSeq, a.o.MissingSeq(), len(a.o.Parked)
-	isBlocked := !a.o.BlockedSince.IsZero()
-	a.res.Blocked, a.res.Unblocked = isBlocked && !a.wasBlocked, a.wasBlocked && !isBlocked
-	return a.res
+	earlier := map[int64]bool{}
+	for _, out := range a.done.outcomes {
+		earlier[out.Seq] = true
+	}
+	res := Result{Outcomes: append([]Outcome{}, a.done.outcomes...), Commits: a.done.commits,
+		Blocked: a.done.blocked, Unblocked: a.done.unblocked}
+	for _, out := range a.outcomes {
+		if out.Disposition == Duplicate && earlier[out.Seq] {
+			continue
+		}
+		res.Outcomes = append(res.Outcomes, out)
+	}
+	res.AppliedSeq, res.MissingSeq, res.Parked = a.o.AppliedSeq, a.o.MissingSeq(), len(a.o.Parked)
+	return res
 }
 
 func (a *attempt) drain(ctx context.Context) error {
@@ -196,7 +224,7 @@ func (a *attempt) drain(ctx context.Context) error {
 		if !ok {
 			return nil
 		}
-		a.res.Outcomes = append(a.res.Outcomes, out)
+		a.outcomes = append(a.outcomes, out)
 	}
 }
 
@@ -211,10 +239,12 @@ func (a *attempt) makeRoom(ctx context.Context) error {
 
 // commit writes the pending change, keeping the blocked index a superset of
 // the blocked orders: marked before the commit that blocks, cleared after
-// the commit that unblocks.
+// the commit that unblocks. Once it succeeded, what it changed is recorded:
+// the outcomes of its steps, and whether it blocked or unblocked the order.
 func (a *attempt) commit(ctx context.Context) error {
 	o := a.o
 	if a.change.Empty() {
+		a.pending = len(a.outcomes) // duplicates only: nothing to write, nothing to lose
 		return nil
 	}
 	since := o.BlockedSince
@@ -227,10 +257,18 @@ func (a *attempt) commit(ctx context.Context) error {
 		return fmt.Errorf("commit order %q at version %d: %w", o.ID, o.Version, err)
 	}
 	o.Version++
-	a.res.Commits++
+	a.done.commits++
+	a.pending = len(a.outcomes)
 	a.change = Change{}
-	if a.p.index != nil && !a.storedBlocked.IsZero() && !a.storedBlocked.Equal(since) {
-		_ = a.p.index.ClearBlocked(ctx, o.ID, a.storedBlocked) // a stale entry is dropped by its next reader
+	before := a.storedBlocked
+	if !before.IsZero() && !before.Equal(since) {
+		a.done.unblocked = true // this commit drained the run of parked messages begun at before
+	}
+	if !since.IsZero() && !since.Equal(before) {
+		a.done.blocked = true // this commit began a run of parked messages
+	}
+	if a.p.index != nil && !before.IsZero() && !before.Equal(since) {
+		_ = a.p.index.ClearBlocked(ctx, o.ID, before) // a stale entry is dropped by its next reader
 	}
 	a.storedBlocked = since
 	return nil

@@ -354,3 +354,109 @@ func TestFirstMessageSkipsTheRead(t *testing.T) {
 		t.Fatalf("Unblocked %v, Blocked %v: the order was blocked behind seq 2 before this call", res.Unblocked, res.Blocked)
 	}
 }
+
+// failCommit makes the k-th commit (from 1) fail before writing anything,
+// as throttling would; 0 fails none.
+func failCommit(store *memstore.Store, k int) *int {
+	commits := 0
+	store.Fail = func(op, _ string) error {
+		if op == "commit" {
+			if commits++; commits == k {
+				return fault.Errorf(fault.Unavailable, "throttled")
+			}
+		}
+		return nil
+	}
+	return &commits
+}
+
+// wantEach: outcomes hold each seq of want exactly once, with disposition d.
+func wantEach(t *testing.T, outs []convoy.Outcome, d convoy.Disposition, want []int64) {
+	t.Helper()
+	seen := map[int64]int{}
+	for _, out := range outs {
+		if out.Disposition != d {
+			t.Fatalf("seq %d %s, want every outcome %s", out.Seq, out.Disposition, d)
+		}
+		seen[out.Seq]++
+	}
+	for _, seq := range want {
+		if seen[seq] != 1 {
+			t.Fatalf("seq %d reported %d times, want once (outcomes %d)", seq, seen[seq], len(outs))
+		}
+	}
+	if len(outs) != len(want) {
+		t.Fatalf("%d outcomes, want %d", len(outs), len(want))
+	}
+}
+
+func seqs(from, to int64) []int64 {
+	var s []int64
+	for seq := from; seq <= to; seq++ {
+		s = append(s, seq)
+	}
+	return s
+}
+
+var quickRetry = fault.RetryPolicy{Initial: time.Millisecond, MaxElapsed: 5 * time.Second}
+
+// TestOutcomesAreWhatCommitsDid: a call that needs several commits, with a
+// failure injected before each one in turn: every message is reported once,
+// as what the commit that wrote it did (never as a duplicate of itself), and
+// the order is reported blocked, then unblocked, by the calls whose commits
+// did so.
+func TestOutcomesAreWhatCommitsDid(t *testing.T) {
+	ctx := context.Background()
+	var early []convoy.Message
+	for seq := int64(2); seq <= 151; seq++ {
+		early = append(early, add(seq, fmt.Sprintf("t-%d", seq), 1))
+	}
+	for k := 0; k <= 5; k++ { // 149 messages take 2 commits to park, 150 take 4 to drain
+		t.Run(fmt.Sprintf("fail commit %d", k), func(t *testing.T) {
+			store := memstore.New()
+			p := convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: quickRetry})
+			if _, err := p.Process(ctx, "o-1", []convoy.Message{create(1)}); err != nil {
+				t.Fatal(err)
+			}
+			failCommit(store, k)
+			res, err := p.Process(ctx, "o-1", early[1:]) // seqs 3..151 park behind seq 2
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEach(t, res.Outcomes, convoy.Parked, seqs(3, 151))
+			if !res.Blocked || res.Unblocked || res.MissingSeq != 2 {
+				t.Fatalf("parking: Blocked %v Unblocked %v missing %d, want blocked behind 2", res.Blocked, res.Unblocked, res.MissingSeq)
+			}
+			failCommit(store, k)
+			res, err = p.Process(ctx, "o-1", early[:1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEach(t, res.Outcomes, convoy.Applied, seqs(2, 151))
+			if res.Blocked || !res.Unblocked || res.AppliedSeq != 151 {
+				t.Fatalf("draining: Blocked %v Unblocked %v applied %d, want unblocked at 151", res.Blocked, res.Unblocked, res.AppliedSeq)
+			}
+		})
+	}
+}
+
+// TestUnblockedAfterAFailedGuess: seq 1 of a blocked order reaches an
+// instance that has not cached it; the commit made on the guess that the
+// order is new fails transiently (not a conflict). The retry reads the order
+// and fills the gap: that commit unblocked it, and the call says so.
+func TestUnblockedAfterAFailedGuess(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{}).Process(ctx, "o-1", []convoy.Message{add(2, "t-2", 2)}); err != nil {
+		t.Fatal(err)
+	}
+	failCommit(store, 1)
+	res, err := convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: quickRetry}).Process(ctx, "o-1", []convoy.Message{create(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Unblocked || res.Blocked || res.AppliedSeq != 2 {
+		t.Fatalf("Unblocked %v Blocked %v applied %d: the commit that filled the gap unblocked the order", res.Unblocked, res.Blocked, res.AppliedSeq)
+	}
+	wantEach(t, res.Outcomes, convoy.Applied, []int64{1, 2})
+}
