@@ -65,8 +65,29 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "convoy:", err)
+		var stopped signalStop
+		if errors.As(err, &stopped) {
+			os.Exit(stopped.code())
+		}
 		os.Exit(1)
 	}
+}
+
+// signalStop: the handler stopped on a signal after finishing its in-flight
+// invocations. It still exits non-zero (128 + the signal, as shells report
+// it): the Functions host never restarts a handler that exits 0
+// (WorkerProcess.OnProcessExited), and a host that is still running needs one.
+type signalStop struct{ sig os.Signal }
+
+func (s signalStop) Error() string {
+	return fmt.Sprintf("stopped on %v after finishing in-flight invocations", s.sig)
+}
+
+func (s signalStop) code() int {
+	if n, ok := s.sig.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return 1
 }
 
 func serve() error {
@@ -100,8 +121,9 @@ func serve() error {
 		return err
 	}
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 30 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(signals)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	log.Info("custom handler listening", "addr", ln.Addr().String(), "ordersQueue", cfg.OrdersQueue, "ordersTable", cfg.OrdersTable)
@@ -109,10 +131,11 @@ func serve() error {
 		log.Warn("publishing through " + localbus.Describe(cfg.ServiceBus.Local))
 	}
 
+	var sig os.Signal
 	select {
 	case err := <-done:
 		return err
-	case <-ctx.Done():
+	case sig = <-signals:
 	}
 	log.Info("shutting down: finishing in-flight invocations", "timeout", cfg.ShutdownTimeout.String())
 	shutdown, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -124,7 +147,7 @@ func serve() error {
 		return err
 	}
 	log.Info("stopped")
-	return nil
+	return signalStop{sig}
 }
 
 func publish(args []string) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -161,8 +162,10 @@ func TestStartedLikeTheHost(t *testing.T) {
 	}
 	select {
 	case err := <-exited:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+		// Never 0: the host does not restart a handler that exits 0.
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 128+int(syscall.SIGTERM) {
+			t.Fatalf("exit after SIGTERM: %v, want exit code %d\n%s", err, 128+int(syscall.SIGTERM), stderr.String())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("did not stop within 30s of SIGTERM")
@@ -237,8 +240,9 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 	}
 	select {
 	case err := <-exited:
-		if err != nil {
-			t.Fatalf("exit: %v", err)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 128+int(syscall.SIGTERM) {
+			t.Fatalf("exit: %v, want code %d", err, 128+int(syscall.SIGTERM))
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("did not exit after finishing the in-flight invocation")

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -52,6 +53,10 @@ func (s *server) ingestLedger(ctx context.Context, c *call) (map[string]any, err
 // published now, 200 when it had been already; 400 with every problem, 409
 // when its id was used for other content, 413 too large, 503 retry later.
 func (s *server) uploadLedger(ctx context.Context, r httpRequest) (int, any, error) {
+	if len(bytes.TrimSpace(r.Body)) == 0 {
+		return 0, nil, fault.Errorf(fault.Invalid, "the request body is empty: send the ledger as a JSON body with a Content-Length header "+
+			"(the Functions host forwards a body only when Content-Length is above 0, so a chunked upload arrives empty)")
+	}
 	sum, err := s.Ledgers.Publish(ctx, r.Body)
 	if err != nil {
 		return 0, nil, err

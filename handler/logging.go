@@ -8,7 +8,11 @@ import (
 )
 
 // NewLogger returns the program's logger: JSON or text, and split by level as
-// the Functions host reads it (stdout is logged as information, stderr as errors).
+// the Functions host reads it: stdout lines become Information, stderr lines
+// Error, or Warning when they contain "warn" (WorkerProcess), all under the
+// category Host.Function.Console. Warnings and errors go to stderr so that
+// they keep their level in Application Insights, where the shipped
+// host.json keeps Warning and above of that category and drops the rest.
 func NewLogger(format, level string, stdout, stderr io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(strings.ToUpper(level)))
@@ -22,11 +26,11 @@ func NewLogger(format, level string, stdout, stderr io.Writer) *slog.Logger {
 	return slog.New(splitHandler{info: mk(stdout), errs: mk(stderr)})
 }
 
-// splitHandler sends records of level Error and above to errs, the rest to info.
+// splitHandler sends records of level Warn and above to errs, the rest to info.
 type splitHandler struct{ info, errs slog.Handler }
 
 func (h splitHandler) pick(l slog.Level) slog.Handler {
-	if l >= slog.LevelError {
+	if l >= slog.LevelWarn {
 		return h.errs
 	}
 	return h.info

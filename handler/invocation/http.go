@@ -1,8 +1,10 @@
 package invocation
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"mime"
 	"net/http"
 	"strings"
 )
@@ -76,11 +78,22 @@ func (r *Request) HTTPRequest(binding string) (HTTPRequest, error) {
 				return HTTPRequest{}, fmt.Errorf("binding %s, Body: %w", binding, err)
 			}
 			req.Body = []byte(s)
+			if binaryBody(req.Headers.Get("Content-Type")) {
+				// The host sends octet-stream and multipart bodies base64-encoded.
+				if req.Body, err = base64.StdEncoding.DecodeString(s); err != nil {
+					return HTTPRequest{}, fmt.Errorf("binding %s, Body: a %s body is not base64: %w", binding, req.Headers.Get("Content-Type"), err)
+				}
+			}
 		} else {
 			req.Body = w.Body
 		}
 	}
 	return req, nil
+}
+
+func binaryBody(contentType string) bool {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return mt == "application/octet-stream" || strings.HasPrefix(mt, "multipart/")
 }
 
 // Headers arrive as arrays of strings; tolerate a single string.

@@ -3,18 +3,17 @@ package invocation
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 )
 
-// Message is one Service Bus message as the trigger delivers it.
+// Message is one Service Bus message as the trigger delivers it: only what
+// the handler uses is decoded, so that metadata it does not need
+// (EnqueuedTime*, ContentType, SequenceNumber, ExpiresAt*, …) can never fail
+// an invocation, whatever form the host gives it.
 type Message struct {
 	Body                  []byte
 	SessionID             string
 	MessageID             string
-	SequenceNumber        int64 // queue-wide, assigned by Service Bus
-	DeliveryCount         int64 // 1 on first delivery
-	EnqueuedTime          time.Time
-	ContentType           string
+	DeliveryCount         int64                      // 1 on first delivery
 	ApplicationProperties map[string]json.RawMessage // values keep their JSON types
 }
 
@@ -49,35 +48,16 @@ func (r *Request) fillSingle(m *Message) error {
 	}
 	str("SessionId", &m.SessionID)
 	str("MessageId", &m.MessageID)
-	str("ContentType", &m.ContentType)
 	if err != nil {
 		return err
 	}
-	for key, dst := range map[string]*int64{"SequenceNumber": &m.SequenceNumber, "DeliveryCount": &m.DeliveryCount} {
-		if raw, ok := lookup(r.Metadata, key); ok {
-			if *dst, err = DecodeInt(raw); err != nil {
-				return fmt.Errorf("metadata %s: %w", key, err)
-			}
+	if raw, ok := lookup(r.Metadata, "DeliveryCount"); ok {
+		if m.DeliveryCount, err = DecodeInt(raw); err != nil {
+			return fmt.Errorf("metadata DeliveryCount: %w", err)
 		}
-	}
-	if m.EnqueuedTime, err = r.enqueuedTime("EnqueuedTimeUtc", "EnqueuedTime"); err != nil {
-		return err
 	}
 	m.ApplicationProperties, err = r.applicationProperties()
 	return err
-}
-
-func (r *Request) enqueuedTime(keys ...string) (time.Time, error) {
-	for _, key := range keys {
-		if raw, ok := lookup(r.Metadata, key); ok {
-			t, err := DecodeTime(raw)
-			if err != nil {
-				return time.Time{}, fmt.Errorf("metadata %s: %w", key, err)
-			}
-			return t, nil
-		}
-	}
-	return time.Time{}, nil
 }
 
 // applicationProperties prefers ApplicationProperties and falls back to its
@@ -150,10 +130,7 @@ func (r *Request) batch(raw json.RawMessage) ([]Message, error) {
 	}{
 		{"SessionId", setString(func(m *Message) *string { return &m.SessionID })},
 		{"MessageId", setString(func(m *Message) *string { return &m.MessageID })},
-		{"ContentType", setString(func(m *Message) *string { return &m.ContentType })},
-		{"SequenceNumber", setInt(func(m *Message) *int64 { return &m.SequenceNumber })},
 		{"DeliveryCount", setInt(func(m *Message) *int64 { return &m.DeliveryCount })},
-		{"EnqueuedTimeUtc", func(m *Message, v json.RawMessage) (err error) { m.EnqueuedTime, err = DecodeTime(v); return err }},
 		{"ApplicationProperties", func(m *Message, v json.RawMessage) (err error) {
 			m.ApplicationProperties, err = DecodeObject(v)
 			return err
