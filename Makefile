@@ -72,26 +72,92 @@ bench: tools ## the benchmark suite: BENCH lines and a table, each figure agains
 ENV      ?= convoy-dev
 LOCATION ?= eastus2
 SB_SKU   ?= Standard
+# make deploy retries the publish while the app's new role assignments propagate.
+DEPLOY_ATTEMPTS ?= 6
+DEPLOY_WAIT     ?= 60
+
+# The signed-in principal, granted data access for the tools (publish, replay):
+# a user, or a service principal (CI) whose role assignments need principalType
+# ServicePrincipal. Prints "<type> <object id>"; nothing for other logins.
+define signed_in_principal
+case "$$(az account show --query user.type -o tsv 2>/dev/null)" in \
+  user) echo "User $$(az ad signed-in-user show --query id -o tsv 2>/dev/null)" ;; \
+  servicePrincipal) echo "ServicePrincipal $$(az ad sp show --id "$$(az account show --query user.name -o tsv)" --query id -o tsv 2>/dev/null)" ;; \
+esac
+endef
+
+# The outputs of the environment's last deployment (empty before the first).
+define last_output
+az deployment sub show --name $(ENV) --query properties.outputs.$(1).value -o tsv 2>/dev/null
+endef
+
+AZ_PARAMS = --name $(ENV) --location $(LOCATION) --template-file infra/main.bicep \
+  --parameters environmentName=$(ENV) location=$(LOCATION) serviceBusSku=$(SB_SKU) \
+  principalType="$${1:-User}" principalId="$$2"
 
 .PHONY: provision
 provision: ## provision everything in Azure with Bicep: make provision ENV=convoy-dev LOCATION=eastus2
 	@command -v az >/dev/null || { echo "the Azure CLI (az) is needed: https://aka.ms/azcli"; exit 1; }
-	az deployment sub create --name $(ENV) --location $(LOCATION) --template-file infra/main.bicep \
-	  --parameters environmentName=$(ENV) location=$(LOCATION) serviceBusSku=$(SB_SKU) \
-	  principalId="$$(az ad signed-in-user show --query id -o tsv 2>/dev/null)" \
-	  --query properties.outputs -o json
+	@$(MAKE) --no-print-directory ledgers-precheck RG="$$($(call last_output,RESOURCE_GROUP))" SB="$$($(call last_output,SERVICEBUS_NAMESPACE))"
+	set -- $$($(signed_in_principal)); \
+	az deployment sub create $(AZ_PARAMS) --query properties.outputs -o json
+
+.PHONY: whatif
+whatif: ## preview what make provision would create, change or delete (az deployment sub what-if)
+	@command -v az >/dev/null || { echo "the Azure CLI (az) is needed: https://aka.ms/azcli"; exit 1; }
+	set -- $$($(signed_in_principal)); \
+	az deployment sub what-if $(AZ_PARAMS)
+
+# Stops when the namespace still has the sessionless `ledgers` queue of earlier
+# versions: requiresSession cannot be changed in place, so the deployment would fail.
+.PHONY: ledgers-precheck
+ledgers-precheck:
+	@if [ -n "$(RG)" ] && [ -n "$(SB)" ] && \
+	  [ "$$(az servicebus queue show -g "$(RG)" --namespace-name "$$(echo "$(SB)" | cut -d. -f1)" -n ledgers --query requiresSession -o tsv 2>/dev/null)" = "false" ]; then \
+	  echo "The ledgers queue of $(SB) is not session-enabled (an earlier version of convoy), and Azure cannot"; \
+	  echo "enable sessions on an existing queue. Stop the ledger senders, let the running app drain the queue,"; \
+	  echo "then: make migrate-ledgers ENV=$(ENV) (README: Upgrading an existing environment)."; \
+	  exit 1; \
+	fi
+
+.PHONY: migrate-ledgers
+migrate-ledgers: ## delete the drained sessionless ledgers queue of an earlier version, so that provision recreates it with sessions
+	@rg="$(RG)"; sb="$(SB)"; \
+	[ -n "$$rg" ] || rg="$$($(call last_output,RESOURCE_GROUP))"; \
+	[ -n "$$sb" ] || sb="$$($(call last_output,SERVICEBUS_NAMESPACE))"; \
+	[ -n "$$rg" ] && [ -n "$$sb" ] || { echo "no deployment $(ENV): pass RG=<resource group> SB=<namespace>"; exit 1; }; \
+	ns="$$(echo "$$sb" | cut -d. -f1)"; \
+	set -- $$(az servicebus queue show -g "$$rg" --namespace-name "$$ns" -n ledgers \
+	  --query "[requiresSession, countDetails.activeMessageCount, countDetails.deadLetterMessageCount, countDetails.scheduledMessageCount]" -o tsv); \
+	[ "$$1" = "false" ] || { echo "ledgers is already session-enabled (or absent): nothing to migrate"; exit 0; }; \
+	if [ "$$2$$3$$4" != "000" ] && [ "$(FORCE)" != "yes" ]; then \
+	  echo "ledgers still holds $$2 active, $$3 dead-lettered and $$4 scheduled message(s): they would be lost."; \
+	  echo "Wait for the app to drain it; re-send dead-lettered ledgers after the upgrade (same ledgerId: idempotent)."; \
+	  echo "FORCE=yes deletes it anyway."; exit 1; \
+	fi; \
+	az servicebus queue delete -g "$$rg" --namespace-name "$$ns" -n ledgers && \
+	echo "deleted; now make provision (or azd provision), then make deploy (or azd deploy)"
 
 .PHONY: deploy
-deploy: stage ## build, stage and publish the app with Core Tools: make deploy ENV=convoy-dev (or APP=<name>)
+deploy: stage ## build, stage and publish the app with Core Tools, retrying while new roles propagate: make deploy ENV=convoy-dev (or APP=<name>)
 	@command -v func >/dev/null || { echo "Azure Functions Core Tools (func) 4.x is needed"; exit 1; }
 	@app="$(APP)"; \
-	if [ -z "$$app" ]; then app=$$(az deployment sub show --name $(ENV) --query properties.outputs.FUNCTION_APP_NAME.value -o tsv); fi; \
+	if [ -z "$$app" ]; then app=$$($(call last_output,FUNCTION_APP_NAME)); fi; \
 	[ -n "$$app" ] || { echo "no function app: run make provision first, or pass APP=<name>"; exit 1; }; \
-	cd dist && func azure functionapp publish "$$app" --custom
+	cd dist && for attempt in $$(seq 1 $(DEPLOY_ATTEMPTS)); do \
+	  func azure functionapp publish "$$app" --custom && exit 0; \
+	  [ "$$attempt" -lt $(DEPLOY_ATTEMPTS) ] || break; \
+	  echo "publish attempt $$attempt of $(DEPLOY_ATTEMPTS) failed; waiting $(DEPLOY_WAIT) s: right after provisioning, the"; \
+	  echo "app's role assignments (storage, Service Bus) take minutes to propagate, and until then the host"; \
+	  echo "cannot start and Core Tools reports the app unhealthy"; \
+	  sleep $(DEPLOY_WAIT); \
+	done; \
+	echo "publish failed $(DEPLOY_ATTEMPTS) times: see the app's logs (Application Insights, or the portal's Log stream)"; exit 1
 
 .PHONY: teardown
 teardown: ## delete the environment's resource group: make teardown ENV=convoy-dev
-	az group delete --name rg-$(ENV) --yes --no-wait
+	@rg="$(RG)"; [ -n "$$rg" ] || rg="$$($(call last_output,RESOURCE_GROUP))"; [ -n "$$rg" ] || rg="rg-$(ENV)"; \
+	echo "az group delete --name $$rg"; az group delete --name "$$rg" --yes --no-wait
 
 .PHONY: clean
 clean: ## remove build output (bin/, dist/)

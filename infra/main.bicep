@@ -2,12 +2,18 @@
 // Deploy at subscription scope: `make provision` (az) or `azd up`.
 targetScope = 'subscription'
 
+// Any name azd accepts: 1-64 of letters, digits and - _ . ( ) (Azure/azure-dev,
+// cli/azd/pkg/environment/environment.go, EnvironmentNameRegexp). Every resource
+// name is derived from it in modules/resources.bicep, made safe for its type.
 @minLength(1)
-@maxLength(40)
-@description('Name of the environment, used in resource names (letters, digits, hyphens).')
+@maxLength(64)
+@description('Name of the environment (azd\'s AZURE_ENV_NAME): 1-64 letters, digits and - _ . ( ); resource names are derived from it.')
 param environmentName string
 
+// azd's location metadata: azd prompts for a location and fills AZURE_LOCATION
+// (Azure/azure-dev, cli/azd/pkg/azure/arm_template.go, AzdMetadataTypeLocation).
 @minLength(1)
+@metadata({ azd: { type: 'location' } })
 @description('Azure region of every resource; must offer the Flex Consumption plan.')
 param location string
 
@@ -18,10 +24,18 @@ param serviceBusSku string = 'Standard'
 @description('Object id of the deploying user or group, granted data access for local runs and operations (publish, replay); empty for none.')
 param principalId string = ''
 
+// azd passes AZURE_PRINCIPAL_TYPE (User, or ServicePrincipal when signed in as
+// one, e.g. in CI) through main.parameters.json; a role assignment whose
+// principalType does not match the principal fails (UnmatchedPrincipalType).
 @allowed(['User', 'Group', 'ServicePrincipal'])
+@description('Type of principalId: User, Group or ServicePrincipal.')
 param principalType string = 'User'
 
-@description('Largest number of Flex Consumption instances.')
+// Flex Consumption accepts 40-1000 (the bounds of Microsoft's Flex template,
+// Azure/azure-quickstart-templates quickstarts/microsoft.web/function-app-flex-managed-identities/main.bicep).
+@minValue(40)
+@maxValue(1000)
+@description('Largest number of Flex Consumption instances (40-1000).')
 param maximumInstanceCount int = 40
 
 @allowed([512, 2048, 4096])
@@ -29,8 +43,13 @@ param instanceMemoryMB int = 2048
 
 var tags = { 'azd-env-name': environmentName, app: 'convoy' }
 
+// Resource group names allow every character azd allows, up to 90, but cannot
+// end with a period (Azure/bicep-types-az, Microsoft.Resources/resourceGroups@2024-03-01:
+// pattern ^[-\w\._\(\)]+$; MicrosoftDocs/azure-docs resource-name-rules.md).
+var resourceGroupName = endsWith(environmentName, '.') ? 'rg-${environmentName}0' : 'rg-${environmentName}'
+
 resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
-  name: 'rg-${environmentName}'
+  name: resourceGroupName
   location: location
   tags: tags
 }

@@ -2,5 +2,10 @@
 // (tree-sitter grammar) and fail when a queue, table, connection setting or
 // role that a function needs differs between Bicep, function.json,
 // host.json, the local emulator config and the program's settings, or when a
-// template carries a secret.
+// template carries a secret. The deployment rules (deploy_test.go) catch what
+// would fail a first `make provision` / `azd up`: properties Flex Consumption
+// refuses, resource names computed (eval_test.go) for the oddest environment
+// names azd accepts, the principal type, azd hooks, scale bounds, endpoints,
+// queue sessions. Each rule is proven by a mutation of the templates that
+// it must catch.
 package infracheck

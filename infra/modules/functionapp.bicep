@@ -7,7 +7,6 @@ param planName string
 param appName string
 param identityId string
 param identityClientId string
-param storageAccountName string
 param blobEndpoint string
 param tableServiceUri string
 param deploymentContainerName string
@@ -44,9 +43,11 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
   properties: {
     serverFarmId: plan.id
     httpsOnly: true
+    // Nothing here that Flex refuses: no ftpsState (FTPS is not supported on
+    // Flex), no alwaysOn, linuxFxVersion, use32BitWorkerProcess, … (the list,
+    // with its source, is in handler/infracheck).
     siteConfig: {
       minTlsVersion: '1.2'
-      ftpsState: 'Disabled'
     }
     functionAppConfig: {
       deployment: {
@@ -74,8 +75,11 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
 resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   parent: app
   name: 'appsettings'
+  // No setting that Flex refuses (FUNCTIONS_WORKER_RUNTIME, WEBSITE_RUN_FROM_PACKAGE, …:
+  // the runtime and the package are in functionAppConfig). Endpoints come
+  // from the resources, never built from a DNS suffix (sovereign clouds).
   properties: {
-    AzureWebJobsStorage__accountName: storageAccountName
+    AzureWebJobsStorage__blobServiceUri: blobEndpoint
     AzureWebJobsStorage__credential: 'managedidentity'
     AzureWebJobsStorage__clientId: identityClientId
     ServiceBusConnection__fullyQualifiedNamespace: serviceBusNamespace
@@ -89,6 +93,9 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     OrdersTableName: 'ConvoyOrders'
     LedgersTableName: 'ConvoyLedgers'
     OrdersMaxMessageBytes: string(ordersMaxMessageBytes)
+    // Flex may not set WEBSITE_INSTANCE_ID, by which the program recognises
+    // App Service: the log format is chosen here, not guessed.
+    LogFormat: 'json'
     APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsightsConnectionString
     APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
   }

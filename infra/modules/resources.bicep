@@ -8,10 +8,37 @@ param principalType string
 param maximumInstanceCount int
 param instanceMemoryMB int
 
-var token = toLower(uniqueString(subscription().id, environmentName, location))
+// Resource names. azd accepts environment names of 1-64 characters of
+// [a-zA-Z0-9-()_.]; every type below accepts less (lengths and alphabets:
+// Azure/bicep-types-az generated/*/types.md where the type carries them,
+// MicrosoftDocs/azure-docs articles/azure-resource-manager/management/resource-name-rules.md
+// for the rest; handler/infracheck computes each name for the oddest names azd
+// accepts). One sanitised base (lower case, every other character a hyphen),
+// cut per type by fit(), which never leaves a trailing hyphen; the uniqueness
+// token stays whole at the end of each globally unique name, so that two
+// environments of the same name in different subscriptions never collide.
+// For a short lower-case environment name these are the names of earlier
+// versions, so an existing environment keeps its resources.
+var token = toLower(uniqueString(subscription().id, environmentName, location)) // 13 of [a-z0-9]
+var base = replace(replace(replace(replace(toLower(environmentName), '_', '-'), '.', '-'), '(', '-'), ')', '-')
+var alphanumeric = replace(base, '-', '')
+
+// At most n characters of s, ending with a letter or a digit.
+func fit(s string, n int) string => endsWith(take(s, n), '-') ? '${take(s, n - 1)}0' : take(s, n)
+
+var names = {
+  identity: 'id-${fit(base, 60)}' // 3-128, letters, digits, - _
+  workspace: 'log-${fit(base, 59)}' // 4-63, ^[A-Za-z0-9][A-Za-z0-9-]+[A-Za-z0-9]$
+  applicationInsights: 'appi-${fit(base, 60)}' // 1-260
+  serviceBus: 'sb-${fit(base, 33)}-${token}' // global, 6-50, letters, digits, hyphens, letter first, letter or digit last
+  storage: 'st${take(alphanumeric, 9)}${token}' // global, 3-24, ^[a-z0-9]+$
+  deploymentContainer: 'app-package-${take(token, 8)}' // 3-63, lower case, digits, single hyphens
+  plan: 'plan-${fit(base, 55)}' // 1-60, letters, digits, hyphens
+  functionApp: 'func-${fit(base, 46)}-${take(token, 8)}' // global, 2-60, letters, digits, hyphens, no hyphen first or last
+}
 
 resource identity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
-  name: 'id-${environmentName}'
+  name: names.identity
   location: location
   tags: tags
 }
@@ -21,8 +48,8 @@ module monitoring 'monitoring.bicep' = {
   params: {
     location: location
     tags: tags
-    workspaceName: 'log-${environmentName}'
-    applicationInsightsName: 'appi-${environmentName}'
+    workspaceName: names.workspace
+    applicationInsightsName: names.applicationInsights
   }
 }
 
@@ -31,7 +58,7 @@ module serviceBus 'servicebus.bicep' = {
   params: {
     location: location
     tags: tags
-    namespaceName: 'sb-${environmentName}-${token}'
+    namespaceName: names.serviceBus
     sku: serviceBusSku
   }
 }
@@ -41,8 +68,8 @@ module storage 'storage.bicep' = {
   params: {
     location: location
     tags: tags
-    accountName: take(toLower('st${replace(environmentName, '-', '')}${token}'), 24)
-    deploymentContainerName: 'app-package-${take(token, 8)}'
+    accountName: names.storage
+    deploymentContainerName: names.deploymentContainer
   }
 }
 
@@ -51,11 +78,10 @@ module functionApp 'functionapp.bicep' = {
   params: {
     location: location
     tags: tags
-    planName: 'plan-${environmentName}'
-    appName: 'func-${environmentName}-${take(token, 8)}'
+    planName: names.plan
+    appName: names.functionApp
     identityId: identity.id
     identityClientId: identity.properties.clientId
-    storageAccountName: storage.outputs.accountName
     blobEndpoint: storage.outputs.blobEndpoint
     tableServiceUri: storage.outputs.tableServiceUri
     deploymentContainerName: storage.outputs.deploymentContainerName

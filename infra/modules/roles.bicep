@@ -8,6 +8,7 @@ param applicationInsightsName string
 
 // Built-in role definition ids.
 var roles = {
+  serviceBusDataOwner: '090c5cfd-751d-490a-894a-3ce6f1109419'
   serviceBusDataReceiver: '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'
   serviceBusDataSender: '69a216fc-b8fb-44d8-bc22-1f3c2cd27a39'
   storageTableDataContributor: '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
@@ -52,34 +53,33 @@ resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing
   name: applicationInsightsName
 }
 
+// The app's identity is Data Owner of each queue it is triggered by, scoped to
+// that queue: receiving needs Listen, and target-based scaling reads the queue's
+// runtime properties (message and session counts), which needs Manage; with
+// Data Receiver alone the scale controller falls back to incremental scaling
+// (HOST-CONTRACT "Scale-out"; Data Owner per queue is also what azd's
+// scaffold grants, Azure/azure-dev cli/azd/internal/scaffold/resource_meta.go).
+// Owner of `orders` also covers the publisher's and ReplayOrder's sends and
+// ReplayOrder's reads of the dead-letter queue; nothing is granted on the namespace.
+
 // LedgerIngest is triggered by the ledgers queue.
-resource appLedgersReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
-  name: guid(ledgersQueue.id, appPrincipalId, roles.serviceBusDataReceiver)
+resource appLedgersOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(ledgersQueue.id, appPrincipalId, roles.serviceBusDataOwner)
   scope: ledgersQueue
   properties: {
-    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataOwner)
     principalId: appPrincipalId
     principalType: 'ServicePrincipal'
   }
 }
 
-// OrderProcessor is triggered by the orders queue; ReplayOrder reads its dead letters.
-resource appOrdersReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
-  name: guid(ordersQueue.id, appPrincipalId, roles.serviceBusDataReceiver)
+// OrderProcessor is triggered by the orders queue; the publisher (LedgerIngest,
+// LedgerUpload) and ReplayOrder send to it; ReplayOrder reads its dead letters.
+resource appOrdersOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(ordersQueue.id, appPrincipalId, roles.serviceBusDataOwner)
   scope: ordersQueue
   properties: {
-    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)
-    principalId: appPrincipalId
-    principalType: 'ServicePrincipal'
-  }
-}
-
-// The publisher (LedgerIngest, LedgerUpload) and ReplayOrder send to the orders queue.
-resource appOrdersSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
-  name: guid(ordersQueue.id, appPrincipalId, roles.serviceBusDataSender)
-  scope: ordersQueue
-  properties: {
-    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataSender)
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataOwner)
     principalId: appPrincipalId
     principalType: 'ServicePrincipal'
   }

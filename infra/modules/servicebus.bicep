@@ -22,13 +22,19 @@ resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
   }
 }
 
-// Ledgers: not session-enabled. A ledger may take minutes to publish, hence
-// the longest lock; resends of the same ledgerId are dropped for 10 minutes.
+// Ledgers: one session per stream (the ledger's `stream` is its SessionId),
+// so that the ledgers of one stream are de-batched one after the other. A
+// ledger may take minutes to publish, hence the longest lock; resends of the
+// same ledgerId are dropped for 10 minutes.
+// requiresSession cannot be changed on an existing queue: a namespace that
+// still has the sessionless `ledgers` of earlier versions must have it drained
+// and deleted first (`make migrate-ledgers`, README "Upgrading"); `make
+// provision` and azd's preprovision hook stop before the deployment if it is there.
 resource ledgersQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
   parent: namespace
   name: 'ledgers'
   properties: {
-    requiresSession: false
+    requiresSession: true
     lockDuration: 'PT5M'
     maxDeliveryCount: 10
     requiresDuplicateDetection: true
@@ -62,6 +68,8 @@ resource ordersQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
 }
 
 output namespaceName string = namespace.name
-output fullyQualifiedNamespace string = '${namespace.name}.servicebus.windows.net'
+// The host name from the namespace's own endpoint (https://<name>.servicebus.windows.net:443/
+// in the public cloud; other suffixes in sovereign clouds).
+output fullyQualifiedNamespace string = split(split(replace(namespace.properties.serviceBusEndpoint, 'https://', ''), ':')[0], '/')[0]
 // Standard caps messages at 256 KiB; Premium defaults to 1 MiB.
 output maxMessageBytes int = sku == 'Premium' ? 1048576 : 262144

@@ -1,0 +1,732 @@
+package infracheck
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	ts "github.com/tree-sitter/go-tree-sitter"
+)
+
+// The rules of this file catch, without Azure, what would make a user's first
+// `make provision` / `azd up` fail or deploy wrong. Each rule is a function of
+// the repository's deployment files that returns its findings; TestDeployRules
+// runs every rule on the files as they are (no finding allowed) and on a
+// mutation of them that reintroduces the mistake (a finding required), so
+// that no rule can pass vacuously.
+
+// deployFiles are the files the rules read: every Bicep file, parsed, and the
+// other files of the deployment path as text.
+type deployFiles struct {
+	bicep map[string]*bicepFile
+	text  map[string][]byte
+}
+
+var deployText = []string{"infra/main.parameters.json", "azure.yaml", "Makefile"}
+
+func loadDeploy(t *testing.T) deployFiles {
+	t.Helper()
+	d := deployFiles{bicep: loadBicep(t), text: map[string][]byte{}}
+	for _, p := range deployText {
+		data, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.text[p] = data
+	}
+	return d
+}
+
+// mutate returns a copy with old replaced by new in one file; old must occur
+// exactly once, so that a mutation that no longer applies fails loudly.
+func (d deployFiles) mutate(t *testing.T, path, old, new string) deployFiles {
+	t.Helper()
+	out := deployFiles{bicep: maps.Clone(d.bicep), text: maps.Clone(d.text)}
+	var src []byte
+	if f, ok := d.bicep[path]; ok {
+		src = f.src
+	} else if src, ok = d.text[path]; !ok {
+		t.Fatalf("mutation of unknown file %s", path)
+	}
+	if n := strings.Count(string(src), old); n != 1 {
+		t.Fatalf("mutation: %q occurs %d times in %s, want once", old, n, path)
+	}
+	changed := []byte(strings.Replace(string(src), old, new, 1))
+	if _, ok := d.bicep[path]; ok {
+		out.bicep[path] = &bicepFile{path: path, src: changed, tree: parseBicep(changed)}
+		if where := syntaxError(out.bicep[path].tree, changed); where != "" {
+			t.Fatalf("mutation breaks the syntax of %s at %s", path, where)
+		}
+	} else {
+		out.text[path] = changed
+	}
+	return out
+}
+
+type mutation struct{ path, old, new string }
+
+type deployRule struct {
+	name      string
+	check     func(deployFiles) []string
+	mutations []mutation // each must make check report something
+}
+
+var deployRules = []deployRule{
+	{"Flex refuses no property or setting of the app", checkFlexRefused, []mutation{
+		{"infra/modules/functionapp.bicep", "minTlsVersion: '1.2'\n", "minTlsVersion: '1.2'\n      ftpsState: 'Disabled'\n"},
+		{"infra/modules/functionapp.bicep", "    LogFormat: 'json'\n", "    LogFormat: 'json'\n    FUNCTIONS_WORKER_RUNTIME: 'custom'\n"},
+		{"infra/modules/functionapp.bicep", "httpsOnly: true", "httpsOnly: false"},
+		{"infra/modules/functionapp.bicep", "minTlsVersion: '1.2'\n", "minTlsVersion: '1.0'\n"},
+	}},
+	{"generated names fit their resource types for every name azd accepts", checkNames, []mutation{
+		{"infra/modules/resources.bicep", "'sb-${fit(base, 33)}-${token}'", "'sb-${fit(base, 40)}-${token}'"},
+		{"infra/modules/resources.bicep", "'st${take(alphanumeric, 9)}${token}'", "take('st${alphanumeric}${token}', 24)"},
+		{"infra/modules/resources.bicep", "'st${take(alphanumeric, 9)}${token}'", "'st${take(base, 9)}${token}'"},
+		{"infra/modules/resources.bicep", "'log-${fit(base, 59)}'", "'log-${take(base, 59)}'"},
+		{"infra/modules/resources.bicep", "'func-${fit(base, 46)}-${take(token, 8)}'", "'func-${fit(base, 46)}'"},
+		{"infra/main.bicep", "endsWith(environmentName, '.') ? 'rg-${environmentName}0' : 'rg-${environmentName}'", "'rg-${environmentName}'"},
+		{"infra/main.bicep", "@maxLength(64)", "@maxLength(40)"},
+	}},
+	{"the principal type comes from azd and the CLI", checkPrincipalType, []mutation{
+		{"infra/main.parameters.json", `    "principalType": { "value": "${AZURE_PRINCIPAL_TYPE}" },` + "\n", ""},
+		{"infra/modules/roles.bicep", "    principalId: userPrincipalId\n    principalType: userPrincipalType\n  }\n}\n\nresource userOrdersSender", "    principalId: userPrincipalId\n    principalType: 'User'\n  }\n}\n\nresource userOrdersSender"},
+		{"Makefile", `principalType="$${1:-User}" `, ""},
+		{"infra/main.parameters.json", `"serviceBusSku"`, `"serviceBusTier"`},
+	}},
+	{"hooks run on the right azd events; the publish retries", checkHooks, []mutation{
+		{"azure.yaml", "  postdeploy:\n", "  postprovision:\n"},
+		{"azure.yaml", "  preprovision:\n", "  predeploy:\n"},
+		{"Makefile", "func azure functionapp publish \"$$app\" --custom && exit 0", "func azure functionapp publish \"$$app\" --custom; exit $$?"},
+	}},
+	{"Flex scale bounds, azd location, endpoints from the resources", checkEndpointsAndBounds, []mutation{
+		{"infra/main.bicep", "@minValue(40)", "@minValue(1)"},
+		{"infra/main.bicep", "@maxValue(1000)\n", ""},
+		{"infra/main.bicep", "@metadata({ azd: { type: 'location' } })\n", ""},
+		{"infra/modules/servicebus.bicep", "split(split(replace(namespace.properties.serviceBusEndpoint, 'https://', ''), ':')[0], '/')[0]", "'${namespace.name}.servicebus.windows.net'"},
+		{"infra/modules/functionapp.bicep", "AzureWebJobsStorage__blobServiceUri: blobEndpoint", "AzureWebJobsStorage__accountName: 'x'"},
+	}},
+	{"the log format is set, not guessed", checkLogFormat, []mutation{
+		{"infra/modules/functionapp.bicep", "    LogFormat: 'json'\n", ""},
+	}},
+	{"the app's identity can read the queues' length (target-based scaling)", checkQueueOwner, []mutation{
+		{"infra/modules/roles.bicep", "guid(ledgersQueue.id, appPrincipalId, roles.serviceBusDataOwner)\n  scope: ledgersQueue\n  properties: {\n    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataOwner)", "guid(ledgersQueue.id, appPrincipalId, roles.serviceBusDataReceiver)\n  scope: ledgersQueue\n  properties: {\n    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)"},
+		{"infra/modules/roles.bicep", "serviceBusDataOwner: '090c5cfd-751d-490a-894a-3ce6f1109419'", "serviceBusDataOwner: '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'"},
+		{"infra/modules/roles.bicep", "  scope: ordersQueue\n  properties: {\n    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataOwner)\n    principalId: appPrincipalId", "  scope: namespace\n  properties: {\n    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataOwner)\n    principalId: appPrincipalId"},
+	}},
+	{"the ledgers queue has sessions, and an old sessionless one is caught before deploying", checkLedgerSessions, []mutation{
+		{"infra/modules/servicebus.bicep", "  name: 'ledgers'\n  properties: {\n    requiresSession: true", "  name: 'ledgers'\n  properties: {\n    requiresSession: false"},
+		{"azure.yaml", "make ledgers-precheck", "true"},
+		{"Makefile", "@$(MAKE) --no-print-directory ledgers-precheck", "@true"},
+	}},
+}
+
+func TestDeployRules(t *testing.T) {
+	d := loadDeploy(t)
+	for _, r := range deployRules {
+		t.Run(r.name, func(t *testing.T) {
+			for _, f := range r.check(d) {
+				t.Error(f)
+			}
+			if len(r.mutations) == 0 {
+				t.Fatal("a rule without a mutation proves nothing")
+			}
+			for _, m := range r.mutations {
+				found := r.check(d.mutate(t, m.path, m.old, m.new))
+				if len(found) == 0 {
+					t.Errorf("mutation of %s (%q → %q) passes the rule", m.path, clip(m.old), clip(m.new))
+				} else {
+					t.Logf("mutation of %s caught: %s", m.path, found[0])
+				}
+			}
+		})
+	}
+}
+
+// sites returns the Flex Consumption apps (those with a functionAppConfig).
+func flexSites(d deployFiles) []resource {
+	var out []resource
+	for _, r := range ofType(d.bicep, "Microsoft.Web/sites") {
+		if r.prop("properties", "functionAppConfig") != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Site properties and app settings Flex Consumption refuses or ignores:
+// MicrosoftDocs/azure-docs, articles/azure-functions/functions-app-settings.md,
+// "Flex Consumption plan deprecations" (ftpsState: "FTPS not supported").
+// Compared case-insensitively, wherever they appear under properties.
+var flexRefusedProperties = []string{
+	"alwaysOn", "containerSize", "ftpsState", "isReserved", "isXenon", "javaVersion", "linuxFxVersion",
+	"netFrameworkVersion", "powerShellVersion", "functionAppScaleLimit", "preWarmedInstanceCount",
+	"use32BitWorkerProcess", "vnetBackupRestoreEnabled", "vnetContentShareEnabled", "vnetImagePullEnabled",
+	"vnetRouteAllEnabled", "windowsFxVersion",
+}
+
+var flexRefusedSettings = []string{
+	"ENABLE_ORYX_BUILD", "FUNCTIONS_EXTENSION_VERSION", "FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_WORKER_RUNTIME_VERSION",
+	"FUNCTIONS_MAX_HTTP_CONCURRENCY", "FUNCTIONS_WORKER_PROCESS_COUNT", "FUNCTIONS_WORKER_DYNAMIC_CONCURRENCY_ENABLED",
+	"SCM_DO_BUILD_DURING_DEPLOYMENT", "WEBSITE_CONTENTAZUREFILECONNECTIONSTRING", "WEBSITE_CONTENTOVERVNET",
+	"WEBSITE_CONTENTSHARE", "WEBSITE_DNS_SERVER", "WEBSITE_MAX_DYNAMIC_APPLICATION_SCALE_OUT",
+	"WEBSITE_NODE_DEFAULT_VERSION", "WEBSITE_RUN_FROM_PACKAGE", "WEBSITE_SKIP_CONTENTSHARE_VALIDATION", "WEBSITE_VNET_ROUTE_ALL",
+}
+
+func refused(list []string, key string) bool {
+	return slices.ContainsFunc(list, func(s string) bool { return strings.EqualFold(s, key) })
+}
+
+// walkProps calls fn for every key of obj and of the objects and arrays of objects below it.
+func walkProps(obj *ts.Node, src []byte, path string, fn func(path, key string, value *ts.Node)) {
+	if obj == nil {
+		return
+	}
+	switch obj.Kind() {
+	case "object":
+		for k, v := range props(obj, src) {
+			fn(path, k, v)
+			walkProps(v, src, path+"."+k, fn)
+		}
+	case "array":
+		for i := uint(0); i < obj.NamedChildCount(); i++ {
+			walkProps(obj.NamedChild(i), src, path+"[]", fn)
+		}
+	}
+}
+
+func checkFlexRefused(d deployFiles) []string {
+	var out []string
+	sites := flexSites(d)
+	if len(sites) == 0 {
+		return []string{"no Flex Consumption site (Microsoft.Web/sites with functionAppConfig)"}
+	}
+	for _, s := range sites {
+		walkProps(s.prop("properties"), s.file.src, "properties", func(path, key string, v *ts.Node) {
+			if refused(flexRefusedProperties, key) {
+				out = append(out, fmt.Sprintf("%s %s: %s.%s is refused on Flex Consumption", s.file.path, s.symbol, path, key))
+			}
+			if key == "name" && strings.HasSuffix(path, "appSettings[]") {
+				if name, _ := literal(v, s.file.src); refused(flexRefusedSettings, name) {
+					out = append(out, fmt.Sprintf("%s %s: app setting %s is refused on Flex Consumption", s.file.path, s.symbol, name))
+				}
+			}
+		})
+		if s.literal("properties", "httpsOnly") != "true" {
+			out = append(out, fmt.Sprintf("%s %s: httpsOnly must be true", s.file.path, s.symbol))
+		}
+		if s.literal("properties", "siteConfig", "minTlsVersion") != "1.2" {
+			out = append(out, fmt.Sprintf("%s %s: siteConfig.minTlsVersion must be '1.2'", s.file.path, s.symbol))
+		}
+	}
+	for _, c := range ofType(d.bicep, "Microsoft.Web/sites/config") {
+		for k := range props(c.prop("properties"), c.file.src) {
+			if refused(flexRefusedSettings, k) {
+				out = append(out, fmt.Sprintf("%s %s: app setting %s is refused on Flex Consumption", c.file.path, c.symbol, k))
+			}
+		}
+	}
+	return out
+}
+
+// nameRule is what a resource type accepts as a name, from Azure/bicep-types-az
+// (generated/<provider>/<api version>/types.md) where the type carries a
+// constraint, else from MicrosoftDocs/azure-docs
+// articles/azure-resource-manager/management/resource-name-rules.md.
+type nameRule struct {
+	min, max int
+	pattern  *regexp.Regexp
+	extra    func(string) string // a further constraint, "" when met
+	token    int                 // global names: characters of the uniqueness token they must keep
+}
+
+var nameRules = map[string]nameRule{
+	// bicep-types-az resources_*/microsoft.resources/2024-03-01; resource-name-rules: can't end in period.
+	"Microsoft.Resources/resourceGroups": {1, 90, regexp.MustCompile(`^[-\w._()]+$`), func(s string) string {
+		if strings.HasSuffix(s, ".") {
+			return "ends with a period"
+		}
+		return ""
+	}, 0},
+	// resource-name-rules: 3-128, alphanumerics, hyphens and underscores, starts with a letter or number.
+	"Microsoft.ManagedIdentity/userAssignedIdentities": {3, 128, regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]*$`), nil, 0},
+	// bicep-types-az operationalinsights/microsoft.operationalinsights/2023-09-01.
+	"Microsoft.OperationalInsights/workspaces": {4, 63, regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]+[A-Za-z0-9]$`), nil, 0},
+	// resource-name-rules: 1-260, not %&\?/ or control characters, not ending with a space or period.
+	"Microsoft.Insights/components": {1, 260, regexp.MustCompile(`^[^%&\\?/\x00-\x1f]*[^%&\\?/\x00-\x1f. ]$`), nil, 0},
+	// resource-name-rules: global, 6-50, alphanumerics and hyphens, starts with a letter, ends with a letter
+	// or number, must not end with -sb or -mgmt.
+	"Microsoft.ServiceBus/namespaces": {6, 50, regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]*[a-zA-Z0-9]$`), func(s string) string {
+		if strings.HasSuffix(s, "-sb") || strings.HasSuffix(s, "-mgmt") {
+			return "ends with -sb or -mgmt"
+		}
+		return ""
+	}, 13},
+	// bicep-types-az storage/microsoft.storage/2023-05-01: global, 3-24, ^[a-z0-9]+$.
+	"Microsoft.Storage/storageAccounts": {3, 24, regexp.MustCompile(`^[a-z0-9]+$`), nil, 13},
+	// bicep-types-az storage 2023-05-01: 3-63; resource-name-rules: lower case, digits, hyphens, starts with a
+	// letter or number, no consecutive hyphens.
+	"Microsoft.Storage/storageAccounts/blobServices/containers": {3, 63, regexp.MustCompile(`^[a-z0-9](-?[a-z0-9])*$`), nil, 0},
+	// resource-name-rules: 1-60, alphanumerics and hyphens.
+	"Microsoft.Web/serverfarms": {1, 60, regexp.MustCompile(`^[a-zA-Z0-9-]+$`), nil, 0},
+	// resource-name-rules: global, 2-60, alphanumerics and hyphens, not starting or ending with a hyphen.
+	"Microsoft.Web/sites": {2, 60, regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]$`), nil, 8},
+}
+
+// azdEnvironmentNames are the shortest, longest and oddest names azd accepts:
+// ^[a-zA-Z0-9-\(\)_\.]{1,64}$ (Azure/azure-dev cli/azd/pkg/environment/environment.go).
+var azdEnvironmentNames = func() []string {
+	names := []string{"a", "Z", "convoy-dev", "CONVOY-DEV", "dev.", "dev_", "(dev)", "-", "_", ".", "(", ")",
+		"a.b_c(d)-e", "0", strings.Repeat("a", 64), strings.Repeat("a", 63) + ".", "x" + strings.Repeat("-", 63)}
+	for _, c := range "-_.()" {
+		names = append(names, strings.Repeat(string(c), 64))
+	}
+	for _, n := range []int{8, 9, 10, 22, 32, 33, 34, 45, 46, 47, 55, 56, 58, 59, 60} {
+		names = append(names, strings.Repeat("b", n), strings.Repeat("b", n-1)+"_", strings.Repeat("b", n)+"__")
+	}
+	var valid []string
+	azd := regexp.MustCompile(`^[a-zA-Z0-9-\(\)_\.]{1,64}$`)
+	for _, n := range names {
+		if azd.MatchString(n) {
+			valid = append(valid, n)
+		}
+	}
+	return valid
+}()
+
+// generatedNames evaluates every resource name of main.bicep and of the
+// modules it calls (through their name parameters) for one environment name:
+// resource type → names.
+func generatedNames(d deployFiles, env string) (map[string][]string, []string) {
+	out := map[string][]string{}
+	var errs []string
+	var visit func(f *bicepFile, params map[string]any, depth int)
+	visit = func(f *bicepFile, params map[string]any, depth int) {
+		e := newEvaluator(f, params)
+		for _, r := range f.resources() {
+			if r.existing {
+				continue
+			}
+			typ, _, _ := strings.Cut(r.typ, "@")
+			name := r.prop("name")
+			if _, fixed := literal(name, f.src); name == nil || fixed || typ == "Microsoft.Authorization/roleAssignments" {
+				continue // fixed names (queues, tables) and guid() names are not derived from the environment
+			}
+			if name.Kind() == "identifier" {
+				if _, isParam := params[name.Utf8Text(f.src)]; !isParam && e.vars[name.Utf8Text(f.src)] == nil {
+					continue // a parameter not passed by the caller (a fixed child name such as 'default')
+				}
+			}
+			v, err := e.eval(name, nil)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s %s: name: %v", f.path, r.symbol, err))
+				continue
+			}
+			if s, ok := v.(string); ok && s != "default" {
+				out[typ] = append(out[typ], s)
+			}
+		}
+		if depth > 3 {
+			return
+		}
+		root := f.tree.RootNode()
+		for i := uint(0); i < root.NamedChildCount(); i++ {
+			m := root.NamedChild(i)
+			if m.Kind() != "module_declaration" {
+				continue
+			}
+			var path string
+			var body *ts.Node
+			for j := uint(0); j < m.NamedChildCount(); j++ {
+				switch c := m.NamedChild(j); c.Kind() {
+				case "string":
+					path, _ = literal(c, f.src)
+				case "object":
+					body = c
+				}
+			}
+			child := d.bicep[filepath.ToSlash(filepath.Join(filepath.Dir(f.path), path))]
+			if child == nil {
+				errs = append(errs, fmt.Sprintf("%s: module %s not found", f.path, path))
+				continue
+			}
+			childParams := map[string]any{}
+			for k, v := range props(props(body, f.src)["params"], f.src) {
+				if x, err := e.eval(v, nil); err == nil {
+					childParams[k] = x
+				}
+			}
+			visit(child, childParams, depth+1)
+		}
+	}
+	main := d.bicep["infra/main.bicep"]
+	if main == nil {
+		return nil, []string{"infra/main.bicep is missing"}
+	}
+	visit(main, map[string]any{"environmentName": env, "location": "eastus2"}, 0)
+	return out, errs
+}
+
+func checkNames(d deployFiles) []string {
+	var out []string
+	// The template must accept every name azd accepts.
+	if dec := decoratorsOf(d.bicep["infra/main.bicep"], "environmentName"); !slices.Contains(dec, "maxLength(64)") {
+		out = append(out, fmt.Sprintf("main.bicep: environmentName must accept the 64 characters azd allows, decorators %v", dec))
+	}
+	seen := map[string]bool{}
+	for _, env := range azdEnvironmentNames {
+		names, errs := generatedNames(d, env)
+		out = append(out, errs...)
+		if len(errs) > 0 {
+			break
+		}
+		for typ, list := range names {
+			rule, ok := nameRules[typ]
+			if !ok {
+				if !seen[typ] {
+					out = append(out, fmt.Sprintf("no naming rule for %s: add it to nameRules with its source", typ))
+					seen[typ] = true
+				}
+				continue
+			}
+			for _, n := range list {
+				var why []string
+				if len(n) < rule.min || len(n) > rule.max {
+					why = append(why, fmt.Sprintf("%d characters, allowed %d-%d", len(n), rule.min, rule.max))
+				}
+				if !rule.pattern.MatchString(n) {
+					why = append(why, "does not match "+rule.pattern.String())
+				}
+				if rule.extra != nil {
+					if s := rule.extra(n); s != "" {
+						why = append(why, s)
+					}
+				}
+				if rule.token > 0 && !strings.Contains(n, testToken[:rule.token]) {
+					why = append(why, fmt.Sprintf("a globally unique name without the first %d characters of the uniqueness token", rule.token))
+				}
+				if len(why) > 0 {
+					out = append(out, fmt.Sprintf("environment %q: %s name %q: %s", env, typ, n, strings.Join(why, "; ")))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// decoratorsOf returns the decorators of a parameter, as written without the @.
+func decoratorsOf(f *bicepFile, param string) []string {
+	if f == nil {
+		return nil
+	}
+	root := f.tree.RootNode()
+	for i := uint(1); i < root.NamedChildCount(); i++ {
+		n := root.NamedChild(i)
+		if n.Kind() != "parameter_declaration" || n.NamedChild(0).Utf8Text(f.src) != param {
+			continue
+		}
+		prev := root.NamedChild(i - 1)
+		if prev.Kind() != "decorators" {
+			return nil
+		}
+		var out []string
+		for j := uint(0); j < prev.NamedChildCount(); j++ {
+			out = append(out, strings.Join(strings.Fields(strings.TrimPrefix(prev.NamedChild(j).Utf8Text(f.src), "@")), " "))
+		}
+		return out
+	}
+	return nil
+}
+
+// paramDefault returns the default value text of a parameter, or "".
+func paramDeclared(f *bicepFile, param string) (declared, hasDefault bool) {
+	root := f.tree.RootNode()
+	for i := uint(0); i < root.NamedChildCount(); i++ {
+		n := root.NamedChild(i)
+		if n.Kind() == "parameter_declaration" && n.NamedChild(0).Utf8Text(f.src) == param {
+			return true, strings.Contains(n.Utf8Text(f.src), "=")
+		}
+	}
+	return false, false
+}
+
+func checkPrincipalType(d deployFiles) []string {
+	var out []string
+	main := d.bicep["infra/main.bicep"]
+	var pj struct {
+		Parameters map[string]struct {
+			Value any `json:"value"`
+		} `json:"parameters"`
+	}
+	if err := json.Unmarshal(d.text["infra/main.parameters.json"], &pj); err != nil {
+		return []string{"main.parameters.json: " + err.Error()}
+	}
+	// azd substitutes these (Azure/azure-dev cli/azd/pkg/infra/provisioning/bicep/bicep_provider.go,
+	// evalParamEnvSubst: AZURE_PRINCIPAL_ID and AZURE_PRINCIPAL_TYPE of the signed-in principal).
+	for param, want := range map[string]string{
+		"environmentName": "${AZURE_ENV_NAME}", "location": "${AZURE_LOCATION}",
+		"principalId": "${AZURE_PRINCIPAL_ID}", "principalType": "${AZURE_PRINCIPAL_TYPE}",
+	} {
+		if got := pj.Parameters[param].Value; got != want {
+			out = append(out, fmt.Sprintf("main.parameters.json: %s is %v, want %s", param, got, want))
+		}
+	}
+	// Every parameter given is declared; every parameter without a default is given.
+	for p := range pj.Parameters {
+		if ok, _ := paramDeclared(main, p); !ok {
+			out = append(out, fmt.Sprintf("main.parameters.json gives %s, which main.bicep does not declare", p))
+		}
+	}
+	root := main.tree.RootNode()
+	for i := uint(0); i < root.NamedChildCount(); i++ {
+		n := root.NamedChild(i)
+		if n.Kind() != "parameter_declaration" {
+			continue
+		}
+		p := n.NamedChild(0).Utf8Text(main.src)
+		if _, def := paramDeclared(main, p); !def {
+			if _, ok := pj.Parameters[p]; !ok {
+				out = append(out, fmt.Sprintf("main.bicep parameter %s has no default and main.parameters.json does not give it", p))
+			}
+		}
+	}
+	if dec := decoratorsOf(main, "principalType"); !slices.ContainsFunc(dec, func(s string) bool {
+		return strings.HasPrefix(s, "allowed(") && strings.Contains(s, "'ServicePrincipal'") && strings.Contains(s, "'User'")
+	}) {
+		out = append(out, fmt.Sprintf("main.bicep principalType must allow User and ServicePrincipal: %v", dec))
+	}
+	// Every role assignment of the deploying principal carries its type.
+	for _, r := range ofType(d.bicep, "Microsoft.Authorization/roleAssignments") {
+		pid := r.prop("properties", "principalId")
+		if pid == nil || pid.Utf8Text(r.file.src) == "appPrincipalId" {
+			continue
+		}
+		if pt := r.prop("properties", "principalType"); pt == nil || pt.Utf8Text(r.file.src) != "userPrincipalType" {
+			out = append(out, fmt.Sprintf("%s %s: the deploying principal's assignment must use principalType: userPrincipalType", r.file.path, r.symbol))
+		}
+	}
+	// make provision passes the type of the principal az is signed in as.
+	mk := string(d.text["Makefile"])
+	if !strings.Contains(mk, "principalType=") || !strings.Contains(mk, "servicePrincipal)") {
+		out = append(out, "Makefile: provision must pass principalType of the signed-in principal (User or ServicePrincipal)")
+	}
+	return out
+}
+
+// azdHooks reads the hooks of azure.yaml: event → run command.
+func azdHooks(yaml []byte) map[string]string {
+	out := map[string]string{}
+	in, event := false, ""
+	for _, line := range strings.Split(string(yaml), "\n") {
+		switch {
+		case line == "hooks:":
+			in = true
+		case in && len(line) > 0 && line[0] != ' ' && line[0] != '#':
+			in = false
+		case in && regexp.MustCompile(`^  [a-z]+:\s*$`).MatchString(line):
+			event = strings.TrimSuffix(strings.TrimSpace(line), ":")
+		case in && strings.HasPrefix(strings.TrimSpace(line), "run:"):
+			out[event] = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "run:"))
+		}
+	}
+	return out
+}
+
+// makeRecipe returns the recipe lines of a Makefile target.
+func makeRecipe(mk []byte, target string) string {
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(string(mk), "\n") {
+		if strings.HasPrefix(line, target+":") {
+			in = true
+			continue
+		}
+		if in && !strings.HasPrefix(line, "\t") {
+			break
+		}
+		if in {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
+
+func checkHooks(d deployFiles) []string {
+	var out []string
+	hooks := azdHooks(d.text["azure.yaml"])
+	// The publish waits for the deployment of code (postdeploy): after postprovision
+	// the roles are seconds old, and `azd deploy` alone would not publish.
+	if !strings.Contains(hooks["postdeploy"], "make deploy") {
+		out = append(out, fmt.Sprintf("azure.yaml: postdeploy must run make deploy, hooks %v", hooks))
+	}
+	for ev, run := range hooks {
+		if ev != "postdeploy" && strings.Contains(run, "make deploy") {
+			out = append(out, fmt.Sprintf("azure.yaml: %s publishes the app; only postdeploy may", ev))
+		}
+	}
+	if !strings.Contains(hooks["preprovision"], "ledgers-precheck") {
+		out = append(out, "azure.yaml: preprovision must run make ledgers-precheck (an old sessionless ledgers queue fails the deployment)")
+	}
+	// make deploy retries the publish a bounded number of times, with a wait.
+	rec := makeRecipe(d.text["Makefile"], "deploy")
+	if !regexp.MustCompile(`for attempt in \$\$\(seq 1 \$\(DEPLOY_ATTEMPTS\)\)`).MatchString(rec) ||
+		!strings.Contains(rec, "--custom && exit 0") || !strings.Contains(rec, "sleep $(DEPLOY_WAIT)") {
+		out = append(out, "Makefile: deploy must retry the publish (bounded by DEPLOY_ATTEMPTS, DEPLOY_WAIT apart) until one succeeds")
+	}
+	if !strings.Contains(string(d.text["Makefile"]), "\nwhatif:") {
+		out = append(out, "Makefile: no whatif target")
+	}
+	return out
+}
+
+// DNS suffixes that differ between clouds: endpoints come from the resources.
+var cloudSuffix = regexp.MustCompile(`(?i)\.(servicebus|core|azurewebsites)\.(windows|chinacloudapi|usgovcloudapi)\.(net|cn)`)
+
+func checkEndpointsAndBounds(d deployFiles) []string {
+	var out []string
+	main := d.bicep["infra/main.bicep"]
+	dec := decoratorsOf(main, "maximumInstanceCount")
+	if !slices.Contains(dec, "minValue(40)") || !slices.Contains(dec, "maxValue(1000)") {
+		out = append(out, fmt.Sprintf("main.bicep maximumInstanceCount must be bounded 40-1000 for Flex: %v", dec))
+	}
+	if dec := decoratorsOf(main, "location"); !slices.ContainsFunc(dec, func(s string) bool {
+		return regexp.MustCompile(`^metadata\(\{ ?azd: \{ ?type: 'location' ?\} ?\}\)$`).MatchString(s)
+	}) {
+		out = append(out, fmt.Sprintf("main.bicep location must carry azd's location metadata: %v", dec))
+	}
+	for path, f := range d.bicep {
+		var walk func(n *ts.Node)
+		walk = func(n *ts.Node) {
+			if n.Kind() == "string" && cloudSuffix.MatchString(n.Utf8Text(f.src)) {
+				out = append(out, fmt.Sprintf("%s line %d: hard-coded DNS suffix %s; take the endpoint from the resource", path, n.StartPosition().Row+1, n.Utf8Text(f.src)))
+				return
+			}
+			for i := uint(0); i < n.NamedChildCount(); i++ {
+				walk(n.NamedChild(i))
+			}
+		}
+		walk(f.tree.RootNode())
+	}
+	settings := map[string]bool{}
+	for _, c := range ofType(d.bicep, "Microsoft.Web/sites/config") {
+		for k := range props(c.prop("properties"), c.file.src) {
+			settings[k] = true
+		}
+	}
+	if !settings["AzureWebJobsStorage__blobServiceUri"] || settings["AzureWebJobsStorage__accountName"] {
+		out = append(out, "app settings: host storage by AzureWebJobsStorage__blobServiceUri (the endpoint), not __accountName (which assumes the public cloud's suffix)")
+	}
+	return out
+}
+
+func checkLogFormat(d deployFiles) []string {
+	for _, c := range ofType(d.bicep, "Microsoft.Web/sites/config") {
+		if v, ok := literal(c.prop("properties", "LogFormat"), c.file.src); ok && v == "json" {
+			return nil
+		}
+	}
+	return []string{"app settings: LogFormat must be 'json' (Flex may not set WEBSITE_INSTANCE_ID, by which the program would guess)"}
+}
+
+// appRoleAssignments lists the function app identity's roles as "<role> on <scope name>".
+func appRoleAssignments(d deployFiles) (map[string]bool, []string) {
+	f := d.bicep["infra/modules/roles.bicep"]
+	if f == nil {
+		return nil, []string{"infra/modules/roles.bicep is missing"}
+	}
+	scopeName := map[string]string{}
+	for _, r := range f.resources() {
+		name, ok := literal(r.prop("name"), f.src)
+		if !ok {
+			name = "param:" + name
+		}
+		scopeName[r.symbol] = name
+	}
+	got := map[string]bool{}
+	var errs []string
+	for _, r := range f.resources() {
+		if !strings.HasPrefix(r.typ, "Microsoft.Authorization/roleAssignments@") || r.prop("properties", "principalId").Utf8Text(f.src) != "appPrincipalId" {
+			continue
+		}
+		m := roleRef.FindStringSubmatch(r.prop("properties", "roleDefinitionId").Utf8Text(f.src))
+		if m == nil {
+			errs = append(errs, r.symbol+": roleDefinitionId does not name a role of the roles variable")
+			continue
+		}
+		if n := roleRef.FindStringSubmatch(r.prop("name").Utf8Text(f.src)); n == nil || n[1] != m[1] {
+			errs = append(errs, r.symbol+": the assignment's name (guid) and roleDefinitionId name different roles")
+		}
+		got[m[1]+" on "+scopeName[r.prop("scope").Utf8Text(f.src)]] = true
+	}
+	return got, errs
+}
+
+func checkQueueOwner(d deployFiles) []string {
+	got, out := appRoleAssignments(d)
+	out = append(out, checkRoleIDs(d.bicep["infra/modules/roles.bicep"])...)
+	for _, q := range []string{"ledgers", "orders"} {
+		if !got["serviceBusDataOwner on "+q] {
+			out = append(out, fmt.Sprintf("the app's identity is not Service Bus Data Owner of queue %s: target-based scaling cannot read its length", q))
+		}
+	}
+	for k := range got {
+		if strings.HasPrefix(k, "serviceBus") && !strings.HasSuffix(k, " on ledgers") && !strings.HasSuffix(k, " on orders") {
+			out = append(out, "Service Bus role wider than one queue: "+k)
+		}
+	}
+	return out
+}
+
+func checkLedgerSessions(d deployFiles) []string {
+	var out []string
+	queues := namedResources(d.bicep, "Microsoft.ServiceBus/namespaces/queues")
+	// CONTRACT.md: LedgerIngest (queue ledgers) and OrderProcessor (queue orders) are session triggers.
+	for _, q := range []string{"ledgers", "orders"} {
+		if r, ok := queues[q]; !ok || r.literal("properties", "requiresSession") != "true" {
+			out = append(out, fmt.Sprintf("queue %s must be created with requiresSession: true (CONTRACT.md)", q))
+		}
+	}
+	if !strings.Contains(azdHooks(d.text["azure.yaml"])["preprovision"], "ledgers-precheck") {
+		out = append(out, "azure.yaml: preprovision must run make ledgers-precheck")
+	}
+	if !strings.Contains(makeRecipe(d.text["Makefile"], "provision"), "ledgers-precheck") {
+		out = append(out, "Makefile: provision must run ledgers-precheck before deploying")
+	}
+	if !strings.Contains(makeRecipe(d.text["Makefile"], "ledgers-precheck"), "--query requiresSession") {
+		out = append(out, "Makefile: ledgers-precheck must look at the existing queue's requiresSession")
+	}
+	return out
+}
+
+// checkRoleIDs: the roles variable names each built-in role by its id.
+func checkRoleIDs(f *bicepFile) []string {
+	var out []string
+	root := f.tree.RootNode()
+	for i := uint(0); i < root.NamedChildCount(); i++ {
+		n := root.NamedChild(i)
+		if n.Kind() == "variable_declaration" && n.NamedChild(0).Utf8Text(f.src) == "roles" {
+			for name, v := range props(n.NamedChild(n.NamedChildCount()-1), f.src) {
+				if id, _ := literal(v, f.src); roleIDs[name] != id {
+					out = append(out, fmt.Sprintf("role %s has id %s, want %s", name, id, roleIDs[name]))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestSomeGeneratedNames(t *testing.T) {
+	d := loadDeploy(t)
+	for _, env := range []string{"convoy-dev", "Team_A.(prod)", strings.Repeat("x", 64)} {
+		names, errs := generatedNames(d, env)
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		t.Logf("%s: %v", env, names)
+	}
+}
