@@ -145,7 +145,10 @@ func errorResponse(err error) (int, ErrorBody) {
 	if errors.As(err, &he) { // routing errors: 404, 405
 		return he.Code, ErrorBody{Error: fmt.Sprint(he.Message)}
 	}
-	status := statusOf[fault.CodeOf(err)]
+	status, ok := statusOf[fault.CodeOf(err)]
+	if !ok { // a code missing from the table is a bug: never status 0, which net/http panics on
+		status = http.StatusInternalServerError
+	}
 	msg := fault.MessageOf(err)
 	if status == http.StatusInternalServerError {
 		msg = "internal error" // details go to the log, not to callers

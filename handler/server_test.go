@@ -278,3 +278,26 @@ func TestOperations(t *testing.T) {
 		t.Fatalf("skip through the envelope on a drained order: %d %v, want res 409", code, out)
 	}
 }
+
+// TestEveryErrorCodeHasAStatus: every fault code answers its contract status
+// (CONTRACT.md, "Errors over HTTP"); a code missing from the table answers
+// 500, never status 0 (net/http panics on it and drops the connection).
+func TestEveryErrorCodeHasAStatus(t *testing.T) {
+	want := map[fault.Code]int{fault.Invalid: 400, fault.NotFound: 404, fault.Conflict: 409, fault.TooLarge: 413,
+		fault.Unavailable: 503, fault.Internal: 500, fault.Code("not-in-the-table"): 500}
+	codes := append(append([]fault.Code{}, fault.Codes...), "not-in-the-table")
+	for _, code := range codes {
+		status, ok := want[code]
+		if !ok {
+			t.Errorf("code %s has no status in the contract table of this test", code)
+			continue
+		}
+		srv := handler.New(handler.Deps{Replay: replayFunc(func(context.Context, string) (replay.Report, error) {
+			return replay.Report{}, fault.Errorf(code, "failed as %s", code)
+		})})
+		f := &fixture{srv: srv}
+		if got, out := f.do(t, "POST", "/api/orders/o-1/replay", nil); got != status || out["error"] == nil {
+			t.Errorf("code %s: %d %v, want %d with an error", code, got, out, status)
+		}
+	}
+}

@@ -20,6 +20,9 @@ const (
 	Internal    Code = "internal"    // a bug
 )
 
+// Codes lists every Code (a test keeps it complete), for tables keyed by code.
+var Codes = []Code{Invalid, NotFound, Conflict, TooLarge, Unavailable, Internal}
+
 // Problem names one fault in a ledger or message: which transaction, which field, why.
 type Problem struct {
 	Index  int    `json:"index"`
