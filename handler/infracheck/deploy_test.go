@@ -148,7 +148,7 @@ func TestDeployRules(t *testing.T) {
 	}
 }
 
-// sites returns the Flex Consumption apps (those with a functionAppConfig).
+// flexSites returns the Flex Consumption apps (those with a functionAppConfig).
 func flexSites(d deployFiles) []resource {
 	var out []resource
 	for _, r := range ofType(d.bicep, "Microsoft.Web/sites") {
@@ -443,7 +443,7 @@ func decoratorsOf(f *bicepFile, param string) []string {
 	return nil
 }
 
-// paramDefault returns the default value text of a parameter, or "".
+// paramDeclared tells whether main declares a parameter, and whether it has a default.
 func paramDeclared(f *bicepFile, param string) (declared, hasDefault bool) {
 	root := f.tree.RootNode()
 	for i := uint(0); i < root.NamedChildCount(); i++ {
