@@ -78,7 +78,7 @@ func (t Transaction) Validate(index int) []fault.Problem {
 	case "":
 		bad("op", "is required")
 	default:
-		bad("op", fmt.Sprintf("%q is not one of CreateOrder, AddTransaction, ModifyTransaction, DeleteOrder", string(t.Op)))
+		bad("op", Quote(string(t.Op))+" is not one of CreateOrder, AddTransaction, ModifyTransaction, DeleteOrder")
 	}
 	if needsTx {
 		if why := CheckID(t.TxID); why != "" {
@@ -94,7 +94,7 @@ func (t Transaction) Validate(index int) []fault.Problem {
 		if t.Currency == "" {
 			bad("currency", "is required for CreateOrder")
 		} else {
-			bad("currency", fmt.Sprintf("%q is not three capital letters", t.Currency))
+			bad("currency", Quote(t.Currency)+" is not three capital letters")
 		}
 	}
 	if len(t.Data) > 0 && (bytes.TrimSpace(t.Data)[0] != '{') {
@@ -103,6 +103,19 @@ func (t Transaction) Validate(index int) []fault.Problem {
 		bad("data", fmt.Sprintf("takes %d bytes, more than %d", len(t.Data), MaxDataBytes))
 	}
 	return ps
+}
+
+// MaxQuoted bounds the characters of user input quoted in an error, so
+// that a rejection can always be recorded (and read).
+const MaxQuoted = 64
+
+// Quote returns s quoted for an error message, cut short after MaxQuoted
+// characters.
+func Quote(s string) string {
+	if r := []rune(s); len(r) > MaxQuoted {
+		return strconv.Quote(string(r[:MaxQuoted])) + "…"
+	}
+	return strconv.Quote(s)
 }
 
 // CheckID returns why s is not a valid id (1-100 characters of [A-Za-z0-9._-]), or "".

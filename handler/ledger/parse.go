@@ -78,7 +78,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 		}
 		key, _ := t.(string)
 		if seen[key] {
-			ledgerFaults = append(ledgerFaults, fmt.Sprintf("field %q appears twice", key))
+			ledgerFaults = append(ledgerFaults, "field "+convoy.Quote(key)+" appears twice")
 		}
 		seen[key] = true
 		switch key {
@@ -128,7 +128,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 				ledgerFaults = append(ledgerFaults, "transactions is empty")
 			}
 		default:
-			ledgerFaults = append(ledgerFaults, fmt.Sprintf("unknown field %q", key))
+			ledgerFaults = append(ledgerFaults, "unknown field "+convoy.Quote(key))
 			var skip json.RawMessage
 			if dec.Decode(&skip) != nil {
 				return nil, notObject
@@ -236,6 +236,14 @@ func countItems(doc []byte) int {
 	return n
 }
 
+// cut shortens user input named in a problem (see convoy.Quote).
+func cut(s string) string {
+	if r := []rune(s); len(r) > convoy.MaxQuoted {
+		return string(r[:convoy.MaxQuoted]) + "…"
+	}
+	return s
+}
+
 // interner shares one copy of each repeated string (order ids, ops): a large
 // ledger repeats each many times.
 type interner map[string]string
@@ -257,7 +265,7 @@ func parseEntry(i int, raw json.RawMessage) (Entry, []fault.Problem) {
 	bad := func(field, reason string) { ps = append(ps, fault.Problem{Index: i, Field: field, Reason: reason}) }
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if !slices.Contains(knownFields, k) {
-			bad(k, "is not a known field (orderId, op, txId, amount, currency, last, data)")
+			bad(cut(k), "is not a known field (orderId, op, txId, amount, currency, last, data)")
 		}
 	}
 	var e Entry
@@ -279,7 +287,7 @@ func parseEntry(i int, raw json.RawMessage) (Entry, []fault.Problem) {
 		if dec.Decode(&n) != nil {
 			bad("amount", "must be an integer number of minor units")
 		} else if v, err := n.Int64(); err != nil || strings.ContainsAny(n.String(), ".eE") {
-			bad("amount", fmt.Sprintf("%s is not an integer number of minor units", n))
+			bad("amount", cut(n.String())+" is not an integer number of minor units")
 		} else {
 			e.Amount = &v
 		}

@@ -141,3 +141,24 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestProblemsQuoteInputCutShort: what a problem quotes of the input is cut
+// short, so that a rejection stays small enough to record and to read.
+func TestProblemsQuoteInputCutShort(t *testing.T) {
+	long := strings.Repeat("x", 40_000)
+	doc := `{"ledgerId":"L","` + long + `":1,"transactions":[{"orderId":"o","op":"` + long + `","currency":"` + long +
+		`","` + long + `":1},{"orderId":"o","op":"AddTransaction","txId":"t","amount":` + strings.Repeat("9", 40_000) + `}]}`
+	_, err := ledger.Parse([]byte(doc), ledger.Limits{})
+	ps := fault.ProblemsOf(err)
+	if len(ps) < 3 {
+		t.Fatalf("problems %d: %v", len(ps), err)
+	}
+	for _, p := range ps {
+		if len(p.Field)+len(p.Reason) > 300 {
+			t.Errorf("problem of %d bytes: field %.80q… reason %.80q…", len(p.Field)+len(p.Reason), p.Field, p.Reason)
+		}
+	}
+	if len(fault.MessageOf(err)) > 300 {
+		t.Errorf("message of %d bytes", len(fault.MessageOf(err)))
+	}
+}

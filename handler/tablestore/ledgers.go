@@ -31,9 +31,15 @@ var _ ledger.Store = (*Ledgers)(nil)
 // NewLedgers returns a Ledgers on table, created on first use if missing.
 func NewLedgers(table *aztables.Client) *Ledgers { return &Ledgers{table: table} }
 
-// maxStoredProblems bounds the problems kept with a rejected ledger (a
-// property holds at most 64 KiB); ProblemCount says how many there were.
-const maxStoredProblems = 100
+// A rejected ledger's record must always be writable: a string property
+// holds at most 64 KiB (32K UTF-16 units). The problems kept are the first
+// that fit maxProblemsBytes of JSON, at most maxStoredProblems;
+// ProblemCount says how many there were. The error is cut to maxErrorRunes.
+const (
+	maxStoredProblems = 100
+	maxProblemsBytes  = 30_000
+	maxErrorRunes     = 4_000
+)
 
 // GetLedger implements ledger.Store.
 func (s *Ledgers) GetLedger(ctx context.Context, id string) (*ledger.Record, error) {
@@ -65,14 +71,22 @@ func recordEntity(r *ledger.Record) ([]byte, error) {
 		problems = problems[:maxStoredProblems]
 	}
 	pj, err := json.Marshal(problems)
+	for err == nil && len(pj) > maxProblemsBytes {
+		problems = problems[:len(problems)*maxProblemsBytes/len(pj)] // shrinks every round: len(pj) > maxProblemsBytes
+		pj, err = json.Marshal(problems)
+	}
 	if err != nil {
 		return nil, err
+	}
+	msg := r.Error
+	if rs := []rune(msg); len(rs) > maxErrorRunes {
+		msg = string(rs[:maxErrorRunes]) + "…"
 	}
 	return json.Marshal(aztables.EDMEntity{
 		Entity: aztables.Entity{PartitionKey: "ledger:" + r.ID, RowKey: "record"},
 		Properties: map[string]any{
 			"Hash": r.Hash, "Status": string(r.Status), "Transactions": int32(r.Transactions), "Orders": int32(r.Orders),
-			"Sent": int32(r.Sent), "Error": r.Error, "Problems": string(pj), "ProblemCount": int32(len(r.Problems)),
+			"Sent": int32(r.Sent), "Error": msg, "Problems": string(pj), "ProblemCount": int32(len(r.Problems)),
 			"UpdatedAt": aztables.EDMDateTime(r.UpdatedAt),
 		},
 	})

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/convoy-dev/convoy/handler/ledger"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -207,4 +209,39 @@ func TestLedgersConformance(t *testing.T) {
 
 func TestLedgerCrashRecovery(t *testing.T) {
 	ledgertest.CrashAtEveryStep(t, tablestore.NewLedgers(server.NewTable(t, nil)))
+}
+
+// TestRejectedLedgerAlwaysRecordable: a ledger whose problems quote huge
+// inputs (a 40,000-character op, field names that JSON escapes to six bytes
+// a character) is still recorded as rejected, with the first problems kept,
+// instead of failing the record and going to the dead-letter queue.
+func TestRejectedLedgerAlwaysRecordable(t *testing.T) {
+	ctx := context.Background()
+	store := tablestore.NewLedgers(server.NewTable(t, nil))
+	var b strings.Builder
+	b.WriteString(`{"ledgerId":"L-huge-problems","transactions":[`)
+	for i := range 200 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"orderId":"o-1","op":"%s","%s":1,"amount":%s}`,
+			strings.Repeat("\u2028", 40_000/(1+i%50)), strings.Repeat("<", 300), strings.Repeat("9", 500))
+	}
+	b.WriteString(`],"` + strings.Repeat("&", 40_000) + `":1}`)
+	doc := []byte(b.String())
+	p := ledger.NewPublisher(store, &ledgertest.Sender{}, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}})
+	_, perr := p.Publish(ctx, doc)
+	if fault.CodeOf(perr) != fault.Invalid || len(fault.ProblemsOf(perr)) < 400 {
+		t.Fatalf("publish: %v with %d problems, want invalid with every problem", perr, len(fault.ProblemsOf(perr)))
+	}
+	if _, err := p.RecordRejection(ctx, doc, perr); err != nil {
+		t.Fatalf("recording the rejection: %v", err)
+	}
+	rec, err := store.GetLedger(ctx, "L-huge-problems")
+	if err != nil || rec == nil {
+		t.Fatalf("record: %v %v", rec, err)
+	}
+	if rec.Status != ledger.StatusRejected || len(rec.Problems) == 0 || rec.Problems[0].Index != 0 || rec.Error == "" {
+		t.Fatalf("record %+v", rec)
+	}
 }
