@@ -54,6 +54,11 @@ func (s *server) processOrders(ctx context.Context, c *call) (map[string]any, er
 			ids[m.Seq] = m.MessageID
 		}
 		for _, out := range res.Outcomes {
+			if out.Disposition == convoy.Refused {
+				c.outcome(slog.LevelWarn, "unreadable message", "sessionId", orderID, "seq", out.Seq, "messageId", ids[out.Seq], "error", out.Reason)
+				unreadable = append(unreadable, fmt.Errorf("order %q: %s", orderID, out.Reason))
+				continue
+			}
 			attrs := []any{"sessionId", orderID, "seq", out.Seq, "messageId", ids[out.Seq], "outcome", string(out.Disposition)}
 			if out.Reason != "" {
 				attrs = append(attrs, "reason", out.Reason)

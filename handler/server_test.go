@@ -301,3 +301,34 @@ func TestEveryErrorCodeHasAStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestOrderProcessorRefusesAnAbsurdSeq: a message whose seq is more than
+// convoy.MaxParkAhead (1,000,000) past the order's progress fails as
+// unreadable (redelivered, then dead-lettered) and does not block the order;
+// exactly at the window it is parked.
+func TestOrderProcessorRefusesAnAbsurdSeq(t *testing.T) {
+	for _, tc := range []struct {
+		seq    string
+		parked bool
+	}{{"1000000", true}, {"1000001", false}, {"9223372036854775807", false}} {
+		f := newFixture(t)
+		payload := bytes.ReplaceAll(golden(t, "servicebus-single.json"), []byte(`"seq": 2`), []byte(`"seq": `+tc.seq))
+		code, out := f.do(t, "POST", "/OrderProcessor", payload)
+		o, _ := f.store.Load(context.Background(), "o-1")
+		if tc.parked {
+			if code != 200 || len(o.Parked) != 1 || o.MissingSeq() != 1 {
+				t.Errorf("seq %s: %d %v, parked %d; want it parked", tc.seq, code, out, len(o.Parked))
+			}
+			continue
+		}
+		if code < 300 || out["Error"] == nil {
+			t.Errorf("seq %s: %d %v; want a failed invocation", tc.seq, code, out)
+		}
+		if o.Version != 0 || len(o.Parked) != 0 {
+			t.Errorf("seq %s changed the order: %+v", tc.seq, o.View())
+		}
+		if page, _ := convoy.ListBlocked(context.Background(), f.store, "", 10); len(page.Orders) != 0 {
+			t.Errorf("seq %s: blocked orders %+v", tc.seq, page.Orders)
+		}
+	}
+}

@@ -122,7 +122,17 @@ const (
 	Rejected  Disposition = "rejected"  // it broke a business rule; recorded, seq consumed
 	Parked    Disposition = "parked"    // it arrived early and waits for the gap to fill
 	Duplicate Disposition = "duplicate" // already applied, rejected or parked: no effect
+	// Refused: its seq is more than MaxParkAhead past the order's appliedSeq.
+	// No effect; the message is to be failed as unreadable (redelivered, then
+	// dead-lettered), so that a corrupt seq cannot block its order forever.
+	Refused Disposition = "refused"
 )
+
+// MaxParkAhead is how far past appliedSeq a message may be parked. Ledgers
+// hold at most MaxLedgerTransactions (200,000 by default), so a real seq is
+// never this far ahead of the order's progress; a seq further ahead is
+// corrupt (or forged) and would leave the order blocked for good.
+const MaxParkAhead = 1_000_000
 
 // Outcome is what happened to one message.
 type Outcome struct {
@@ -150,6 +160,8 @@ func (o *Order) Receive(m Message, now time.Time, c *Change) Outcome {
 	switch {
 	case m.Seq <= o.AppliedSeq:
 		return Outcome{Seq: m.Seq, Disposition: Duplicate}
+	case m.Seq > o.AppliedSeq+MaxParkAhead:
+		return Outcome{Seq: m.Seq, Disposition: Refused, Reason: fmt.Sprintf("seq %d is more than %d past appliedSeq %d", m.Seq, MaxParkAhead, o.AppliedSeq)}
 	case m.Seq > o.AppliedSeq+1:
 		if _, ok := o.Parked[m.Seq]; ok {
 			return Outcome{Seq: m.Seq, Disposition: Duplicate}
