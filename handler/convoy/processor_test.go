@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/convoy/convoytest"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/memstore"
 )
@@ -47,79 +48,6 @@ func randomOrder(r *rand.Rand, id string) []convoy.Message {
 		msgs[r.IntN(n)].Last = true
 	}
 	return msgs
-}
-
-// expected is the straightforward fold of msgs in seq order, written
-// independently of Order.apply.
-type expected struct {
-	Status   convoy.Status
-	Currency string
-	Complete bool
-	Txs      []convoy.TxEntry
-	Rejected []int64
-}
-
-func fold(msgs []convoy.Message) expected {
-	e := expected{Status: convoy.StatusNew}
-	for _, m := range msgs {
-		t, ok := m.Tx, true
-		pos := -1
-		for i, x := range e.Txs {
-			if x.TxID == t.TxID {
-				pos = i
-			}
-		}
-		switch {
-		case e.Complete:
-			ok = false
-		case t.Op == convoy.CreateOrder:
-			ok = e.Status == convoy.StatusNew
-			if ok {
-				e.Status, e.Currency = convoy.StatusOpen, t.Currency
-			}
-		case e.Status != convoy.StatusOpen:
-			ok = false
-		case t.Op == convoy.AddTransaction:
-			ok = pos < 0 && withinTotal(e.Txs, -1, *t.Amount)
-			if ok {
-				e.Txs = append(e.Txs, convoy.TxEntry{TxID: t.TxID, Amount: *t.Amount})
-			}
-		case t.Op == convoy.ModifyTransaction:
-			ok = pos >= 0 && withinTotal(e.Txs, pos, *t.Amount)
-			if ok {
-				e.Txs[pos].Amount = *t.Amount
-			}
-		case t.Op == convoy.DeleteOrder:
-			e.Status = convoy.StatusDeleted
-		}
-		if !ok {
-			e.Rejected = append(e.Rejected, m.Seq)
-		}
-		if m.Last {
-			e.Complete = true
-		}
-	}
-	return e
-}
-
-// withinTotal: the total of txs, with the amount at pos replaced by amount
-// (or amount added when pos < 0), stays within ±(2^53 − 1).
-func withinTotal(txs []convoy.TxEntry, pos int, amount int64) bool {
-	sum := amount
-	for i, x := range txs {
-		if i != pos {
-			sum += x.Amount
-		}
-	}
-	return sum >= -(1<<53-1) && sum <= 1<<53-1
-}
-
-func observed(o *convoy.Order) expected {
-	e := expected{Status: o.Status, Currency: o.Currency, Complete: o.Complete, Txs: o.Transactions}
-	for _, r := range o.Rejected {
-		e.Rejected = append(e.Rejected, r.Seq)
-	}
-	return e
 }
 
 // delivery is one invocation: one message or a batch of one order's messages.
@@ -195,7 +123,7 @@ func TestProcessorProperty(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, got := fold(msgs), observed(o)
+			want, got := convoytest.Fold(msgs), convoytest.Observe(o.View())
 			if len(want.Txs) == 0 {
 				want.Txs = nil
 			}

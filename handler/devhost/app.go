@@ -45,7 +45,10 @@ func (f Function) Batch() bool { return strings.EqualFold(f.Trigger.Cardinality,
 // HostConfig is the part of host.json the emulation honours.
 type HostConfig struct {
 	FunctionTimeout string `json:"functionTimeout"`
-	CustomHandler   struct {
+	Logging         struct {
+		LogLevel map[string]string `json:"logLevel"`
+	} `json:"logging"`
+	CustomHandler struct {
 		Description struct {
 			DefaultExecutablePath string   `json:"defaultExecutablePath"`
 			Arguments             []string `json:"arguments"`
@@ -64,6 +67,7 @@ type HostConfig struct {
 			MaxConcurrentSessions        int    `json:"maxConcurrentSessions"`
 			MaxConcurrentCallsPerSession int    `json:"maxConcurrentCallsPerSession"`
 			SessionIdleTimeout           string `json:"sessionIdleTimeout"`
+			MaxAutoLockRenewalDuration   string `json:"maxAutoLockRenewalDuration"`
 			MaxMessageBatchSize          int    `json:"maxMessageBatchSize"`
 		} `json:"serviceBus"`
 	} `json:"extensions"`
@@ -77,11 +81,29 @@ type App struct {
 
 	FunctionTimeout    time.Duration
 	SessionIdleTimeout time.Duration
+	// MaxAutoLockRenewal is how long after accepting a session (or receiving
+	// a message) the SDK keeps renewing its lock; < 0 is without end.
+	MaxAutoLockRenewal time.Duration
+	Logs               LogFilter
 }
 
-// Forwarding reports whether HTTP functions receive the original request.
-func (a *App) Forwarding() bool {
-	return a.Host.CustomHandler.EnableForwardingHttpRequest || a.Host.CustomHandler.EnableProxyingHttpRequest
+// HTTP forwarding modes of customHandler in host.json.
+const (
+	ForwardNone   = "none"    // HTTP functions are invoked with an envelope (Data.req)
+	ForwardLegacy = "forward" // enableForwardingHttpRequest: the host rebuilds the request
+	ForwardProxy  = "proxy"   // enableProxyingHttpRequest (host PR #11035): YARP passes the request as is
+)
+
+// Forwarding says how HTTP functions receive requests; proxying wins when
+// both are set, as DefaultHttpWorkerService checks it first.
+func (a *App) Forwarding() string {
+	switch {
+	case a.Host.CustomHandler.EnableProxyingHttpRequest:
+		return ForwardProxy
+	case a.Host.CustomHandler.EnableForwardingHttpRequest:
+		return ForwardLegacy
+	}
+	return ForwardNone
 }
 
 // RoutePrefix is the HTTP route prefix ("api" unless host.json says otherwise).
@@ -121,6 +143,12 @@ func LoadApp(dir string, settings map[string]string) (*App, error) {
 	}
 	if a.SessionIdleTimeout, err = timeSpan(sb.SessionIdleTimeout, time.Minute); err != nil {
 		return nil, fmt.Errorf("host.json sessionIdleTimeout: %w", err)
+	}
+	if a.MaxAutoLockRenewal, err = timeSpan(sb.MaxAutoLockRenewalDuration, 5*time.Minute); err != nil {
+		return nil, fmt.Errorf("host.json maxAutoLockRenewalDuration: %w", err)
+	}
+	if a.Logs, err = NewLogFilter(a.Host.Logging.LogLevel); err != nil {
+		return nil, fmt.Errorf("host.json logging.logLevel: %w", err)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*", "function.json"))
 	if len(files) == 0 {
@@ -172,23 +200,28 @@ func resolve(s string, settings map[string]string) (string, error) {
 	return out, nil
 }
 
-// timeSpan parses a .NET TimeSpan such as "00:02:00".
+// timeSpan parses a .NET TimeSpan: [-][d.]hh:mm:ss[.fffffff]. Any negative
+// value is Timeout.InfiniteTimeSpan's meaning (-00:00:00.0010000): no end.
 func timeSpan(s string, def time.Duration) (time.Duration, error) {
 	if s == "" {
 		return def, nil
 	}
-	parts := strings.Split(s, ":")
-	if len(parts) != 3 {
-		return 0, fmt.Errorf("%q is not hh:mm:ss", s)
+	m := timeSpanPattern.FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("%q is not a TimeSpan ([-][d.]hh:mm:ss[.fffffff])", s)
 	}
-	h, err1 := strconv.Atoi(parts[0])
-	m, err2 := strconv.Atoi(parts[1])
-	sec, err3 := strconv.ParseFloat(parts[2], 64)
-	if err1 != nil || err2 != nil || err3 != nil {
-		return 0, fmt.Errorf("%q is not hh:mm:ss", s)
+	days, _ := strconv.Atoi(m[2])
+	h, _ := strconv.Atoi(m[3])
+	min, _ := strconv.Atoi(m[4])
+	sec, _ := strconv.ParseFloat(m[5], 64)
+	d := time.Duration(days)*24*time.Hour + time.Duration(h)*time.Hour + time.Duration(min)*time.Minute + time.Duration(sec*float64(time.Second))
+	if m[1] == "-" {
+		return -d, nil
 	}
-	return time.Duration(h)*time.Hour + time.Duration(m)*time.Minute + time.Duration(sec*float64(time.Second)), nil
+	return d, nil
 }
+
+var timeSpanPattern = regexp.MustCompile(`^(-?)(?:(\d+)\.)?(\d{1,2}):(\d{1,2}):(\d{1,2}(?:\.\d+)?)$`)
 
 // LoadQueueConfig reads queue properties from a Service Bus emulator config
 // file (infra/local/servicebus-emulator-config.json), the one place queue
@@ -204,6 +237,9 @@ func LoadQueueConfig(path string) (map[string]QueueProperties, error) {
 						MaxDeliveryCount                    int
 						RequiresDuplicateDetection          bool
 						DuplicateDetectionHistoryTimeWindow string
+						LockDuration                        string
+						DefaultMessageTimeToLive            string
+						DeadLetteringOnMessageExpiration    bool
 					}
 				}
 			}
@@ -219,12 +255,17 @@ func LoadQueueConfig(path string) (map[string]QueueProperties, error) {
 	out := map[string]QueueProperties{}
 	for _, ns := range cfg.UserConfig.Namespaces {
 		for _, q := range ns.Queues {
-			window, err := isoDuration(q.Properties.DuplicateDetectionHistoryTimeWindow)
-			if err != nil {
-				return nil, fmt.Errorf("queue %s: %w", q.Name, err)
+			p := q.Properties
+			var durations [3]time.Duration
+			for i, iso := range []string{p.DuplicateDetectionHistoryTimeWindow, p.LockDuration, p.DefaultMessageTimeToLive} {
+				if durations[i], err = isoDuration(iso); err != nil {
+					return nil, fmt.Errorf("queue %s: %w", q.Name, err)
+				}
 			}
-			out[q.Name] = QueueProperties{RequiresSession: q.Properties.RequiresSession, MaxDeliveryCount: q.Properties.MaxDeliveryCount,
-				RequiresDuplicateDetection: q.Properties.RequiresDuplicateDetection, DuplicateDetectionWindow: window}
+			out[q.Name] = QueueProperties{RequiresSession: p.RequiresSession, MaxDeliveryCount: p.MaxDeliveryCount,
+				RequiresDuplicateDetection: p.RequiresDuplicateDetection, DuplicateDetectionWindow: durations[0],
+				LockDuration: durations[1], DefaultMessageTimeToLive: durations[2],
+				DeadLetteringOnMessageExpiration: p.DeadLetteringOnMessageExpiration}
 		}
 	}
 	return out, nil

@@ -19,6 +19,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/azurite"
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/convoy/convoytest"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/localbus"
 	"github.com/convoy-dev/convoy/handler/settings"
@@ -201,10 +202,11 @@ func showBlocked(ctx context.Context, out io.Writer, base string, ids []string) 
 	return nil
 }
 
-// ExpectedOrders folds each order's transactions in seq order. The seqs are
-// those the order messages actually carried (sent: the orders queue's
-// journal), since ledgers published concurrently allocate in any order.
-func ExpectedOrders(ledgers []*ledger.Ledger, sent []Message) (map[string]convoy.View, error) {
+// ExpectedOrders folds each order's transactions in seq order with the
+// independent fold (package convoytest), never with convoy.Order itself. The
+// seqs are those the order messages actually carried (sent: the orders
+// queue's journal), since ledgers published concurrently allocate in any order.
+func ExpectedOrders(ledgers []*ledger.Ledger, sent []Message) (map[string]convoytest.Expected, error) {
 	entries := map[string]ledger.Entry{}
 	for _, l := range ledgers {
 		for i, e := range l.Entries {
@@ -226,19 +228,18 @@ func ExpectedOrders(ledgers []*ledger.Ledger, sent []Message) (map[string]convoy
 		}
 		bySeq[e.OrderID][seq] = e
 	}
-	views := map[string]convoy.View{}
+	want := map[string]convoytest.Expected{}
 	for id, txs := range bySeq {
-		o := convoy.NewOrder(id)
+		var msgs []convoy.Message
 		for _, seq := range slices.Sorted(maps.Keys(txs)) {
-			if seq != o.AppliedSeq+1 {
-				return nil, fmt.Errorf("order %s: no message carried seq %d", id, o.AppliedSeq+1)
+			if seq != int64(len(msgs))+1 {
+				return nil, fmt.Errorf("order %s: no message carried seq %d", id, len(msgs)+1)
 			}
-			var c convoy.Change
-			o.Receive(convoy.Message{Seq: seq, Last: txs[seq].Last, Tx: txs[seq].Transaction}, time.Now(), &c)
+			msgs = append(msgs, convoy.Message{Seq: seq, Last: txs[seq].Last, Tx: txs[seq].Transaction})
 		}
-		views[id] = o.View()
+		want[id] = convoytest.Fold(msgs)
 	}
-	return views, nil
+	return want, nil
 }
 
 // report prints every order and compares it with the fold of its
@@ -290,24 +291,5 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// CompareViews returns how got differs from want ("" if it does not),
-// ignoring timestamps; an order with parked messages never matches.
-func CompareViews(got, want convoy.View) string {
-	switch {
-	case got.Status != want.Status:
-		return fmt.Sprintf("status %s, want %s", got.Status, want.Status)
-	case got.Complete != want.Complete:
-		return fmt.Sprintf("complete %v, want %v", got.Complete, want.Complete)
-	case got.AppliedSeq != want.AppliedSeq:
-		return fmt.Sprintf("appliedSeq %d, want %d", got.AppliedSeq, want.AppliedSeq)
-	case got.Parked != 0:
-		return fmt.Sprintf("%d message(s) still parked", got.Parked)
-	case got.Currency != want.Currency || got.Total != want.Total:
-		return fmt.Sprintf("total %s %d, want %s %d", got.Currency, got.Total, want.Currency, want.Total)
-	case !slices.Equal(got.Transactions, want.Transactions):
-		return fmt.Sprintf("transactions %v, want %v", got.Transactions, want.Transactions)
-	case !slices.Equal(got.Rejected, want.Rejected):
-		return fmt.Sprintf("rejected %v, want %v", got.Rejected, want.Rejected)
-	}
-	return ""
-}
+// CompareViews returns how got differs from want ("" if it does not).
+func CompareViews(got convoy.View, want convoytest.Expected) string { return convoytest.Compare(got, want) }

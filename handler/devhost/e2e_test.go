@@ -72,6 +72,13 @@ type env struct {
 
 func start(t *testing.T, app string, az azurite.Options) *env {
 	t.Helper()
+	return startWith(t, app, az, nil)
+}
+
+// startWith is start with the emulation's options edited on the way
+// (instances, time scale, queue properties).
+func startWith(t *testing.T, app string, az azurite.Options, edit func(*devhost.Options)) *env {
+	t.Helper()
 	queues, err := devhost.LoadQueueConfig(filepath.Join(root, "infra", "local", "servicebus-emulator-config.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -81,9 +88,13 @@ func start(t *testing.T, app string, az azurite.Options) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.az.Stop)
-	e.host, err = devhost.Start(devhost.Options{AppDir: app, Queues: queues, Log: lockedWriter{e}, Settings: map[string]string{
+	opts := devhost.Options{AppDir: app, Queues: queues, Log: lockedWriter{e}, Settings: map[string]string{
 		"StateStorage": e.az.ConnectionString(), "OrdersQueueName": "orders", "LedgersQueueName": "ledgers", "TransientRetrySeconds": "10",
-	}})
+	}}
+	if edit != nil {
+		edit(&opts)
+	}
+	e.host, err = devhost.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,19 +288,22 @@ func postJSON(t *testing.T, url string, body []byte) {
 	}
 }
 
-// TestHandlerKilled: the handler is killed with SIGKILL mid-flight, several
-// times; the host restarts it and every order still ends exactly right.
+// TestHandlerKilled: handlers are killed with SIGKILL mid-flight on two
+// instances, twice each: as much as a real host survives (the third crash
+// in a row stops it: TestCrashBudget). Every order still ends exactly right.
 func TestHandlerKilled(t *testing.T) {
 	ctx := timeout(t, 2*time.Minute)
-	e := start(t, stage(t, nil), azurite.Options{})
+	e := startWith(t, stage(t, nil), azurite.Options{}, func(o *devhost.Options) { o.MinInstances = 2 })
 	ledgers := e.publish(ctx, workload(3, "kill", 4, 150, 12)...)
 	for k := range 4 {
 		time.Sleep(time.Duration(150+100*k) * time.Millisecond)
-		e.host.KillHandler()
+		e.host.Instances()[k%2].KillHandler()
 	}
 	e.waitIdle(ctx)
-	if e.host.Restarts() < 4 {
-		t.Fatalf("%d restarts, want 4", e.host.Restarts())
+	for _, in := range e.host.Instances() {
+		if in.Restarts() != 2 || in.Stopped() != "" {
+			t.Fatalf("instance %d: %d restarts, stopped %q; want 2 restarts and the host running", in.ID, in.Restarts(), in.Stopped())
+		}
 	}
 	e.checkFold(ctx, ledgers)
 	t.Logf("%d invocations, %d failed, %d restarts", e.host.Invocations(), e.host.Failures(), e.host.Restarts())

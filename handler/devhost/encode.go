@@ -73,6 +73,11 @@ func sysMetadata(fn string, now time.Time) json.RawMessage {
 	return raw(map[string]string{"MethodName": fn, "UtcNow": now.UTC().Format("2006-01-02T15:04:05.0000000Z"), "RandGuid": uuid.NewString()})
 }
 
+// sessionLock is the session actions object: the lock's expiry as a DateTimeOffset.
+func sessionLock(now time.Time) json.RawMessage {
+	return raw(map[string]any{"SessionLockedUntil": now.Add(time.Minute).UTC().Format("2006-01-02T15:04:05") + "+00:00"})
+}
+
 // serviceBusSingle encodes one message for a "cardinality": "one" trigger.
 func serviceBusSingle(fn, binding string, m *Message, sessions bool, now time.Time) invocation {
 	md := map[string]json.RawMessage{
@@ -100,33 +105,74 @@ func serviceBusSingle(fn, binding string, m *Message, sessions bool, now time.Ti
 		}
 	}
 	if sessions {
-		locked := map[string]any{"SessionLockedUntil": strings.Trim(string(netOffset(now.Add(time.Minute))), `"`)}
-		md["SessionActions"], md["MessageSession"] = raw(locked), raw(locked)
+		md["SessionActions"], md["MessageSession"] = sessionLock(now), sessionLock(now)
 	}
 	injectBodyProperties(md, m.Body)
 	return invocation{Data: map[string]json.RawMessage{binding: netString(string(m.Body))}, Metadata: md}
 }
 
 // injectBodyProperties copies a JSON object body's top-level properties into
-// Metadata, case-insensitively overwriting real metadata, as the host does.
+// Metadata as the host does (Utility.ApplyBindingData, HOST-CONTRACT.md):
+// only for a body that is a JSON object; arrays skipped, nulls ignored,
+// objects kept as objects, anything else turned into its invariant .NET
+// string (numbers as written, booleans True/False, ISO dates as
+// MM/dd/yyyy HH:mm:ss) and then double-encoded like every string; the key
+// keeps the body's spelling and case-insensitively replaces real metadata.
 func injectBodyProperties(md map[string]json.RawMessage, body []byte) {
 	var obj map[string]json.RawMessage
-	if len(bytes.TrimSpace(body)) == 0 || json.Unmarshal(body, &obj) != nil {
+	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' || json.Unmarshal(t, &obj) != nil {
 		return
 	}
 	for k, v := range obj {
+		v = bytes.TrimSpace(v)
+		// The host also leaves out of Metadata every key ending in "trigger".
+		if len(v) == 0 || v[0] == '[' || string(v) == "null" || strings.HasSuffix(strings.ToLower(k), "trigger") {
+			continue
+		}
 		for existing := range md {
 			if strings.EqualFold(existing, k) {
 				delete(md, existing)
 			}
 		}
+		md[k] = netValue(v)
+	}
+}
+
+// netValue is a JSON token as the host passes a body property on.
+func netValue(v json.RawMessage) json.RawMessage {
+	switch {
+	case v[0] == '{':
+		return v
+	case v[0] == '"':
 		var s string
-		if json.Unmarshal(v, &s) == nil {
-			md[k] = netString(s)
-		} else {
-			md[k] = v
+		_ = json.Unmarshal(v, &s)
+		if t, ok := jsonNetDate(s); ok {
+			s = t.Format("01/02/2006 15:04:05")
+		}
+		return netString(s)
+	case string(v) == "true":
+		return netString("True")
+	case string(v) == "false":
+		return netString("False")
+	}
+	return netString(string(v)) // a number, as written
+}
+
+// jsonNetDate: Json.NET reads ISO 8601 date strings as DateTime (its default
+// DateParseHandling); the host's machine runs in UTC.
+func jsonNetDate(s string) (time.Time, bool) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.9999999", "2006-01-02T15:04:05"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), true
 		}
 	}
+	return time.Time{}, false
+}
+
+// netBatchTime: batch times are DateTime in full precision, without zone,
+// trailing zeros of the fraction trimmed.
+func netBatchTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.9999999")
 }
 
 // serviceBusBatch encodes messages of one session for "cardinality": "many".
@@ -140,7 +186,7 @@ func serviceBusBatch(fn, binding string, msgs []*Message, now time.Time) invocat
 		sessionIDs = append(sessionIDs, m.SessionID)
 		messageIDs = append(messageIDs, m.MessageID)
 		contentTypes = append(contentTypes, m.ContentType)
-		enqueued = append(enqueued, m.EnqueuedTime.UTC().Format("2006-01-02T15:04:05.0000000Z"))
+		enqueued = append(enqueued, netBatchTime(m.EnqueuedTime))
 		seqs = append(seqs, m.SequenceNumber)
 		deliveries = append(deliveries, int64(m.DeliveryCount))
 		p := m.Properties
@@ -160,7 +206,9 @@ func serviceBusBatch(fn, binding string, msgs []*Message, now time.Time) invocat
 		"UserPropertiesArray":        netArray(props),
 		"MessageReceiver":            raw(map[string]any{}),
 		"ReceiveActions":             raw(map[string]any{}),
-		"SessionActions":             raw(map[string]any{"SessionLockedUntil": now.Add(time.Minute).UTC().Format("2006-01-02T15:04:05") + "+00:00"}),
+		"MessageActions":             raw(map[string]any{}),
+		"SessionActions":             sessionLock(now),
+		"MessageSession":             sessionLock(now),
 		"Client":                     raw(map[string]any{"FullyQualifiedNamespace": "localhost", "IsClosed": false}),
 		"sys":                        sysMetadata(fn, now),
 	}

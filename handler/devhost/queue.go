@@ -2,6 +2,7 @@ package devhost
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
 	"time"
@@ -9,10 +10,13 @@ import (
 
 // QueueProperties are the Service Bus queue properties the emulation models.
 type QueueProperties struct {
-	RequiresSession            bool
-	MaxDeliveryCount           int
-	RequiresDuplicateDetection bool
-	DuplicateDetectionWindow   time.Duration
+	RequiresSession                  bool
+	MaxDeliveryCount                 int           // default 10
+	RequiresDuplicateDetection       bool          //
+	DuplicateDetectionWindow         time.Duration // default 10 min
+	LockDuration                     time.Duration // default 1 min
+	DefaultMessageTimeToLive         time.Duration // 0: never expires
+	DeadLetteringOnMessageExpiration bool
 }
 
 // Message is a message in an emulated queue.
@@ -23,17 +27,33 @@ type Message struct {
 	ContentType      string
 	Properties       map[string]any
 	Body             []byte
+	TimeToLive       time.Duration // 0: the queue's default
 	EnqueuedTime     time.Time
-	DeliveryCount    int // deliveries so far; 1 during the first
+	ExpiresAt        time.Time // zero: never
+	DeliveryCount    int       // deliveries so far; 1 during the first
 	DeadLetterReason string
 }
 
-// Queue emulates a Service Bus queue: FIFO per session, one session locked by
-// one receiver at a time, peek-lock with abandon (the same message comes back
-// next, DeliveryCount+1), dead-lettering after MaxDeliveryCount, duplicate
-// detection by MessageId within a window, and a dead-letter sub-queue.
-// Without sessions each message is locked on its own and any number may be in
-// flight. Not modelled: lock expiry, TTL, throttling, partitions.
+// Dead-letter reasons, as Service Bus writes them.
+const (
+	ReasonMaxDelivery = "MaxDeliveryCountExceeded"
+	ReasonExpired     = "TTLExpiredException"
+)
+
+// ErrLockLost: the session or message lock expired (or was taken by another
+// receiver after it expired); completing fails and the messages come back.
+var ErrLockLost = errors.New("lock lost: the lock expired before the messages were settled")
+
+// Queue emulates a Service Bus queue (HOST-CONTRACT.md, "What the host does
+// with the message"): FIFO per session; a session locked by one receiver at a
+// time for a limited time; peek-lock with abandon (the same message comes back
+// next, DeliveryCount+1); a lock that expires makes its messages available
+// again (DeliveryCount+1 on their next delivery) and lets another receiver
+// take the session while the first is still working; dead-lettering after
+// MaxDeliveryCount; message expiry (one expired message of a session expires
+// the whole session); duplicate detection by MessageId within a window; and a
+// dead-letter sub-queue. Without sessions each message is locked on its own.
+// Not modelled: throttling, partitions, scheduled and deferred messages.
 type Queue struct {
 	Name  string
 	props QueueProperties
@@ -41,11 +61,12 @@ type Queue struct {
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on every change
 	seq      int64
+	tokens   int64               // lock tokens handed out
 	sessions map[string]*session // by SessionId ("" without sessions)
 	dead     []*Message
 	seen     map[string]time.Time // MessageId → when first accepted
-	inFlight int
-	sent     []Message // journal of accepted messages (bodies dropped), for tools and checks
+	sent     []Message            // journal of accepted messages (bodies dropped), for tools and checks
+	expired  int                  // messages expired so far
 	now      func() time.Time
 }
 
@@ -53,10 +74,22 @@ type Queue struct {
 const maxJournal = 1_000_000
 
 type session struct {
-	id     string
-	msgs   []*Message
-	locked bool           // a session receiver holds it
-	busy   map[int64]bool // without sessions: locked messages by sequence number
+	id    string
+	msgs  []*Message
+	lock  lock            // the session lock (session queues)
+	locks map[int64]*lock // message locks by sequence number (queues without sessions)
+}
+
+// lock is a peek-lock: who holds it (a token; 0 for nobody), until when
+// (zero: renewed for as long as it is held), and what it delivered.
+type lock struct {
+	token     int64
+	until     time.Time
+	delivered map[int64]bool
+}
+
+func (l *lock) heldAt(now time.Time) bool {
+	return l.token != 0 && (l.until.IsZero() || now.Before(l.until))
 }
 
 // NewQueue returns an empty queue.
@@ -66,6 +99,9 @@ func NewQueue(name string, p QueueProperties) *Queue {
 	}
 	if p.DuplicateDetectionWindow <= 0 {
 		p.DuplicateDetectionWindow = 10 * time.Minute
+	}
+	if p.LockDuration <= 0 {
+		p.LockDuration = time.Minute
 	}
 	return &Queue{Name: name, props: p, changed: make(chan struct{}), sessions: map[string]*session{},
 		seen: map[string]time.Time{}, now: time.Now}
@@ -98,9 +134,15 @@ func (q *Queue) Send(msgs []Message) (accepted, duplicates int) {
 		}
 		q.seq++
 		m.SequenceNumber, m.EnqueuedTime, m.DeliveryCount, m.DeadLetterReason = q.seq, now, 0, ""
+		if ttl := m.TimeToLive; ttl > 0 || q.props.DefaultMessageTimeToLive > 0 {
+			if ttl <= 0 || (q.props.DefaultMessageTimeToLive > 0 && q.props.DefaultMessageTimeToLive < ttl) {
+				ttl = q.props.DefaultMessageTimeToLive // the queue's default caps a message's own TTL
+			}
+			m.ExpiresAt = now.Add(ttl)
+		}
 		s := q.sessions[m.SessionID]
 		if s == nil {
-			s = &session{id: m.SessionID, busy: map[int64]bool{}}
+			s = &session{id: m.SessionID, locks: map[int64]*lock{}}
 			q.sessions[m.SessionID] = s
 		}
 		msg := m
@@ -118,7 +160,7 @@ func (q *Queue) Send(msgs []Message) (accepted, duplicates int) {
 	return accepted, duplicates
 }
 
-// wait blocks until the queue changes or ctx ends; false when ctx ended.
+// wait blocks until the queue changes, timeout passes or ctx ends; false when ctx ended.
 func (q *Queue) wait(ctx context.Context, ch chan struct{}, timeout time.Duration) bool {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -131,145 +173,258 @@ func (q *Queue) wait(ctx context.Context, ch chan struct{}, timeout time.Duratio
 	return true
 }
 
-// AcceptSession locks the unlocked session whose first message is oldest,
-// waiting for one; nil when ctx ends.
-func (q *Queue) AcceptSession(ctx context.Context) *SessionLock {
-	for {
+// pollEvery bounds how late the emulation notices an expired lock or message.
+const pollEvery = 20 * time.Millisecond
+
+// sweep applies what time did, under q.mu: expired locks release their
+// messages (dead-lettering those that used up their deliveries), and expired
+// messages leave the queue. Service Bus does both lazily, when receivers ask.
+func (q *Queue) sweep(now time.Time) {
+	changed := false
+	for id, s := range q.sessions {
+		if s.lock.token != 0 && !s.lock.heldAt(now) {
+			q.release(s, &s.lock)
+			changed = true
+		}
+		for seq, l := range s.locks {
+			if !l.heldAt(now) {
+				q.release(s, l)
+				delete(s.locks, seq)
+				changed = true
+			}
+		}
+		changed = q.expire(s, now) || changed
+		if len(s.msgs) == 0 && s.lock.token == 0 && len(s.locks) == 0 {
+			delete(q.sessions, id)
+		}
+	}
+	if changed {
+		q.notify()
+	}
+}
+
+// release gives up lock l: what it delivered and did not settle is available
+// again, or dead-lettered if it used up its deliveries.
+func (q *Queue) release(s *session, l *lock) {
+	for seq := range l.delivered {
+		if i := indexOf(s.msgs, seq); i >= 0 && s.msgs[i].DeliveryCount >= q.props.MaxDeliveryCount {
+			q.deadLetter(s, i, ReasonMaxDelivery)
+		}
+	}
+	*l = lock{}
+}
+
+// expire removes the expired messages of s that no live lock delivered.
+// Service Bus expires a message when a receiver would get it; a message
+// locked for delivery is not touched. In a session queue one expired message
+// expires every waiting message of the session (HOST-CONTRACT.md, "Expiry");
+// without sessions each message expires on its own.
+func (q *Queue) expire(s *session, now time.Time) bool {
+	waiting := func(m *Message) bool { return !s.lock.delivered[m.SequenceNumber] && s.locks[m.SequenceNumber] == nil }
+	expired := func(m *Message) bool { return waiting(m) && !m.ExpiresAt.IsZero() && !now.Before(m.ExpiresAt) }
+	hit := false
+	for _, m := range s.msgs {
+		hit = hit || expired(m)
+	}
+	if !hit {
+		return false
+	}
+	for i := 0; i < len(s.msgs); {
+		m := s.msgs[i]
+		if expired(m) || (q.props.RequiresSession && waiting(m)) {
+			q.expired++
+			if q.props.DeadLetteringOnMessageExpiration {
+				q.deadLetter(s, i, ReasonExpired)
+			} else {
+				s.msgs = append(s.msgs[:i], s.msgs[i+1:]...)
+			}
+			continue
+		}
+		i++
+	}
+	return true
+}
+
+func (q *Queue) deadLetter(s *session, i int, reason string) {
+	m := s.msgs[i]
+	m.DeadLetterReason = reason
+	q.dead = append(q.dead, m)
+	s.msgs = append(s.msgs[:i], s.msgs[i+1:]...)
+}
+
+// lockUntil: a lock taken now that is renewed for renewFor (< 0: without
+// end; 0: never renewed) lasts until the last renewal plus LockDuration.
+func (q *Queue) lockUntil(now time.Time, renewFor time.Duration) time.Time {
+	if renewFor < 0 {
+		return time.Time{}
+	}
+	return now.Add(renewFor + q.props.LockDuration)
+}
+
+// AcceptSession locks the available session whose first message is oldest,
+// waiting for one; nil when ctx ends. The lock is renewed for renewFor from
+// now (the SDK's renewal loop starts when it accepts the session; < 0 renews
+// without end, 0 not at all: batch dispatch), then lasts LockDuration.
+func (q *Queue) AcceptSession(ctx context.Context, renewFor time.Duration) *SessionLock {
+	for ctx.Err() == nil {
 		q.mu.Lock()
+		now := q.now()
+		q.sweep(now)
 		var best *session
 		for _, s := range q.sessions {
-			if !s.locked && len(s.msgs) > 0 && (best == nil || s.msgs[0].SequenceNumber < best.msgs[0].SequenceNumber) {
+			if s.lock.token == 0 && len(s.msgs) > 0 && (best == nil || s.msgs[0].SequenceNumber < best.msgs[0].SequenceNumber) {
 				best = s
 			}
 		}
 		ch := q.changed
 		if best != nil {
-			best.locked = true
+			q.tokens++
+			best.lock = lock{token: q.tokens, until: q.lockUntil(now, renewFor), delivered: map[int64]bool{}}
 			q.mu.Unlock()
-			return &SessionLock{q: q, s: best}
+			return &SessionLock{q: q, s: best, token: q.tokens}
 		}
 		q.mu.Unlock()
-		if !q.wait(ctx, ch, time.Second) {
-			return nil
-		}
+		q.wait(ctx, ch, pollEvery)
 	}
+	return nil
 }
 
-// SessionLock is a locked session: its messages are delivered one batch at a
-// time, in order.
+// SessionLock is a session as one receiver holds it: its messages are
+// delivered one batch at a time, in order, while the lock lasts.
 type SessionLock struct {
-	q *Queue
-	s *session
+	q     *Queue
+	s     *session
+	token int64
 }
 
 // SessionID is the locked session's id.
 func (l *SessionLock) SessionID() string { return l.s.id }
 
+// held reports, under q.mu, whether this receiver still holds the lock.
+func (l *SessionLock) held(now time.Time) bool {
+	return l.s.lock.token == l.token && l.s.lock.heldAt(now)
+}
+
 // Next delivers up to max messages from the head of the session, waiting up
-// to idle for one; none means the session is idle and should be released.
-func (l *SessionLock) Next(ctx context.Context, max int, idle time.Duration) []*Message {
+// to idle for one; none (and no error) means the session is idle and should
+// be released. ErrLockLost: the lock expired; the receiver must give it up.
+func (l *SessionLock) Next(ctx context.Context, max int, idle time.Duration) ([]*Message, error) {
 	deadline := time.Now().Add(idle)
-	for {
+	for ctx.Err() == nil {
 		l.q.mu.Lock()
+		now := l.q.now()
+		l.q.sweep(now)
+		if !l.held(now) {
+			l.q.mu.Unlock()
+			return nil, ErrLockLost
+		}
 		if n := min(max, len(l.s.msgs)); n > 0 {
 			out := make([]*Message, n)
 			for i, m := range l.s.msgs[:n] {
 				m.DeliveryCount++
+				l.s.lock.delivered[m.SequenceNumber] = true
 				c := *m
 				out[i] = &c
 			}
-			l.q.inFlight += n
 			l.q.mu.Unlock()
-			return out
+			return out, nil
 		}
 		ch := l.q.changed
 		l.q.mu.Unlock()
 		left := time.Until(deadline)
-		if left <= 0 || !l.q.wait(ctx, ch, left) {
-			return nil
+		if left <= 0 {
+			return nil, nil
 		}
+		l.q.wait(ctx, ch, min(left, pollEvery))
 	}
+	return nil, nil
 }
 
-// Settle completes (ok) or abandons the delivered messages, which are the
-// head of the session. An abandoned message that has used up its deliveries
-// moves to the dead-letter queue and the session moves on.
-func (l *SessionLock) Settle(msgs []*Message, ok bool) {
+// Settle completes (ok) or abandons the delivered messages. An abandoned
+// message that has used up its deliveries moves to the dead-letter queue and
+// the session moves on. ErrLockLost: the lock expired first, nothing was
+// settled (the SDK neither completes nor abandons then).
+func (l *SessionLock) Settle(msgs []*Message, ok bool) error {
 	l.q.mu.Lock()
 	defer l.q.mu.Unlock()
-	l.q.inFlight -= len(msgs)
+	now := l.q.now()
+	l.q.sweep(now)
+	if !l.held(now) {
+		return ErrLockLost
+	}
 	for _, d := range msgs {
-		i := indexOf(l.s.msgs, d.SequenceNumber)
-		if i < 0 {
-			continue
-		}
-		if !ok {
-			if l.s.msgs[i].DeliveryCount < l.q.props.MaxDeliveryCount {
-				continue // stays at the head: delivered again next
-			}
-			dead := l.s.msgs[i]
-			dead.DeadLetterReason = "MaxDeliveryCountExceeded"
-			l.q.dead = append(l.q.dead, dead)
-		}
-		l.s.msgs = append(l.s.msgs[:i], l.s.msgs[i+1:]...)
+		delete(l.s.lock.delivered, d.SequenceNumber)
+		l.q.settle(l.s, d.SequenceNumber, ok)
 	}
 	l.q.notify()
+	return nil
 }
 
-// Release unlocks the session.
+// settle completes or abandons one delivered message, under q.mu.
+func (q *Queue) settle(s *session, seq int64, ok bool) {
+	i := indexOf(s.msgs, seq)
+	switch {
+	case i < 0:
+	case ok:
+		s.msgs = append(s.msgs[:i], s.msgs[i+1:]...)
+	case s.msgs[i].DeliveryCount >= q.props.MaxDeliveryCount:
+		q.deadLetter(s, i, ReasonMaxDelivery)
+	} // else abandoned: it stays where it is and is delivered again next
+}
+
+// Release closes the session receiver: the lock is given up if still held.
 func (l *SessionLock) Release() {
 	l.q.mu.Lock()
 	defer l.q.mu.Unlock()
-	l.s.locked = false
-	if len(l.s.msgs) == 0 {
-		delete(l.q.sessions, l.s.id)
+	if l.s.lock.token == l.token {
+		l.q.release(l.s, &l.s.lock)
 	}
+	l.q.sweep(l.q.now())
 	l.q.notify()
 }
 
 // Receive locks the oldest message that is not locked (queues without
-// sessions); nil when ctx ends.
-func (q *Queue) Receive(ctx context.Context) (*Message, func(ok bool)) {
-	for {
+// sessions), renewing its lock for renewFor as AcceptSession does; nil when
+// ctx ends. settle completes (ok) or abandons it, or reports ErrLockLost.
+func (q *Queue) Receive(ctx context.Context, renewFor time.Duration) (m *Message, settle func(ok bool) error) {
+	for ctx.Err() == nil {
 		q.mu.Lock()
-		s := q.sessions[""]
-		if s != nil {
+		now := q.now()
+		q.sweep(now)
+		if s := q.sessions[""]; s != nil {
 			for _, m := range s.msgs {
-				if !s.busy[m.SequenceNumber] {
-					s.busy[m.SequenceNumber] = true
-					m.DeliveryCount++
-					q.inFlight++
-					c := *m
-					q.mu.Unlock()
-					return &c, func(ok bool) { q.settleOne(s, c.SequenceNumber, ok) }
+				if s.locks[m.SequenceNumber] != nil {
+					continue
 				}
+				q.tokens++
+				l := &lock{token: q.tokens, until: q.lockUntil(now, renewFor), delivered: map[int64]bool{m.SequenceNumber: true}}
+				s.locks[m.SequenceNumber] = l
+				m.DeliveryCount++
+				c := *m
+				q.mu.Unlock()
+				return &c, func(ok bool) error { return q.settleMessage(s, c.SequenceNumber, l.token, ok) }
 			}
 		}
 		ch := q.changed
 		q.mu.Unlock()
-		if !q.wait(ctx, ch, time.Second) {
-			return nil, nil
-		}
+		q.wait(ctx, ch, pollEvery)
 	}
+	return nil, nil
 }
 
-func (q *Queue) settleOne(s *session, seq int64, ok bool) {
+func (q *Queue) settleMessage(s *session, seq, token int64, ok bool) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.inFlight--
-	delete(s.busy, seq)
-	if i := indexOf(s.msgs, seq); i >= 0 {
-		if !ok && s.msgs[i].DeliveryCount < q.props.MaxDeliveryCount {
-			q.notify()
-			return
-		}
-		if !ok {
-			s.msgs[i].DeadLetterReason = "MaxDeliveryCountExceeded"
-			q.dead = append(q.dead, s.msgs[i])
-		}
-		s.msgs = append(s.msgs[:i], s.msgs[i+1:]...)
+	now := q.now()
+	q.sweep(now)
+	l := s.locks[seq]
+	if l == nil || l.token != token || !l.heldAt(now) {
+		return ErrLockLost
 	}
+	delete(s.locks, seq)
+	q.settle(s, seq, ok)
 	q.notify()
+	return nil
 }
 
 func indexOf(msgs []*Message, seq int64) int {
@@ -292,18 +447,21 @@ func (q *Queue) Sent() []Message {
 type QueueStats struct {
 	Name         string `json:"name"`
 	Active       int    `json:"active"`   // waiting or in flight
-	InFlight     int    `json:"inFlight"` // delivered, not yet settled
+	InFlight     int    `json:"inFlight"` // delivered under a lock that still holds, not yet settled
 	DeadLettered int    `json:"deadLettered"`
-	Sessions     int    `json:"sessions"`
+	Expired      int    `json:"expired"`  // messages that outlived their time to live
+	Sessions     int    `json:"sessions"` // sessions with messages
 }
 
 // Stats returns the queue's counts.
 func (q *Queue) Stats() QueueStats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	st := QueueStats{Name: q.Name, InFlight: q.inFlight, DeadLettered: len(q.dead)}
+	q.sweep(q.now())
+	st := QueueStats{Name: q.Name, DeadLettered: len(q.dead), Expired: q.expired}
 	for _, s := range q.sessions {
 		st.Active += len(s.msgs)
+		st.InFlight += len(s.lock.delivered) + len(s.locks)
 		if len(s.msgs) > 0 {
 			st.Sessions++
 		}
@@ -315,6 +473,7 @@ func (q *Queue) Stats() QueueStats {
 func (q *Queue) DeadLetters() []Message {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.sweep(q.now())
 	out := make([]Message, len(q.dead))
 	for i, m := range q.dead {
 		out[i] = *m

@@ -1,11 +1,14 @@
 package devhost_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +30,17 @@ func runFakeHandler(mode string) {
 		case "badjson":
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte("{not json"))
+		case "exit0": // a handler that ends "cleanly" while the host needs it
+			os.Exit(0)
+		case "crash":
+			os.Exit(2)
+		case "empty": // 200 with no body: the host never completes the call
+			w.Header().Set("Content-Type", "application/json")
+		case "null":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte("null"))
+		case "slow": // outlives functionTimeout
+			time.Sleep(time.Minute)
 		case "status":
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
@@ -48,27 +62,8 @@ func TestResponseValidation(t *testing.T) {
 		ok   bool
 	}{{"good", true}, {"text", false}, {"badjson", false}, {"status", false}} {
 		t.Run(tc.mode, func(t *testing.T) {
-			app := t.TempDir()
-			self, _ := os.Executable()
-			host := map[string]any{"version": "2.0", "customHandler": map[string]any{"description": map[string]any{
-				"defaultExecutablePath": self, "arguments": []string{"-test.run=^$"}}}}
-			fn := map[string]any{"bindings": []any{map[string]any{"type": "serviceBusTrigger", "direction": "in", "name": "message",
-				"queueName": "work", "connection": "ServiceBusConnection", "dataType": "string"}}}
-			writeJSON(t, filepath.Join(app, "host.json"), host)
-			writeJSON(t, filepath.Join(app, "Work", "function.json"), fn)
-			h, err := devhost.Start(devhost.Options{AppDir: app, Settings: map[string]string{fakeHandlerMode: tc.mode},
-				Queues: map[string]devhost.QueueProperties{"work": {MaxDeliveryCount: 3}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer h.Stop()
-			h.Queue("work").Send([]devhost.Message{{MessageID: "m-1", Body: []byte(`{"a":1}`)}})
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			if err := h.WaitIdle(ctx, 200*time.Millisecond); err != nil {
-				t.Fatal(err)
-			}
-			dead := h.Queue("work").DeadLetters()
+			h := fakeHost(t, tc.mode, "")
+			dead := drain(t, h)
 			if tc.ok && (len(dead) != 0 || h.Failures() != 0) {
 				t.Fatalf("a valid answer failed: %d dead letters, %d failures", len(dead), h.Failures())
 			}
@@ -77,6 +72,113 @@ func TestResponseValidation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fakeHost runs the emulation over this test binary as a handler in mode,
+// with one queue "work" (MaxDeliveryCount 3 unless given) holding one message.
+func fakeHost(t *testing.T, mode, functionTimeout string, maxDelivery ...int) *devhost.Host {
+	t.Helper()
+	app := t.TempDir()
+	self, _ := os.Executable()
+	host := map[string]any{"version": "2.0", "customHandler": map[string]any{"description": map[string]any{
+		"defaultExecutablePath": self, "arguments": []string{"-test.run=^$"}}}}
+	if functionTimeout != "" {
+		host["functionTimeout"] = functionTimeout
+	}
+	fn := map[string]any{"bindings": []any{map[string]any{"type": "serviceBusTrigger", "direction": "in", "name": "message",
+		"queueName": "work", "connection": "ServiceBusConnection", "dataType": "string"}}}
+	writeJSON(t, filepath.Join(app, "host.json"), host)
+	writeJSON(t, filepath.Join(app, "Work", "function.json"), fn)
+	var log bytes.Buffer
+	h, err := devhost.Start(devhost.Options{AppDir: app, Settings: map[string]string{fakeHandlerMode: mode},
+		Queues: map[string]devhost.QueueProperties{"work": {MaxDeliveryCount: append(maxDelivery, 3)[0]}}, Log: &lockedBuffer{b: &log}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		h.Stop()
+		if t.Failed() {
+			t.Logf("emulation log:\n%s", tail(log.String(), 4096))
+		}
+	})
+	h.Queue("work").Send([]devhost.Message{{MessageID: "m-1", Body: []byte(`{"a":1}`)}})
+	return h
+}
+
+// drain waits until the queue is idle and returns its dead letters.
+func drain(t *testing.T, h *devhost.Host) []devhost.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.WaitIdle(ctx, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	return h.Queue("work").DeadLetters()
+}
+
+// TestExitZeroIsNotRestarted: the host never restarts a handler that exits
+// 0; the instance has no handler, its invocations fail at once.
+func TestExitZeroIsNotRestarted(t *testing.T) {
+	h := fakeHost(t, "exit0", "")
+	dead := drain(t, h)
+	in := h.Instances()[0]
+	if in.Restarts() != 0 || in.Stopped() != "" || len(dead) != 1 || dead[0].DeliveryCount != 3 {
+		t.Fatalf("restarts %d, stopped %q, dead letters %+v; want no restart, the message dead-lettered after 3 deliveries",
+			in.Restarts(), in.Stopped(), dead)
+	}
+}
+
+// TestCrashBudget: the third handler error in a row stops the instance's
+// host (two restarts); its triggers stop, the message stays in the queue.
+func TestCrashBudget(t *testing.T) {
+	h := fakeHost(t, "crash", "", 100)
+	in := h.Instances()[0]
+	deadline := time.Now().Add(20 * time.Second)
+	for in.Stopped() == "" && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(in.Stopped(), "Exceeded http worker restart retry count") || in.Restarts() != 2 {
+		t.Fatalf("stopped %q after %d restarts; want the host stopped at the third crash", in.Stopped(), in.Restarts())
+	}
+	invocations := h.Invocations()
+	time.Sleep(300 * time.Millisecond)
+	st := h.Queue("work").Stats()
+	if h.Invocations() != invocations || st.Active != 1 || st.DeadLettered != 0 {
+		t.Fatalf("after the host stopped: %d more invocations, queue %+v; want its triggers stopped and the message waiting",
+			h.Invocations()-invocations, st)
+	}
+}
+
+// TestNoAnswerWaitsOutFunctionTimeout: a 2xx with an empty or null body,
+// like a call that never answers, fails only at functionTimeout (+ the 2 s
+// grace) and restarts the handler; timeout restarts do not count towards the
+// crash budget, so three in a row leave the host running.
+func TestNoAnswerWaitsOutFunctionTimeout(t *testing.T) {
+	for _, mode := range []string{"empty", "null", "slow"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			h := fakeHost(t, mode, "00:00:00.3")
+			dead := drain(t, h)
+			in := h.Instances()[0]
+			took := time.Since(start)
+			if len(dead) != 1 || in.Restarts() != 3 || in.Stopped() != "" || took < 3*2300*time.Millisecond {
+				t.Fatalf("after %s: dead letters %d, restarts %d, stopped %q; want 3 timeouts of 2.3 s, 3 restarts, the host running",
+					took, len(dead), in.Restarts(), in.Stopped())
+			}
+		})
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
 }
 
 func writeJSON(t *testing.T, path string, v any) {

@@ -1,0 +1,470 @@
+package devhost
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// The host's process rules for its custom handler (HOST-CONTRACT.md,
+// "Process and transport"; HttpFunctionInvocationDispatcher, WorkerProcess).
+const (
+	errorBudget       = 3                // ErrorEventsThreshold: the third error in a chain stops the host
+	errorWindow       = 30 * time.Minute // WorkerRestartErrorIntervalThresholdInMinutes; scaled by Options.TimeScale
+	readinessTimeout  = 30 * time.Second // the readiness probe's and the worker's initialization timeout
+	readinessInterval = 25 * time.Millisecond
+	// restartWait: how long an invocation waits for a restarting handler
+	// ((ErrorEventsThreshold+1) × initialization timeout, WorkerFunctionInvoker).
+	restartWait = (errorBudget + 1) * readinessTimeout
+	// timeoutGrace: after functionTimeout the host waits this long for the
+	// call before it kills the handler (TimeoutAttribute's GracePeriod).
+	timeoutGrace = 2 * time.Second
+)
+
+// Instance is one emulated host instance: one handler process, its
+// supervision, and its trigger listeners.
+type Instance struct {
+	ID   int
+	host *Host
+
+	ctx    context.Context // ends when the instance stops
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu          sync.Mutex
+	cmd         *exec.Cmd
+	handlerPort int
+	ready       bool          // the current handler process answers
+	gone        bool          // exited 0: the host does not restart it
+	changed     chan struct{} // closed and replaced whenever ready, gone or the port changes
+	exited      chan struct{} // closed when the current process ends
+	timedOut    bool          // the current process is being killed for a timeout (not counted)
+	errors      []time.Time   // handler errors counted towards the budget
+	stopped     string        // why the instance's host stopped; "" while it runs
+	restarts    atomic.Int64
+}
+
+func newInstance(h *Host, id int) *Instance {
+	in := &Instance{ID: id, host: h, changed: make(chan struct{})}
+	in.ctx, in.cancel = context.WithCancel(h.ctx)
+	return in
+}
+
+func (in *Instance) logf(format string, args ...any) {
+	in.host.log.Printf("instance %d: "+format, append([]any{in.ID}, args...)...)
+}
+
+// Restarts counts the handler restarts of this instance.
+func (in *Instance) Restarts() int64 { return in.restarts.Load() }
+
+// Stopped says why this instance's host stopped ("" while it runs).
+func (in *Instance) Stopped() string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.stopped
+}
+
+// KillHandler kills the handler process with SIGKILL, as a crash would; the
+// host counts it and restarts the handler (or stops at the third error).
+func (in *Instance) KillHandler() {
+	in.mu.Lock()
+	cmd := in.cmd
+	in.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Kill()
+	}
+}
+
+// start starts the handler and waits until it answers, then the triggers.
+func (in *Instance) start() error {
+	if err := in.startHandler(); err != nil {
+		in.cancel()
+		return err
+	}
+	in.wg.Add(1)
+	go in.supervise()
+	wait, cancel := context.WithTimeout(in.ctx, readinessTimeout)
+	defer cancel()
+	if _, err := in.readyPort(wait); err != nil {
+		in.stop()
+		return fmt.Errorf("instance %d: the handler did not answer GET / within %s", in.ID, readinessTimeout)
+	}
+	for _, f := range in.host.app.Functions {
+		if f.Trigger.Type == "serviceBusTrigger" {
+			in.listen(f)
+		}
+	}
+	in.logf("started (handler on 127.0.0.1:%d)", in.port())
+	return nil
+}
+
+func (in *Instance) port() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.handlerPort
+}
+
+// stop stops the triggers and kills the handler: the host disposes of the
+// process with Process.Kill (SIGKILL), never SIGTERM.
+func (in *Instance) stop() {
+	in.cancel()
+	in.KillHandler()
+	in.wg.Wait()
+}
+
+// startHandler starts the handler as the host does: the executable of
+// host.json in the app root, with the app settings and the FUNCTIONS_* variables.
+func (in *Instance) startHandler() error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	app := in.host.app
+	desc := app.Host.CustomHandler.Description
+	exe := desc.DefaultExecutablePath
+	if !filepath.IsAbs(exe) {
+		exe = filepath.Join(app.Dir, exe)
+	}
+	cmd := exec.Command(exe, desc.Arguments...)
+	cmd.Dir = app.Dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for k, v := range in.host.opts.Settings {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Env = append(cmd.Env,
+		"FUNCTIONS_CUSTOMHANDLER_PORT="+strconv.Itoa(port), "FUNCTIONS_HTTPWORKER_PORT="+strconv.Itoa(port),
+		"FUNCTIONS_CUSTOMHANDLER_WORKER_ID="+uuid.NewString(), "FUNCTIONS_APP_ROOT_PATH="+app.Dir,
+		"FUNCTIONS_WORKER_RUNTIME=custom")
+	cmd.Stdout = &consoleWriter{in: in, stderr: false}
+	cmd.Stderr = &consoleWriter{in: in, stderr: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start handler %s: %w", exe, err)
+	}
+	exited := make(chan struct{})
+	in.mu.Lock()
+	in.cmd, in.handlerPort, in.exited, in.timedOut = cmd, port, exited, false
+	in.setReady(false)
+	in.mu.Unlock()
+	go func() {
+		_ = cmd.Wait()
+		in.markDown(port)
+		close(exited)
+	}()
+	go in.probe(port, exited)
+	return nil
+}
+
+// setReady records whether the current handler answers; callers hold in.mu.
+func (in *Instance) setReady(ready bool) {
+	in.ready = ready
+	close(in.changed)
+	in.changed = make(chan struct{})
+}
+
+// markDown: the handler on port no longer answers (it died, or refused a
+// connection). Invocations wait for the restarted handler, as the host
+// routes them to the new worker once it is ready.
+func (in *Instance) markDown(port int) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.handlerPort == port && in.ready {
+		in.setReady(false)
+	}
+}
+
+var errNoHandler = errors.New("the instance has no handler: it exited with code 0 and the host does not restart it")
+var errHostStopped = errors.New("the instance's host stopped")
+
+// readyPort waits until the handler answers and returns its port.
+func (in *Instance) readyPort(ctx context.Context) (int, error) {
+	for {
+		in.mu.Lock()
+		ready, gone, port, changed := in.ready, in.gone, in.handlerPort, in.changed
+		in.mu.Unlock()
+		switch {
+		case gone:
+			return 0, errNoHandler
+		case ready:
+			return port, nil
+		}
+		select {
+		case <-ctx.Done():
+			if in.ctx.Err() != nil {
+				return 0, errHostStopped
+			}
+			return 0, ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// probe sends GET / every 25 ms until any response, as the host does; it
+// gives up (and kills the handler) after 30 s.
+func (in *Instance) probe(port int, exited chan struct{}) {
+	client := &http.Client{Timeout: time.Second}
+	for deadline := time.Now().Add(readinessTimeout); time.Now().Before(deadline); {
+		select {
+		case <-exited:
+			return
+		default:
+		}
+		if resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/", port)); err == nil {
+			resp.Body.Close()
+			in.mu.Lock()
+			if in.handlerPort == port && !in.ready {
+				in.setReady(true)
+			}
+			in.mu.Unlock()
+			return
+		}
+		time.Sleep(readinessInterval)
+	}
+	in.logf("handler not ready after %s: killing it", readinessTimeout)
+	in.KillHandler()
+}
+
+// supervise applies the host's rules whenever the handler ends: exit 0 is
+// never restarted; a crash (non-zero exit, killed) is counted and restarted,
+// and the third within 30 minutes stops the instance's host; a kill for a
+// timeout is restarted without counting.
+func (in *Instance) supervise() {
+	defer in.wg.Done()
+	for {
+		in.mu.Lock()
+		exited, cmd := in.exited, in.cmd
+		in.mu.Unlock()
+		select {
+		case <-in.ctx.Done():
+			<-exited
+			return
+		case <-exited:
+		}
+		if in.ctx.Err() != nil {
+			return
+		}
+		in.mu.Lock()
+		timedOut := in.timedOut
+		in.mu.Unlock()
+		code := cmd.ProcessState.ExitCode() // -1 when killed by a signal
+		switch {
+		case code == 0:
+			in.mu.Lock()
+			in.gone = true
+			in.setReady(false)
+			in.mu.Unlock()
+			in.logf("the handler exited with code 0: the host does not restart it (WorkerProcess.OnProcessExited); this instance has no handler now")
+			return
+		case !timedOut && in.countError():
+			in.mu.Lock()
+			in.stopped = fmt.Sprintf("Exceeded http worker restart retry count: %d handler errors within %s (the last: %s); the host shut down and its triggers stopped",
+				errorBudget, in.host.scale(errorWindow), cmd.ProcessState)
+			in.mu.Unlock()
+			in.logf("%s", in.Stopped())
+			in.cancel()
+			return
+		}
+		in.restarts.Add(1)
+		in.host.restarts.Add(1)
+		in.logf("handler ended (%s); restarting it", cmd.ProcessState)
+		for in.ctx.Err() == nil {
+			if err := in.startHandler(); err != nil {
+				in.logf("%v; retrying", err)
+				time.Sleep(time.Second)
+				continue
+			}
+			break
+		}
+	}
+}
+
+// countError records a handler error and reports whether the budget is
+// spent. As HttpFunctionInvocationDispatcher.AddOrUpdateErrorBucket does, the
+// count starts over when an error comes more than 30 minutes after the
+// previous one: the budget is for a chain of errors, not a sliding window.
+func (in *Instance) countError() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	now := time.Now()
+	if n := len(in.errors); n > 0 && now.Sub(in.errors[n-1]) > in.host.scale(errorWindow) {
+		in.errors = in.errors[:0]
+	}
+	in.errors = append(in.errors, now)
+	return len(in.errors) >= errorBudget
+}
+
+// killForTimeout restarts the handler after an invocation outlived
+// functionTimeout; such restarts are not counted as errors.
+func (in *Instance) killForTimeout(port int) {
+	in.mu.Lock()
+	cmd := in.cmd
+	mine := in.handlerPort == port
+	if mine {
+		// The dispatcher is restarting from now on: new invocations wait.
+		in.timedOut = true
+		if in.ready {
+			in.setReady(false)
+		}
+	}
+	in.mu.Unlock()
+	if mine && cmd != nil {
+		_ = cmd.Process.Kill()
+	}
+}
+
+// call POSTs an invocation to the handler and judges the answer as the host
+// does: 2xx, Content-Type application/json, a JSON object. The request is
+// sent without a deadline (the host's HttpClient waits functionTimeout + 1
+// min); the host stops waiting at functionTimeout and restarts the handler.
+// A 2xx with an empty or null body never completes: it waits out
+// functionTimeout too. Logs of a successful call go to Function.<Name>.User.
+func (in *Instance) call(ctx context.Context, function, path string, body []byte) (map[string]json.RawMessage, error) {
+	h := in.host
+	h.invocations.Add(1)
+	out, err := in.roundTrip(ctx, path, body)
+	if err != nil {
+		h.failures.Add(1)
+		return nil, err
+	}
+	var logs []string
+	_ = json.Unmarshal(out["Logs"], &logs)
+	for _, line := range logs {
+		in.trace(Trace{Category: CategoryUser(function), Level: LevelInformation, Message: line})
+	}
+	return out, nil
+}
+
+func (in *Instance) roundTrip(ctx context.Context, path string, body []byte) (map[string]json.RawMessage, error) {
+	timeout := in.host.app.FunctionTimeout
+	deadline := time.NewTimer(timeout + timeoutGrace)
+	defer deadline.Stop()
+	wait, cancel := context.WithTimeout(ctx, restartWait)
+	defer cancel()
+	port, err := in.readyPort(wait)
+	if err != nil {
+		return nil, fmt.Errorf("no handler to invoke: %w", err)
+	}
+	type answer struct {
+		status int
+		ctype  string
+		text   []byte
+		err    error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d%s", port, path), bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json; charset=utf-8")
+		req.Header.Set("X-Azure-Functions-InvocationId", uuid.NewString())
+		req.Header.Set("X-Azure-Functions-HostVersion", hostVersion)
+		req.Header.Set("User-Agent", "Azure-Functions-Host/"+hostVersion)
+		client := &http.Client{Timeout: timeout + time.Minute}
+		resp, err := client.Do(req)
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		text, err := io.ReadAll(resp.Body)
+		done <- answer{status: resp.StatusCode, ctype: resp.Header.Get("Content-Type"), text: text, err: err}
+	}()
+	var a answer
+	select {
+	case a = <-done:
+	case <-deadline.C:
+		in.logf("%s outlived functionTimeout (%s) and its %s grace: restarting the handler", path, timeout, timeoutGrace)
+		in.killForTimeout(port)
+		return nil, fmt.Errorf("timeout after %s", timeout)
+	}
+	if a.err != nil {
+		if errors.Is(a.err, syscall.ECONNREFUSED) {
+			in.markDown(port)
+			in.mu.Lock()
+			exited := in.exited
+			in.mu.Unlock()
+			go in.probe(port, exited) // ready again if it was only a hiccup
+		}
+		return nil, a.err
+	}
+	var out map[string]json.RawMessage
+	mt, _, _ := mime.ParseMediaType(a.ctype)
+	trimmed := bytes.TrimSpace(a.text)
+	switch {
+	case a.status < 200 || a.status > 299:
+		return nil, fmt.Errorf("status %d: %s", a.status, clip(a.text))
+	case len(trimmed) == 0 || string(trimmed) == "null":
+		// ReadAsAsync gives null and the invocation's result is never set.
+		in.logf("%s answered %d with an empty or null body: the host waits out functionTimeout (%s), then restarts the handler", path, a.status, timeout)
+		<-deadline.C
+		in.killForTimeout(port)
+		return nil, fmt.Errorf("status %d with an empty or null body: timed out after %s", a.status, timeout)
+	case mt != "application/json" && mt != "text/json":
+		return nil, fmt.Errorf("Content-Type %q is not application/json", a.ctype)
+	case json.Unmarshal(a.text, &out) != nil:
+		return nil, fmt.Errorf("the response is not a JSON object: %s", clip(a.text))
+	}
+	return out, nil
+}
+
+const hostVersion = "4.1036.1.23224"
+
+func clip(b []byte) string {
+	if len(b) > 300 {
+		return string(b[:300]) + "…"
+	}
+	return string(b)
+}
+
+// trace files a line with the app's telemetry and echoes it to the
+// emulation's log, marked with where it ends up.
+func (in *Instance) trace(t Trace) {
+	kept, first := in.host.telemetry.record(t)
+	mark := "→ AI"
+	if !kept {
+		mark = "dropped"
+	}
+	fmt.Fprintf(in.host.opts.Log, "%s i%d %s %s [%s]: %s\n", time.Now().Format("15:04:05.000000"), in.ID, mark, t.Category, t.Level, t.Message)
+	if first {
+		in.logf("host.json logging.logLevel drops %s lines at %s (minimum %s): Application Insights would not receive them",
+			t.Category, t.Level, in.host.app.Logs.Min(t.Category))
+	}
+}
+
+// consoleWriter turns the handler's output into console log lines, as the
+// host reads stdout and stderr.
+type consoleWriter struct {
+	in     *Instance
+	stderr bool
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func (w *consoleWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := strings.TrimRight(string(w.buf[:i]), "\r")
+		w.buf = w.buf[i+1:]
+		w.in.trace(Trace{Category: CategoryConsole, Level: consoleLevel(w.stderr, line), Message: line})
+	}
+}
