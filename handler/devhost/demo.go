@@ -292,4 +292,6 @@ func yesNo(b bool) string {
 }
 
 // CompareViews returns how got differs from want ("" if it does not).
-func CompareViews(got convoy.View, want convoytest.Expected) string { return convoytest.Compare(got, want) }
+func CompareViews(got convoy.View, want convoytest.Expected) string {
+	return convoytest.Compare(got, want)
+}

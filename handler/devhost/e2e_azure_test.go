@@ -272,4 +272,3 @@ func TestBatchModeLongSessionWithLockLoss(t *testing.T) {
 	e.checkFold(ctx, ledgers)
 	t.Logf("%d invocations, %d lock losses", e.host.Invocations(), e.host.LockLosses())
 }
-
