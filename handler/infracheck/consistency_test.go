@@ -254,6 +254,9 @@ func TestRolesAreLeastPrivilege(t *testing.T) {
 func TestHostJSON(t *testing.T) {
 	var h struct {
 		FunctionTimeout string `json:"functionTimeout"`
+		Logging         struct {
+			LogLevel map[string]string `json:"logLevel"`
+		} `json:"logging"`
 		ExtensionBundle struct {
 			ID, Version string
 		} `json:"extensionBundle"`
@@ -284,9 +287,18 @@ func TestHostJSON(t *testing.T) {
 		t.Errorf("serviceBus settings break per-session FIFO: %v", sb)
 	}
 	timeout, _ := time.ParseDuration(strings.Replace(strings.Replace(h.FunctionTimeout, ":", "h", 1), ":", "m", 1) + "s")
-	renewal, _ := time.ParseDuration(strings.Replace(strings.Replace(sb["maxAutoLockRenewalDuration"].(string), ":", "h", 1), ":", "m", 1) + "s")
-	if timeout <= settings.DefaultRetryBudget || timeout >= renewal {
-		t.Errorf("functionTimeout %s must exceed the retry budget (%s) and stay under maxAutoLockRenewalDuration (%s)", timeout, settings.DefaultRetryBudget, renewal)
+	if timeout <= settings.DefaultRetryBudget {
+		t.Errorf("functionTimeout %s must exceed the retry budget (%s)", timeout, settings.DefaultRetryBudget)
+	}
+	// The renewal budget runs from a session's acceptance, not per call: any
+	// finite value loses the lock of a session kept busy longer (a backlog).
+	if sb["maxAutoLockRenewalDuration"] != "-00:00:00.0010000" {
+		t.Errorf("maxAutoLockRenewalDuration %v: want Timeout.InfiniteTimeSpan (-00:00:00.0010000)", sb["maxAutoLockRenewalDuration"])
+	}
+	// The lines operators rely on: successful calls' Logs (Function.<Name>.User)
+	// at Information, stderr (Host.Function.Console) at Warning.
+	if lv := h.Logging.LogLevel; lv["Function"] != "Information" || lv["Host.Function.Console"] != "Warning" {
+		t.Errorf("logging.logLevel %v drops what operators rely on", lv)
 	}
 }
 
