@@ -62,13 +62,14 @@ demo: tools stage ## run the whole pipeline locally on the sample ledgers and ch
 
 .PHONY: devhost
 devhost: tools stage ## serve the app under the local host + Service Bus emulation until Ctrl-C
-	go run ./handler/devhost/cmd/convoy-devhost run -app dist
+	go run ./handler/devhost/cmd/convoy-devhost run -app dist -instances $(INSTANCES)
 
 .PHONY: bench
 bench: tools ## the benchmark suite: BENCH lines and a table, each figure against a baseline measured in the same run
 	go test -run '^$$' -bench . -benchtime 1x -timeout 20m ./handler/bench
 
 # Azure: ENV names the environment (resource group rg-$(ENV)); LOCATION must offer Flex Consumption.
+INSTANCES ?= 1
 ENV      ?= convoy-dev
 LOCATION ?= eastus2
 SB_SKU   ?= Standard

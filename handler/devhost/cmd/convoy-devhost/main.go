@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -32,6 +33,8 @@ func main() {
 	late := fs.String("late", "03-afternoon.json", "the demo ledger whose publisher stalls, so that the next ledger overtakes it")
 	logFile := fs.String("log", filepath.Join("dist", "devhost.log"), "where the emulation and the handler log")
 	port := fs.Int("port", 7071, "front end port (run)")
+	instances := fs.Int("instances", 1, "the most host instances target-based scale-out may start (run)")
+	scale := fs.Float64("time-scale", envFloat("DEVHOST_TIME_SCALE", 1), "multiplies lock durations, renewal, time to live and the crash window (run; env DEVHOST_TIME_SCALE)")
 	_ = fs.Parse(os.Args[2:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -41,7 +44,7 @@ func main() {
 	case "demo":
 		err = demo(ctx, *app, *ledgers, *queues, *late, *logFile)
 	case "run":
-		err = run(ctx, *app, *queues, *port)
+		err = run(ctx, *app, *queues, *port, *instances, *scale)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -66,7 +69,14 @@ func demo(ctx context.Context, app, ledgers, queues, late, logFile string) error
 	return nil
 }
 
-func run(ctx context.Context, app, queues string, port int) error {
+func envFloat(name string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func run(ctx context.Context, app, queues string, port, instances int, scale float64) error {
 	q, err := devhost.LoadQueueConfig(queues)
 	if err != nil {
 		return err
@@ -78,7 +88,7 @@ func run(ctx context.Context, app, queues string, port int) error {
 		}
 	}
 	defer az.Stop()
-	h, err := devhost.Start(devhost.Options{AppDir: app, Queues: q, Port: port, Log: os.Stderr, Settings: map[string]string{
+	h, err := devhost.Start(devhost.Options{AppDir: app, Queues: q, Port: port, Log: os.Stderr, MaxInstances: instances, TimeScale: scale, Settings: map[string]string{
 		"StateStorage": az.ConnectionString(), "AzureWebJobsStorage": az.ConnectionString(), "OrdersQueueName": "orders", "LedgersQueueName": "ledgers",
 	}})
 	if err != nil {

@@ -1,0 +1,76 @@
+package devhost
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Body-property injection as the host does it (HOST-CONTRACT.md; the host's
+// Utility.ApplyBindingData): expectations written from the contract's
+// examples, not from the encoder.
+func TestBodyPropertyInjection(t *testing.T) {
+	md := map[string]json.RawMessage{"SessionId": netString("o-1"), "MessageId": netString("m-1")}
+	body := `{"sessionId":"o-9","Count":5,"ratio":1.5,"ok":true,"when":"2024-04-06T15:30:00Z","list":[1,2],"gone":null,` +
+		`"transaction":{"orderId":"o-1"},"myTrigger":"x"}`
+	injectBodyProperties(md, []byte(body))
+	want := map[string]string{
+		"sessionId":   `"\"o-9\""`,                 // replaces SessionId, keeps the body's spelling
+		"Count":       `"\"5\""`,                   // numbers become strings, double-encoded
+		"ratio":       `"\"1.5\""`,                 //
+		"ok":          `"\"True\""`,                // .NET's bool.ToString()
+		"when":        `"\"04/06/2024 15:30:00\""`, // Json.NET reads it as a DateTime; invariant culture
+		"transaction": `{"orderId":"o-1"}`,         // objects stay objects
+		"MessageId":   string(netString("m-1")),    // untouched
+	}
+	for k, v := range want {
+		if string(md[k]) != v {
+			t.Errorf("Metadata[%s] = %s, want %s", k, md[k], v)
+		}
+	}
+	for _, absent := range []string{"SessionId", "list", "gone", "myTrigger"} {
+		if _, ok := md[absent]; ok {
+			t.Errorf("Metadata[%s] is present: %s", absent, md[absent])
+		}
+	}
+	before := len(md)
+	injectBodyProperties(md, []byte(`[{"SessionId":"x"}]`)) // not an object: nothing
+	injectBodyProperties(md, []byte(`not json`))
+	if len(md) != before {
+		t.Error("a body that is not a JSON object was injected")
+	}
+}
+
+// Batch values: JSON strings holding arrays; times without zone, full
+// precision, trailing zeros trimmed; the four action objects.
+func TestBatchEncoding(t *testing.T) {
+	at := time.Date(2025, 1, 15, 10, 20, 30, 120_000_000, time.UTC)
+	msgs := []*Message{
+		{MessageID: "a", SessionID: "s", SequenceNumber: 17, DeliveryCount: 1, EnqueuedTime: at, Body: []byte(`{"x":1}`)},
+		{MessageID: "b", SessionID: "s", SequenceNumber: 18, DeliveryCount: 2, EnqueuedTime: at.Add(time.Second - 120_000_000), Body: []byte(`{"x":2}`)},
+	}
+	f := Function{Name: "Fn", Trigger: Binding{Name: "message", IsSessionsEnabled: true, Cardinality: "many", DataType: "string"}}
+	var inv struct{ Data, Metadata map[string]json.RawMessage }
+	if err := json.Unmarshal(EncodeInvocation(f, msgs, at), &inv); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{
+		"EnqueuedTimeUtcArray": `"[\"2025-01-15T10:20:30.12\",\"2025-01-15T10:20:31\"]"`,
+		"SequenceNumberArray":  `"[17,18]"`,
+		"DeliveryCountArray":   `"[1,2]"`,
+		"MessageIdArray":       `"[\"a\",\"b\"]"`,
+	} {
+		if got := string(inv.Metadata[key]); got != want {
+			t.Errorf("%s = %s, want %s", key, got, want)
+		}
+	}
+	for _, key := range []string{"MessageActions", "SessionActions", "MessageSession", "MessageReceiver"} {
+		if v := strings.TrimSpace(string(inv.Metadata[key])); !strings.HasPrefix(v, "{") {
+			t.Errorf("%s = %s, want an object", key, v)
+		}
+	}
+	if got := string(inv.Data["message"]); got != `"[\"{\\\"x\\\":1}\",\"{\\\"x\\\":2}\"]"` {
+		t.Errorf("Data.message = %s", got)
+	}
+}
