@@ -11,7 +11,7 @@ import (
 // message": session lock lifetime, lock loss, expiry. Durations are short
 // so that the tests run in well under a second each.
 
-const lockFor = 60 * time.Millisecond
+const lockFor = 200 * time.Millisecond
 
 func sessionQueue(p QueueProperties) *Queue {
 	p.RequiresSession, p.LockDuration = true, lockFor
@@ -51,7 +51,7 @@ func next(t *testing.T, l *SessionLock) *Message {
 func TestSessionLockRenewalIsPerAcceptance(t *testing.T) {
 	q := sessionQueue(QueueProperties{})
 	send(q, "s", 3)
-	renew := 40 * time.Millisecond
+	renew := 150 * time.Millisecond
 	first := q.AcceptSession(ctx(t), renew)
 	for range 2 { // busy, call after call: renewal does not restart per call
 		m := next(t, first)
@@ -143,12 +143,12 @@ func TestLockLossUsesUpDeliveries(t *testing.T) {
 // locked for delivery does not expire.
 func TestExpiredMessageExpiresItsSession(t *testing.T) {
 	q := sessionQueue(QueueProperties{DeadLetteringOnMessageExpiration: true})
-	send(q, "held", 2, time.Hour, 10*time.Millisecond)
+	send(q, "held", 2, time.Hour, 100*time.Millisecond)
 	held := q.AcceptSession(ctx(t), -1)
 	first := next(t, held)
 	send(q, "doomed", 3, time.Hour, 10*time.Millisecond, time.Hour)
 	send(q, "fine", 2)
-	time.Sleep(30 * time.Millisecond)
+	time.Sleep(150 * time.Millisecond)
 	st := q.Stats()
 	// doomed's 3 messages, and held's second one (waiting, not locked for delivery).
 	if st.Expired != 4 || st.DeadLettered != 4 || st.InFlight != 1 {
