@@ -60,6 +60,9 @@ start: stage ## run the function app with Azure Functions Core Tools (`func star
 demo: tools stage ## run the whole pipeline locally on the sample ledgers and check every order
 	go run ./handler/devhost/cmd/convoy-devhost demo -app dist -ledgers testdata/ledgers
 
+# make devhost INSTANCES=3: target-based scale-out up to three host instances.
+INSTANCES ?= 1
+
 .PHONY: devhost
 devhost: tools stage ## serve the app under the local host + Service Bus emulation until Ctrl-C
 	go run ./handler/devhost/cmd/convoy-devhost run -app dist -instances $(INSTANCES)
@@ -69,7 +72,6 @@ bench: tools ## the benchmark suite: BENCH lines and a table, each figure agains
 	go test -run '^$$' -bench . -benchtime 1x -timeout 20m ./handler/bench
 
 # Azure: ENV names the environment (resource group rg-$(ENV)); LOCATION must offer Flex Consumption.
-INSTANCES ?= 1
 ENV      ?= convoy-dev
 LOCATION ?= eastus2
 SB_SKU   ?= Standard
