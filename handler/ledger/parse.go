@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/big"
 	"slices"
 	"strings"
 
@@ -38,11 +39,18 @@ type Entry struct {
 	Last bool
 }
 
+// DefaultStream is the stream of a ledger that names none.
+const DefaultStream = "default"
+
 // Ledger is a validated ledger document.
 type Ledger struct {
-	ID      string
+	ID string
+	// Stream orders ledgers: sent to the ledgers queue it is the message's
+	// SessionId, so the ledgers of one stream are de-batched one at a time,
+	// in the order they were sent. DefaultStream when the document has none.
+	Stream  string
 	Entries []Entry
-	Hash    string // sha256 of the canonical content: the idempotency check
+	Hash    string // of the canonical content (hashVersion): the idempotency check
 }
 
 // fields a transaction may have; any other is a validation error.
@@ -91,6 +99,16 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 				ledgerFaults = append(ledgerFaults, "ledgerId must be a string")
 			} else if why := convoy.CheckID(l.ID); why != "" {
 				ledgerFaults = append(ledgerFaults, "ledgerId "+why)
+			}
+		case "stream":
+			var raw json.RawMessage
+			if dec.Decode(&raw) != nil {
+				return nil, notObject
+			}
+			if json.Unmarshal(raw, &l.Stream) != nil {
+				ledgerFaults = append(ledgerFaults, "stream must be a string")
+			} else if why := CheckStream(l.Stream); why != "" {
+				ledgerFaults = append(ledgerFaults, "stream "+convoy.Quote(l.Stream)+" "+why)
 			}
 		case "transactions":
 			t, err := dec.Token()
@@ -146,6 +164,9 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 	}
 	if !seen["transactions"] {
 		ledgerFaults = append(ledgerFaults, "transactions must be an array")
+	}
+	if !seen["stream"] {
+		l.Stream = DefaultStream
 	}
 	if len(ledgerFaults) == 0 {
 		// Measured once the ledgerId is known: it is part of every message.
@@ -315,9 +336,37 @@ func parseEntry(i int, raw json.RawMessage) (Entry, []fault.Problem) {
 	return e, ps
 }
 
+// CheckStream returns why s is not a valid stream name ("" when it is): the
+// alphabet and length of every id (it becomes a SessionId).
+func CheckStream(s string) string { return convoy.CheckID(s) }
+
+// hashVersion prefixes the hash of canonicalHash. A record's hash without it
+// was written by an earlier version (legacyHash).
+const hashVersion = "v2:"
+
 // canonicalHash hashes the parsed content, so that whitespace, key order and
-// number spelling do not make the same ledger look different.
+// number spelling do not make the same ledger look different, in `data`
+// too; the stream is part of the content.
 func (l *Ledger) canonicalHash() string {
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	_ = enc.Encode(l.ID)
+	_ = enc.Encode(l.Stream)
+	var buf bytes.Buffer
+	for _, e := range l.Entries {
+		if len(e.Data) > 0 {
+			buf.Reset()
+			if err := canonicalJSON(json.NewDecoder(bytes.NewReader(e.Data)), &buf); err == nil {
+				e.Data = buf.Bytes()
+			}
+		}
+		_ = enc.Encode(e)
+	}
+	return hashVersion + hex.EncodeToString(h.Sum(nil))
+}
+
+// legacyHash is the hash earlier versions recorded: no stream, data as sent.
+func (l *Ledger) legacyHash() string {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
 	_ = enc.Encode(l.ID)
@@ -325,6 +374,113 @@ func (l *Ledger) canonicalHash() string {
 		_ = enc.Encode(e)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// SameContent tells whether a record's hash is this ledger's: the current
+// hash, or for a record written before streams existed (no version prefix)
+// the earlier hash of a ledger of the default stream.
+func (l *Ledger) SameContent(recorded string) bool {
+	if recorded == l.Hash {
+		return true
+	}
+	return !strings.HasPrefix(recorded, hashVersion) && l.Stream == DefaultStream && recorded == l.legacyHash()
+}
+
+// canonicalJSON writes the next JSON value of dec in a form that is the same
+// whatever the spelling of the value: object members sorted by key (stable:
+// a repeated key keeps its place among equals), numbers canonical, no space.
+func canonicalJSON(dec *json.Decoder, w *bytes.Buffer) error {
+	dec.UseNumber()
+	t, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch v := t.(type) {
+	case json.Delim:
+		switch v {
+		case '[':
+			w.WriteByte('[')
+			for i := 0; dec.More(); i++ {
+				if i > 0 {
+					w.WriteByte(',')
+				}
+				if err := canonicalJSON(dec, w); err != nil {
+					return err
+				}
+			}
+			w.WriteByte(']')
+		case '{':
+			type member struct {
+				key   string
+				value []byte
+			}
+			var members []member
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				var value bytes.Buffer
+				if err := canonicalJSON(dec, &value); err != nil {
+					return err
+				}
+				key, _ := k.(string)
+				members = append(members, member{key, value.Bytes()})
+			}
+			slices.SortStableFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
+			w.WriteByte('{')
+			for i, m := range members {
+				if i > 0 {
+					w.WriteByte(',')
+				}
+				k, _ := json.Marshal(m.key)
+				w.Write(k)
+				w.WriteByte(':')
+				w.Write(m.value)
+			}
+			w.WriteByte('}')
+		default:
+			return fmt.Errorf("unexpected %v", v)
+		}
+		_, err := dec.Token() // the closing delimiter
+		return err
+	case json.Number:
+		w.WriteString(canonicalNumber(string(v)))
+	default: // string, bool, nil
+		b, _ := json.Marshal(v)
+		w.Write(b)
+	}
+	return nil
+}
+
+// canonicalNumber spells a JSON number by its exact value: significant
+// digits and a power of ten ("1.50", "15e-1" and "0.0150E2" are all "15e-1"),
+// with no rounding and no cost proportional to the exponent's value.
+func canonicalNumber(s string) string {
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	mant, exp, _ := strings.Cut(strings.ToLower(s), "e")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := intPart + frac
+	e, ok := new(big.Int).SetString(strings.TrimPrefix(exp, "+"), 10)
+	if exp == "" {
+		e, ok = new(big.Int), true
+	}
+	if !ok {
+		return s // not a JSON number: json.Decoder never gives one
+	}
+	e.Sub(e, big.NewInt(int64(len(frac))))
+	digits = strings.TrimLeft(digits, "0")
+	if digits == "" {
+		return "0"
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	e.Add(e, big.NewInt(int64(len(digits)-len(trimmed))))
+	sign := ""
+	if neg {
+		sign = "-"
+	}
+	return sign + trimmed + "e" + e.String()
 }
 
 // Orders returns the distinct order ids, in order of first appearance.

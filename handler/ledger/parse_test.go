@@ -112,6 +112,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(contractExample))
 	f.Add([]byte(`{"ledgerId":"L","transactions":[{"orderId":"o","op":"AddTransaction","txId":"t","amount":-1,"data":{"k":null}}]}`))
 	f.Add([]byte(`{"ledgerId":"","transactions":[1,{},[],null,{"op":7}]}`))
+	f.Add([]byte(`{"ledgerId":"L","stream":"erp-eu","transactions":[{"orderId":"o","op":"DeleteOrder","data":{"b":1.50,"a":[1e2]}}]}`))
+	f.Add([]byte(`{"ledgerId":"L","stream":"erp/eu","transactions":[{"orderId":"o","op":"DeleteOrder"}]}`))
+	f.Add([]byte(`{"stream":"a b","ledgerId":"L","transactions":[{"orderId":"o","op":"DeleteOrder"}],"stream":7}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		l, err := ledger.Parse(doc, ledger.Limits{MaxTransactions: 1000})
 		if err == nil && !json.Valid(doc) {
@@ -130,6 +133,13 @@ func FuzzParse(f *testing.F) {
 		}
 		if len(l.Entries) == 0 || l.Hash == "" {
 			t.Fatalf("parsed an empty ledger: %+v", l)
+		}
+		// The stream becomes a SessionId: 1-100 characters of [A-Za-z0-9._-].
+		if n := len(l.Stream); n == 0 || n > 100 || strings.Trim(l.Stream, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "" {
+			t.Fatalf("accepted stream %q", l.Stream)
+		}
+		if !l.SameContent(l.Hash) {
+			t.Fatal("a ledger is not the same content as itself")
 		}
 		for i, e := range l.Entries {
 			if e.Amount != nil && (*e.Amount > 1e15 || *e.Amount < -1e15) {

@@ -34,24 +34,56 @@ type Record struct {
 	Error        string
 	Problems     []fault.Problem
 	UpdatedAt    time.Time
+	// ETag is the version of the stored record this one was read as or
+	// written as (set by the Store); SaveLedger replaces only that version.
+	ETag string
 }
 
-// Store keeps ledger records and per-order sequence counters.
+// Store keeps ledger records and per-order sequence counters. Records are
+// never written blindly: created only if absent, replaced only if unchanged
+// since read, so that no writer overwrites a record another is publishing.
 type Store interface {
 	// GetLedger returns the ledger's record, or nil if it has none.
 	GetLedger(ctx context.Context, id string) (*Record, error)
-	// CreateLedger stores a new record; ErrLedgerExists if one is there.
+	// CreateLedger stores a new record and sets r.ETag; ErrLedgerExists if
+	// one is there.
 	CreateLedger(ctx context.Context, r *Record) error
-	// SaveLedger replaces the record (progress, status).
+	// SaveLedger replaces the record (progress, status) if it is still the
+	// version r.ETag names, and sets r.ETag to the new one; ErrLedgerChanged
+	// if it was replaced (or removed) since.
 	SaveLedger(ctx context.Context, r *Record) error
-	// Allocate reserves count consecutive seqs of orderID for ledgerID and
-	// returns the first. Idempotent: the same ledger always gets the same
-	// numbers back; two ledgers never share one and leave no hole between them.
-	Allocate(ctx context.Context, ledgerID, orderID string, count int) (first int64, err error)
+	// Allocate reserves count consecutive seqs of orderID for the ledger
+	// ledgerID of content hash and returns the first. Idempotent: the same
+	// ledger always gets the same numbers back; two ledgers never share one
+	// and leave no hole between them. An allocation made for the same id
+	// with another count or hash is ErrAllocationMismatch (a Conflict).
+	Allocate(ctx context.Context, ledgerID, hash, orderID string, count int) (first int64, err error)
 }
 
 // ErrLedgerExists: CreateLedger found a record.
 var ErrLedgerExists = errors.New("ledger record exists")
+
+// ErrLedgerChanged: SaveLedger found another version of the record than
+// the one it was given (or none).
+var ErrLedgerChanged = errors.New("ledger record changed since it was read")
+
+// ErrAllocationMismatch: the seqs of an order were allocated to a ledger of
+// the same id but other content (count or hash). Wrapped in a fault.Conflict.
+var ErrAllocationMismatch = errors.New("seqs were allocated to this ledger id for other content")
+
+// AllocationMismatch is the error a Store returns for ErrAllocationMismatch.
+func AllocationMismatch(ledgerID, orderID string, count int, hash string, gotCount int, gotHash string) error {
+	return fault.Wrap(fault.Conflict, ErrAllocationMismatch, fmt.Sprintf(
+		"ledger %q: order %q holds an allocation of %d seq(s) for content %.16s…, not %d for %.16s…",
+		ledgerID, orderID, gotCount, gotHash, count, hash))
+}
+
+// SameAllocation tells whether an allocation row recorded (count, hash)
+// matches a request. A row written before rows held a hash has none: its
+// count must match.
+func SameAllocation(count int, hash string, gotCount int, gotHash string) bool {
+	return gotCount == count && (gotHash == "" || gotHash == hash)
+}
 
 // The order message and its transport port live in package convoy; these
 // names remain for callers written against package ledger.
@@ -137,7 +169,35 @@ func (p *Publisher) Publish(ctx context.Context, doc []byte) (Summary, error) {
 		return sum, err
 	}
 	rec.Status, rec.UpdatedAt = StatusPublished, p.opts.Now().UTC()
-	return sum, p.retry(ctx, func(ctx context.Context) error { return p.store.SaveLedger(ctx, rec) })
+	return sum, p.save(ctx, l, rec)
+}
+
+// save writes the record's progress over the version it last read or
+// wrote. If another delivery of the same ledger wrote it meanwhile (a lost
+// lock, an upload of a ledger also queued), their progress is merged (the
+// furthest checkpoint wins) and written again; if the record now holds other
+// content, publishing stops with a Conflict.
+func (p *Publisher) save(ctx context.Context, l *Ledger, rec *Record) error {
+	return p.retry(ctx, func(ctx context.Context) error {
+		for range 10 {
+			err := p.store.SaveLedger(ctx, rec)
+			if !errors.Is(err, ErrLedgerChanged) {
+				return err
+			}
+			fresh, err := p.store.GetLedger(ctx, l.ID)
+			if err != nil {
+				return err
+			}
+			if fresh == nil || fresh.Status == StatusRejected || !l.SameContent(fresh.Hash) {
+				return fault.Errorf(fault.Conflict, "ledger %q was replaced by other content while being published", l.ID)
+			}
+			rec.Sent, rec.ETag = max(rec.Sent, fresh.Sent), fresh.ETag
+			if fresh.Status == StatusPublished {
+				rec.Status = StatusPublished
+			}
+		}
+		return fault.Errorf(fault.Unavailable, "save ledger %q: too much contention", l.ID)
+	})
 }
 
 // RecordRejection stores that doc was rejected with err, so that a ledger
@@ -152,10 +212,19 @@ func (p *Publisher) RecordRejection(ctx context.Context, doc []byte, rejection e
 		if err != nil {
 			return err
 		}
-		if existing != nil && existing.Status != StatusRejected {
+		if existing == nil {
+			err = p.store.CreateLedger(ctx, rec)
+		} else if existing.Status == StatusRejected {
+			rec.ETag = existing.ETag
+			err = p.store.SaveLedger(ctx, rec)
+		} else {
 			return nil // a valid ledger with this id exists: leave it alone
 		}
-		return p.store.SaveLedger(ctx, rec)
+		if errors.Is(err, ErrLedgerExists) || errors.Is(err, ErrLedgerChanged) {
+			// Written meanwhile (perhaps a valid ledger now being published): look again.
+			return fault.Wrap(fault.Unavailable, err, "ledger "+id+" was written concurrently")
+		}
+		return err
 	})
 }
 
@@ -175,13 +244,16 @@ func (p *Publisher) begin(ctx context.Context, l *Ledger) (*Record, error) {
 			return nil, err
 		}
 	case rec.Status == StatusRejected:
-		// A corrected ledger may reuse the id of a rejected one.
+		// A corrected ledger may reuse the id of a rejected one, if the
+		// rejection is still what is recorded.
 		*rec = Record{ID: l.ID, Hash: l.Hash, Status: StatusPublishing, Transactions: len(l.Entries),
-			Orders: len(l.Orders()), UpdatedAt: p.opts.Now().UTC()}
-		if err := p.store.SaveLedger(ctx, rec); err != nil {
+			Orders: len(l.Orders()), UpdatedAt: p.opts.Now().UTC(), ETag: rec.ETag}
+		if err := p.store.SaveLedger(ctx, rec); errors.Is(err, ErrLedgerChanged) {
+			return nil, fault.Wrap(fault.Unavailable, err, "ledger "+l.ID+" was written concurrently")
+		} else if err != nil {
 			return nil, err
 		}
-	case rec.Hash != l.Hash:
+	case !l.SameContent(rec.Hash):
 		return nil, fault.Errorf(fault.Conflict, "ledger %q was already received with other content", l.ID)
 	}
 	return rec, nil
@@ -207,7 +279,7 @@ func (p *Publisher) allocate(ctx context.Context, l *Ledger) (plan, error) {
 	for k, id := range orders {
 		g.Go(func() error {
 			return p.retry(gctx, func(ctx context.Context) (err error) {
-				firsts[k], err = p.store.Allocate(ctx, l.ID, id, len(byOrder[id]))
+				firsts[k], err = p.store.Allocate(ctx, l.ID, l.Hash, id, len(byOrder[id]))
 				return err
 			})
 		})
@@ -240,10 +312,10 @@ func (p *Publisher) send(ctx context.Context, l *Ledger, pl plan, rec *Record) e
 			return fmt.Errorf("send ledger %q from message %d: %w", l.ID, next, err)
 		}
 		rec.Sent, rec.UpdatedAt = end, p.opts.Now().UTC()
-		if err := p.retry(ctx, func(ctx context.Context) error { return p.store.SaveLedger(ctx, rec) }); err != nil {
+		if err := p.save(ctx, l, rec); err != nil {
 			return err
 		}
-		next = end
+		next = max(end, rec.Sent)
 		if p.opts.Progress != nil {
 			p.opts.Progress(end, total)
 		}

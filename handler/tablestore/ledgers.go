@@ -17,11 +17,14 @@ import (
 //
 //	PK ledger:<ledgerId>  RK record           the ledger's record (status, hash, progress)
 //	PK order:<orderId>    RK counter          the last seq allocated to the order
-//	PK order:<orderId>    RK alloc:<ledgerId> the seqs a ledger was given: First, Count
+//	PK order:<orderId>    RK alloc:<ledgerId> the seqs a ledger was given: First, Count, Hash
 //
 // An allocation writes the counter (ETag-guarded) and its alloc row in one
 // entity-group transaction: two ledgers racing over an order cannot both
 // take the same numbers, and numbers are never taken without their record.
+// The alloc row holds the ledger's count and content hash: the numbers go
+// back only to the same content. Records are inserted (AddEntity) or
+// replaced under the ETag they were read with, never upserted.
 type Ledgers struct {
 	table *aztables.Client
 }
@@ -58,7 +61,7 @@ func (s *Ledgers) GetLedger(ctx context.Context, id string) (*ledger.Record, err
 	p := props(e.Properties)
 	r := &ledger.Record{ID: id, Hash: p.str("Hash"), Status: ledger.Status(p.str("Status")),
 		Transactions: int(p.int("Transactions")), Orders: int(p.int("Orders")), Sent: int(p.int("Sent")),
-		Error: p.str("Error"), UpdatedAt: p.time("UpdatedAt")}
+		Error: p.str("Error"), UpdatedAt: p.time("UpdatedAt"), ETag: string(resp.ETag)}
 	if s := p.str("Problems"); s != "" {
 		_ = json.Unmarshal([]byte(s), &r.Problems)
 	}
@@ -98,7 +101,13 @@ func (s *Ledgers) CreateLedger(ctx context.Context, r *ledger.Record) error {
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "encode ledger record")
 	}
-	err = withTable(ctx, s.table, func() error { _, err := s.table.AddEntity(ctx, data, nil); return err })
+	err = withTable(ctx, s.table, func() error {
+		resp, err := s.table.AddEntity(ctx, data, nil)
+		if err == nil {
+			r.ETag = string(resp.ETag)
+		}
+		return err
+	})
 	if tableCode(err) == aztables.EntityAlreadyExists {
 		return ledger.ErrLedgerExists
 	}
@@ -111,16 +120,28 @@ func (s *Ledgers) SaveLedger(ctx context.Context, r *ledger.Record) error {
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "encode ledger record")
 	}
-	err = withTable(ctx, s.table, func() error {
-		_, err := s.table.UpsertEntity(ctx, data, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
-		return err
-	})
-	return classifyOrNil(err, "save ledger "+r.ID)
+	if r.ETag == "" {
+		return fault.Errorf(fault.Internal, "save ledger %q: no ETag (a record is replaced only as it was read)", r.ID)
+	}
+	etag := azcore.ETag(r.ETag)
+	resp, err := s.table.UpdateEntity(ctx, data, &aztables.UpdateEntityOptions{UpdateMode: aztables.UpdateModeReplace, IfMatch: &etag})
+	switch tableCode(err) {
+	case "":
+		if err != nil {
+			return classify(err, "save ledger "+r.ID)
+		}
+		r.ETag = string(resp.ETag)
+		return nil
+	case aztables.UpdateConditionNotSatisfied, aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+		return ledger.ErrLedgerChanged
+	default:
+		return classify(err, "save ledger "+r.ID)
+	}
 }
 
 // Allocate implements ledger.Store: one query (counter and this ledger's
 // alloc row) and one transaction per attempt.
-func (s *Ledgers) Allocate(ctx context.Context, ledgerID, orderID string, count int) (int64, error) {
+func (s *Ledgers) Allocate(ctx context.Context, ledgerID, hash, orderID string, count int) (int64, error) {
 	pk := "order:" + orderID
 	allocKey := "alloc:" + ledgerID
 	filter := fmt.Sprintf("PartitionKey eq '%s' and (RowKey eq 'counter' or RowKey eq '%s')", escape(pk), escape(allocKey))
@@ -139,8 +160,11 @@ func (s *Ledgers) Allocate(ctx context.Context, ledgerID, orderID string, count 
 					return 0, fault.Wrap(fault.Internal, err, "decode seq counter")
 				}
 				p := props(e.Properties)
-				if e.RowKey == allocKey {
-					return p.int("First"), nil // this ledger was given its numbers before
+				if e.RowKey == allocKey { // this ledger was given its numbers before
+					if got, gotHash := int(p.int("Count")), p.str("Hash"); !ledger.SameAllocation(count, hash, got, gotHash) {
+						return 0, ledger.AllocationMismatch(ledgerID, orderID, count, hash, got, gotHash)
+					}
+					return p.int("First"), nil
 				}
 				tag := azcore.ETag(e.ETag)
 				last, etag = p.int("Last"), &tag
@@ -149,7 +173,7 @@ func (s *Ledgers) Allocate(ctx context.Context, ledgerID, orderID string, count 
 		counter, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: pk, RowKey: "counter"},
 			Properties: map[string]any{"Last": aztables.EDMInt64(last + int64(count))}})
 		alloc, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: pk, RowKey: allocKey},
-			Properties: map[string]any{"First": aztables.EDMInt64(last + 1), "Count": int32(count)}})
+			Properties: map[string]any{"First": aztables.EDMInt64(last + 1), "Count": int32(count), "Hash": hash}})
 		actions := []aztables.TransactionAction{{ActionType: aztables.TransactionTypeAdd, Entity: alloc}}
 		if etag == nil {
 			actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: counter})

@@ -77,8 +77,8 @@ func (f *flaky) CreateLedger(ctx context.Context, r *ledger.Record) error {
 func (f *flaky) SaveLedger(ctx context.Context, r *ledger.Record) error {
 	return f.step(func() error { return f.Store.SaveLedger(ctx, r) })
 }
-func (f *flaky) Allocate(ctx context.Context, l, o string, n int) (first int64, err error) {
-	err = f.step(func() (e error) { first, e = f.Store.Allocate(ctx, l, o, n); return e })
+func (f *flaky) Allocate(ctx context.Context, l, h, o string, n int) (first int64, err error) {
+	err = f.step(func() (e error) { first, e = f.Store.Allocate(ctx, l, h, o, n); return e })
 	return
 }
 func (f *flaky) NewBatch(ctx context.Context) (b ledger.Batch, err error) {

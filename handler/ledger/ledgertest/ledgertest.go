@@ -21,6 +21,76 @@ func Run(t *testing.T, s ledger.Store) {
 	t.Run("Records", func(t *testing.T) { testRecords(t, s, prefix+"-rec") })
 	t.Run("AllocateIsIdempotent", func(t *testing.T) { testAllocate(t, s, prefix+"-alloc") })
 	t.Run("RacingLedgersShareNoSeqAndLeaveNoHole", func(t *testing.T) { testRace(t, s, prefix+"-race") })
+	t.Run("RecordsAreNeverOverwrittenBlindly", func(t *testing.T) { testConditional(t, s, prefix+"-cond") })
+	t.Run("AllocationOfOtherContentIsAConflict", func(t *testing.T) { testAllocationMismatch(t, s, prefix+"-mis") })
+}
+
+// testConditional: a record is created only if absent and replaced only as
+// the version last read or written; a writer holding an older version gets
+// ErrLedgerChanged and the record keeps the newer content.
+func testConditional(t *testing.T, s ledger.Store, id string) {
+	ctx := context.Background()
+	rec := &ledger.Record{ID: id, Hash: "h", Status: ledger.StatusPublishing, Transactions: 4, Orders: 1,
+		UpdatedAt: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	if err := s.CreateLedger(ctx, rec); err != nil || rec.ETag == "" {
+		t.Fatalf("create: %v, ETag %q", err, rec.ETag)
+	}
+	a, err := s.GetLedger(ctx, id)
+	if err != nil || a.ETag != rec.ETag {
+		t.Fatalf("read back ETag %q, %v; want the created %q", a.ETag, err, rec.ETag)
+	}
+	b := *a
+	a.Sent = 2
+	if err := s.SaveLedger(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if a.ETag == b.ETag {
+		t.Fatal("a save did not change the ETag")
+	}
+	b.Sent, b.Status = 0, ledger.StatusRejected // a stale writer
+	if err := s.SaveLedger(ctx, &b); !errors.Is(err, ledger.ErrLedgerChanged) {
+		t.Fatalf("save over a stale version: %v, want ErrLedgerChanged", err)
+	}
+	a.Sent = 4
+	if err := s.SaveLedger(ctx, a); err != nil {
+		t.Fatalf("save with the current version: %v", err)
+	}
+	got, _ := s.GetLedger(ctx, id)
+	if got.Sent != 4 || got.Status != ledger.StatusPublishing {
+		t.Fatalf("record %+v, want the current writer's", got)
+	}
+	missing := &ledger.Record{ID: id + "-none", Hash: "h", Status: ledger.StatusRejected, ETag: a.ETag}
+	if err := s.SaveLedger(ctx, missing); !errors.Is(err, ledger.ErrLedgerChanged) {
+		t.Fatalf("save of a record that does not exist: %v, want ErrLedgerChanged", err)
+	}
+	if r, _ := s.GetLedger(ctx, missing.ID); r != nil {
+		t.Fatalf("a save created a record: %+v", r)
+	}
+}
+
+// testAllocationMismatch: the same ledger id asking again with another count
+// or content hash gets a Conflict, not the numbers of the other content.
+func testAllocationMismatch(t *testing.T, s ledger.Store, order string) {
+	ctx := context.Background()
+	first, err := s.Allocate(ctx, "L-m", "v2:aaa", order, 3)
+	if err != nil || first != 1 {
+		t.Fatalf("allocation: %d, %v", first, err)
+	}
+	if again, err := s.Allocate(ctx, "L-m", "v2:aaa", order, 3); err != nil || again != 1 {
+		t.Fatalf("the same again: %d, %v", again, err)
+	}
+	for _, c := range []struct {
+		hash  string
+		count int
+	}{{"v2:aaa", 4}, {"v2:bbb", 3}} {
+		_, err := s.Allocate(ctx, "L-m", c.hash, order, c.count)
+		if !errors.Is(err, ledger.ErrAllocationMismatch) || fault.CodeOf(err) != fault.Conflict {
+			t.Fatalf("allocation for %s with count %d: %v, want a conflict", c.hash, c.count, err)
+		}
+	}
+	if next, err := s.Allocate(ctx, "L-n", "v2:ccc", order, 1); err != nil || next != 4 {
+		t.Fatalf("a refused allocation took numbers: next ledger got %d, %v; want 4", next, err)
+	}
 }
 
 func testRecords(t *testing.T, s ledger.Store, id string) {
@@ -38,8 +108,8 @@ func testRecords(t *testing.T, s ledger.Store, id string) {
 	}
 	rec.Sent, rec.Status = 3, ledger.StatusRejected
 	rec.Error, rec.Problems = "the ledger is invalid", []fault.Problem{{Index: 2, Field: "amount", Reason: "is required"}}
-	if err := s.SaveLedger(ctx, rec); err != nil {
-		t.Fatal(err)
+	if err := s.SaveLedger(ctx, rec); err != nil || rec.ETag == "" {
+		t.Fatalf("save: %v (ETag %q)", err, rec.ETag)
 	}
 	got, err := s.GetLedger(ctx, id)
 	if err != nil || !reflect.DeepEqual(got, rec) {
@@ -49,19 +119,19 @@ func testRecords(t *testing.T, s ledger.Store, id string) {
 
 func testAllocate(t *testing.T, s ledger.Store, order string) {
 	ctx := context.Background()
-	first, err := s.Allocate(ctx, "L-a", order, 3)
+	first, err := s.Allocate(ctx, "L-a", "h-a", order, 3)
 	if err != nil || first != 1 {
 		t.Fatalf("first allocation: %d, %v; want 1", first, err)
 	}
-	second, err := s.Allocate(ctx, "L-b", order, 2)
+	second, err := s.Allocate(ctx, "L-b", "h-b", order, 2)
 	if err != nil || second != 4 {
 		t.Fatalf("second allocation: %d, %v; want 4", second, err)
 	}
-	again, err := s.Allocate(ctx, "L-a", order, 3)
+	again, err := s.Allocate(ctx, "L-a", "h-a", order, 3)
 	if err != nil || again != 1 {
 		t.Fatalf("the first ledger again: %d, %v; want its original 1", again, err)
 	}
-	third, err := s.Allocate(ctx, "L-c", order, 1)
+	third, err := s.Allocate(ctx, "L-c", "h-c", order, 1)
 	if err != nil || third != 6 {
 		t.Fatalf("third allocation: %d, %v; want 6", third, err)
 	}
@@ -83,7 +153,7 @@ func testRace(t *testing.T, s ledger.Store, prefix string) {
 			go func() {
 				defer wg.Done()
 				for o := range orders {
-					first, err := s.Allocate(ctx, fmt.Sprintf("L-%d", l), fmt.Sprintf("%s-o%d", prefix, o), l+1)
+					first, err := s.Allocate(ctx, fmt.Sprintf("L-%d", l), fmt.Sprintf("h-%d", l), fmt.Sprintf("%s-o%d", prefix, o), l+1)
 					if err != nil {
 						t.Errorf("ledger %d (try %d), order %d: %v", l, repeat, o, err)
 						return
