@@ -43,6 +43,9 @@ const usage = `usage:
                              send ledger files ("-" for stdin) to the ledgers queue,
                              or with --direct de-batch them onto the orders queue here
   convoy replay ORDERID...   re-send an order's dead-lettered messages in seq order
+  convoy replay --all [--max N]
+                             re-send every placeable dead letter, grouped by order, in
+                             seq order per order, N per round, with a progress line per round
 Settings come from the environment, then from local.settings.json (--settings).`
 
 func main() {
@@ -113,7 +116,7 @@ func serve() error {
 		return err
 	}
 	e := handler.New(handler.Deps{Processor: processor, Orders: store, Ledgers: publisher, Blocked: store,
-		Replay: replayer{c: c, queue: cfg.OrdersQueue}, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes})
+		Replay: replayer{c: c, queue: cfg.OrdersQueue, opts: replay.Options{MaxScan: cfg.ReplayScanLimit, Orders: store}}, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes})
 
 	// 127.0.0.1 only: the host always calls http://127.0.0.1:PORT.
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port)))
@@ -189,30 +192,92 @@ func publish(args []string) error {
 
 func replayOrders(args []string) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	return userCommand(fs, args, "order id", func() bool { return false },
+	all := fs.Bool("all", false, "replay every placeable dead letter of the orders queue instead of named orders")
+	max := fs.Int("max", replay.DefaultAllMax, "with --all: dead letters received per round (at most ReplayScanLimit)")
+	fs.String("settings", "local.settings.json", "file whose Values fill in settings missing from the environment")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *all {
+		if fs.NArg() > 0 {
+			return fmt.Errorf("replay --all takes no order ids")
+		}
+		return replayAll(fs, *max)
+	}
+	return userCommand(fs, nil, "order id", func() bool { return false },
 		func(ctx context.Context, cfg settings.Settings, c *clients, id string, out *json.Encoder) error {
-			rep, err := replayer{c: c, queue: cfg.OrdersQueue}.Replay(ctx, id)
+			rep, err := newReplayer(cfg, c).Replay(ctx, id)
 			_ = out.Encode(rep)
 			if err != nil {
 				return describe(id, err)
 			}
+			if rep.Incomplete != nil {
+				return fmt.Errorf("%s: incomplete: %s", id, rep.Incomplete.Reason)
+			}
 			return nil
-		})
+		}, fs.Args()...)
+}
+
+// replayAll runs replay.All round after round until done, with a progress
+// line per round on stderr and the last round's JSON on stdout. Dead letters
+// locked by another reader are waited for (a lock lasts the queue's lock
+// duration) up to lockWaits times in a row.
+func replayAll(fs *flag.FlagSet, max int) error {
+	const lockWaits, lockWait = 12, 10 * time.Second
+	return userCommand(fs, nil, "", func() bool { return false },
+		func(ctx context.Context, cfg settings.Settings, c *clients, _ string, out *json.Encoder) error {
+			r := newReplayer(cfg, c)
+			token, waits := "", 0
+			for {
+				p, err := r.ReplayAll(ctx, max, token)
+				if err != nil {
+					_ = out.Encode(p)
+					return describe("replay --all", err)
+				}
+				fmt.Fprintf(os.Stderr, "replay --all: round %d: %d dead letters received, %d re-sent (%d orders), %d duplicates completed, %d unplaceable left; %d re-sent in all\n",
+					p.Totals.Calls, p.Scanned, p.Replayed, p.Orders, p.Duplicates, p.Unplaceable, p.Totals.Replayed)
+				switch {
+				case p.Done:
+					return out.Encode(p)
+				case p.Incomplete != nil && p.Incomplete.LockedElsewhere() && waits < lockWaits:
+					waits++
+					fmt.Fprintf(os.Stderr, "replay --all: %s; waiting %s\n", p.Incomplete.Reason, lockWait)
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-time.After(lockWait):
+					}
+				case p.Incomplete != nil:
+					_ = out.Encode(p)
+					return fmt.Errorf("replay --all: incomplete: %s", p.Incomplete.Reason)
+				default:
+					waits = 0
+				}
+				token = p.Continuation
+			}
+		}, "")
 }
 
 // userCommand runs a command a user types: it parses the flags, reads the
 // settings (environment, then --settings), builds the clients, and calls
 // each with every argument, printing JSON results on stdout.
 func userCommand(fs *flag.FlagSet, args []string, what string, needStorage func() bool,
-	each func(ctx context.Context, cfg settings.Settings, c *clients, arg string, out *json.Encoder) error) error {
-	settingsFile := fs.String("settings", "local.settings.json", "file whose Values fill in settings missing from the environment")
-	if err := fs.Parse(args); err != nil {
-		return err
+	each func(ctx context.Context, cfg settings.Settings, c *clients, arg string, out *json.Encoder) error, parsed ...string) error {
+	settingsFile := fs.Lookup("settings")
+	if settingsFile == nil {
+		fs.String("settings", "local.settings.json", "file whose Values fill in settings missing from the environment")
+		settingsFile = fs.Lookup("settings")
 	}
-	if fs.NArg() == 0 {
+	if parsed == nil {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		parsed = fs.Args()
+	}
+	if len(parsed) == 0 {
 		return fmt.Errorf("%s: name at least one %s", fs.Name(), what)
 	}
-	lookup, err := withSettingsFile(*settingsFile)
+	lookup, err := withSettingsFile(settingsFile.Value.String())
 	if err != nil {
 		return err
 	}
@@ -228,7 +293,7 @@ func userCommand(fs *flag.FlagSet, args []string, what string, needStorage func(
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	out := json.NewEncoder(os.Stdout)
-	for _, arg := range fs.Args() {
+	for _, arg := range parsed {
 		if err := each(ctx, cfg, c, arg, out); err != nil {
 			return err
 		}
@@ -240,22 +305,51 @@ func userCommand(fs *flag.FlagSet, args []string, what string, needStorage func(
 type replayer struct {
 	c     *clients
 	queue string
+	opts  replay.Options
+}
+
+// newReplayer is the replayer of a user command: it reads the orders'
+// appliedSeq (to complete duplicates without re-sending them) when
+// StateStorage is set.
+func newReplayer(cfg settings.Settings, c *clients) replayer {
+	r := replayer{c: c, queue: cfg.OrdersQueue, opts: replay.Options{MaxScan: cfg.ReplayScanLimit}}
+	if c.tables != nil {
+		r.opts.Orders = tablestore.New(c.tables.NewClient(cfg.OrdersTable))
+	}
+	return r
+}
+
+// source opens a dead-letter source for one run; close releases it.
+func (r replayer) source() (src replay.Source, sender queueSender, close func(), err error) {
+	if sender, err = r.c.sender(r.queue); err != nil {
+		return nil, nil, nil, err
+	}
+	if r.c.local != "" {
+		return localbus.NewDeadLetters(r.c.local, r.queue), sender, func() {}, nil
+	}
+	dl, err := servicebus.NewDeadLetters(r.c.bus, r.queue)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return dl, sender, func() { _ = dl.Close(context.Background()) }, nil
 }
 
 func (r replayer) Replay(ctx context.Context, orderID string) (replay.Report, error) {
-	sender, err := r.c.sender(r.queue)
+	src, sender, close, err := r.source()
 	if err != nil {
-		return replay.Report{}, err
+		return replay.Report{OrderID: orderID, Replayed: []replay.Replayed{}}, err
 	}
-	if r.c.local != "" {
-		return replay.Order(ctx, localbus.NewDeadLetters(r.c.local, r.queue), sender, orderID)
-	}
-	src, err := servicebus.NewDeadLetters(r.c.bus, r.queue)
+	defer close()
+	return replay.Order(ctx, src, sender, orderID, r.opts)
+}
+
+func (r replayer) ReplayAll(ctx context.Context, max int, continuation string) (replay.Progress, error) {
+	src, sender, close, err := r.source()
 	if err != nil {
-		return replay.Report{}, err
+		return replay.Progress{}, err
 	}
-	defer src.Close(context.Background())
-	return replay.Order(ctx, src, sender, orderID)
+	defer close()
+	return replay.All(ctx, src, sender, replay.AllOptions{Options: r.opts, Max: max, Continuation: continuation})
 }
 
 // queueSender is what the program sends with: azservicebus in Azure, or the

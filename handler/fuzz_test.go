@@ -26,7 +26,7 @@ func FuzzInvocations(f *testing.F) {
 	}
 	f.Add(uint8(3), []byte(`{"Data":{"req":{"Method":"GET","Params":{"orderId":"o-1"}}}}`))
 	f.Add(uint8(6), []byte(`{"Data":{"req":{"Method":"POST","Query":{"seq":"-1"},"Params":{"orderId":"o-1"}}}}`))
-	routes := []string{"/OrderProcessor", "/LedgerIngest", "/LedgerUpload", "/OrderStatus", "/BlockedOrders", "/ReplayOrder", "/SkipGap"}
+	routes := []string{"/OrderProcessor", "/LedgerIngest", "/LedgerUpload", "/OrderStatus", "/BlockedOrders", "/ReplayOrder", "/SkipGap", "/ReplayDeadLetters"}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		route := routes[int(which)%len(routes)]
 		fx := newFixture(t)

@@ -25,6 +25,20 @@ type httpRequest struct {
 // an error mapped by statusOf.
 type httpFunc func(ctx context.Context, r httpRequest) (status int, body any, err error)
 
+// withHeaders is an httpFunc body that also sets response headers.
+type withHeaders struct {
+	Body    any
+	Headers map[string]string
+}
+
+// unwrapHeaders splits a body into what to encode and the headers to set.
+func unwrapHeaders(body any) (any, map[string]string) {
+	if h, ok := body.(withHeaders); ok {
+		return h.Body, h.Headers
+	}
+	return body, nil
+}
+
 // httpFunction registers fn twice: at POST /<name> for the host's envelope
 // (Data.req in, Outputs.res out) and at its /api route for request forwarding.
 func (s *server) httpFunction(e *echo.Echo, name, method, route string, fn httpFunc) {
@@ -42,6 +56,10 @@ func (s *server) httpFunction(e *echo.Echo, name, method, route string, fn httpF
 		status, body, err := fn(ec.Request().Context(), r)
 		if err != nil {
 			return err // handleError
+		}
+		body, headers := unwrapHeaders(body)
+		for k, v := range headers {
+			ec.Response().Header().Set(k, v)
 		}
 		return ec.JSON(status, body)
 	})
@@ -61,11 +79,15 @@ func (s *server) httpFunction(e *echo.Echo, name, method, route string, fn httpF
 		if err != nil {
 			status, body = errorResponse(err)
 		}
+		body, headers := unwrapHeaders(body)
 		text, err := json.Marshal(body)
 		if err != nil {
 			return nil, fault.Wrap(fault.Internal, err, "encode response")
 		}
 		res := invocation.HTTPResponse{StatusCode: status, Body: string(text), Headers: map[string]string{"Content-Type": "application/json"}}
+		for k, v := range headers {
+			res.Headers[k] = v
+		}
 		return map[string]any{"res": res}, nil
 	}))
 }

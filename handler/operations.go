@@ -2,7 +2,9 @@ package handler
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
@@ -10,10 +12,33 @@ import (
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
-// Replayer replays an order's dead-lettered messages (replay.Order with this
-// process's dead-letter source and sender).
+// Replayer replays dead-lettered order messages (replay.Order and
+// replay.All with this process's dead-letter source, sender and order store).
 type Replayer interface {
 	Replay(ctx context.Context, orderID string) (replay.Report, error)
+	// ReplayAll is one call of replay.All: max 0 is the default.
+	ReplayAll(ctx context.Context, max int, continuation string) (replay.Progress, error)
+}
+
+// retryAfterSeconds is the Retry-After of a replay that found dead letters
+// locked by another reader: about the orders queue's lock duration (1 minute
+// as deployed), after which locks that were not released expire.
+const retryAfterSeconds = 60
+
+// incompleteAnswer is the answer of a replay that could not see every dead
+// letter: the JSON error shape of CONTRACT.md ("error") with the report's
+// fields beside it. Locked by another reader: 503 with Retry-After (running
+// again later finishes the job); the scan limit reached: 409 (running again
+// the same way cannot: replay every dead letter, or raise ReplayScanLimit).
+func incompleteAnswer(inc *replay.Incomplete, report any) (int, any) {
+	body := map[string]any{}
+	raw, _ := json.Marshal(report)
+	_ = json.Unmarshal(raw, &body)
+	body["error"] = inc.Reason
+	if inc.LockedElsewhere() {
+		return http.StatusServiceUnavailable, withHeaders{Body: body, Headers: map[string]string{"Retry-After": strconv.Itoa(retryAfterSeconds)}}
+	}
+	return http.StatusConflict, body
 }
 
 // blockedOrders is BlockedOrders: GET /api/orders?blocked=true.
@@ -44,11 +69,71 @@ func (s *server) replayOrder(ctx context.Context, r httpRequest) (int, any, erro
 	}
 	rep, err := s.Replay.Replay(ctx, id)
 	s.Logger.Info("dead letters replayed by operator", "orderId", id, "replayed", len(rep.Replayed),
-		"unplaceable", len(rep.Unplaceable), "scanned", rep.Scanned, "error", err)
+		"duplicates", len(rep.Duplicates), "unplaceable", len(rep.Unplaceable), "scanned", rep.Scanned,
+		"incomplete", rep.Incomplete != nil, "error", err)
 	if err != nil {
 		return 0, nil, err
 	}
+	if rep.Incomplete != nil {
+		status, body := incompleteAnswer(rep.Incomplete, rep)
+		return status, body, nil
+	}
 	return http.StatusOK, rep, nil
+}
+
+// maxReplayAllParam bounds ReplayDeadLetters' max query parameter (the
+// replayer's scan limit may be lower).
+const maxReplayAllParam = 1_000_000
+
+// replayDeadLetters is ReplayDeadLetters: POST
+// /api/deadletters/replay[?max=N&continuation=T], one bounded call of
+// replay.All. 200 with "done": true when nothing placeable is left, 200 with
+// a continuation when more follows; 503 (Retry-After) or 409 when it could
+// not see everything (incompleteAnswer).
+func (s *server) replayDeadLetters(ctx context.Context, r httpRequest) (int, any, error) {
+	max, token, err := replayAllParams(r.Query)
+	if err != nil {
+		return 0, nil, err
+	}
+	p, err := s.Replay.ReplayAll(ctx, max, token)
+	s.Logger.Info("dead letters replayed by operator (all orders)", "scanned", p.Scanned, "replayed", p.Replayed,
+		"orders", p.Orders, "duplicates", p.Duplicates, "unplaceable", p.Unplaceable, "done", p.Done,
+		"totalReplayed", p.Totals.Replayed, "incomplete", p.Incomplete != nil, "error", err)
+	if err != nil {
+		return 0, nil, err
+	}
+	if p.Incomplete != nil {
+		status, body := incompleteAnswer(p.Incomplete, p)
+		return status, body, nil
+	}
+	return http.StatusOK, p, nil
+}
+
+// replayAllParams validates ReplayDeadLetters' query: max, an integer from 1
+// to maxReplayAllParam (default: the replayer's), and continuation, a token
+// of replay.All.
+func replayAllParams(q url.Values) (int, string, error) {
+	max := 0
+	if v := q.Get("max"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxReplayAllParam {
+			return 0, "", fault.Errorf(fault.Invalid, "max %q is not an integer from 1 to %d", cut(v), maxReplayAllParam)
+		}
+		max = n
+	}
+	token := q.Get("continuation")
+	if _, err := replay.ParseContinuation(token); err != nil {
+		return 0, "", err
+	}
+	return max, token, nil
+}
+
+// cut shortens quoted outside input in error messages.
+func cut(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }
 
 // SkipResult is SkipGap's answer.

@@ -28,6 +28,7 @@ const (
 	FnBlockedOrders  = "BlockedOrders"
 	FnReplayOrder    = "ReplayOrder"
 	FnSkipGap        = "SkipGap"
+	FnReplayAll      = "ReplayDeadLetters"
 )
 
 // OrderProcessor applies order messages (convoy.Processor).
@@ -91,6 +92,7 @@ func New(d Deps) *echo.Echo {
 	s.httpFunction(e, FnBlockedOrders, http.MethodGet, "/api/orders", s.blockedOrders)
 	s.httpFunction(e, FnReplayOrder, http.MethodPost, "/api/orders/:orderId/replay", s.replayOrder)
 	s.httpFunction(e, FnSkipGap, http.MethodPost, "/api/orders/:orderId/skip", s.skipGap)
+	s.httpFunction(e, FnReplayAll, http.MethodPost, "/api/deadletters/replay", s.replayDeadLetters)
 	return e
 }
 

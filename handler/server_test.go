@@ -44,6 +44,10 @@ func (f replayFunc) Replay(ctx context.Context, orderID string) (replay.Report, 
 	return f(ctx, orderID)
 }
 
+func (f replayFunc) ReplayAll(context.Context, int, string) (replay.Progress, error) {
+	return replay.Progress{Done: true}, nil
+}
+
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{store: memstore.New(), ledgers: memstore.NewLedgers(), sender: &ledgertest.Sender{}}
 	f.srv = handler.New(handler.Deps{

@@ -1,19 +1,29 @@
-// Package replay puts an order's dead-lettered messages back into their
-// place: it re-sends them to the orders queue in seq order, with their
-// original SessionId, seq and body and a new MessageId, and completes each
-// dead-lettered copy only after its re-send succeeded.
+// Package replay puts dead-lettered order messages back into their place:
+// it re-sends them to the orders queue with their original SessionId, seq
+// and body and a new MessageId, and completes each dead-lettered copy only
+// after its re-send succeeded. Order replays one order's dead letters in seq
+// order; All replays every placeable dead letter, grouped by order and in
+// seq order per order, a bounded amount per call.
+//
+// A dead-letter sub-queue is read with peek-lock: what one run receives is
+// locked and invisible to every other reader until it is completed,
+// abandoned or its lock expires. A run therefore never concludes "nothing
+// (more) to replay" from an empty receive alone: it peeks the sub-queue
+// (peeking sees locked messages and locks none) and reports every dead
+// letter it saw but could not receive (Incomplete).
 package replay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
 )
 
-// DeadLetter is a message of a dead-letter sub-queue, locked by Receive.
+// DeadLetter is a message of a dead-letter sub-queue, locked by Receive (or
+// only peeked: then Handle is nil and it cannot be settled).
 type DeadLetter struct {
 	SequenceNumber int64 // in the queue; a message dead-lettered again has a new one
 	MessageID      string
@@ -24,18 +34,53 @@ type DeadLetter struct {
 	Handle         any // the adapter's lock
 }
 
-// Source reads a dead-letter sub-queue with peek-lock.
+// Source reads a dead-letter sub-queue with peek-lock, as azservicebus's
+// receiver on SubQueueDeadLetter does.
 type Source interface {
-	// Receive locks up to max messages not yet received in this run; none
-	// when the sub-queue has no more.
+	// Receive locks up to max messages that no reader holds; none when
+	// there is none (or every one is locked).
 	Receive(ctx context.Context, max int) ([]DeadLetter, error)
+	// Peek returns up to max messages whose sequence number is at least
+	// from, in sequence-number order, locked or not, without locking them.
+	Peek(ctx context.Context, from int64, max int) ([]DeadLetter, error)
 	Complete(ctx context.Context, m DeadLetter) error
 	Abandon(ctx context.Context, m DeadLetter) error
 }
 
-// MaxScan bounds the dead letters one replay holds locked while it looks
-// for the order's messages.
-const MaxScan = 5000
+// OrderReader reads an order's state (convoy.Store).
+type OrderReader interface {
+	Load(ctx context.Context, orderID string) (*convoy.Order, error)
+}
+
+// DefaultMaxScan bounds the dead letters one run receives, and so holds
+// locked, while it looks for what to replay (setting ReplayScanLimit).
+const DefaultMaxScan = 5000
+
+// receiveBatch is how many dead letters one receive asks for; peekBatch how
+// many one peek asks for.
+const (
+	receiveBatch = 100
+	peekBatch    = 250
+)
+
+// Options tune a run; the zero value works.
+type Options struct {
+	// MaxScan bounds the dead letters a run receives (and holds locked);
+	// its closing peek reads at most 10 times as many. Default DefaultMaxScan.
+	MaxScan int
+	// Orders, when set, is read for each order's appliedSeq: a dead letter
+	// whose seq the order already applied is a duplicate, completed without
+	// being re-sent. Without it every placeable dead letter is re-sent (the
+	// processor then ignores the duplicates).
+	Orders OrderReader
+}
+
+func (o Options) maxScan() int {
+	if o.MaxScan <= 0 {
+		return DefaultMaxScan
+	}
+	return o.MaxScan
+}
 
 // Replayed is one message put back.
 type Replayed struct {
@@ -45,34 +90,64 @@ type Replayed struct {
 	Reason       string `json:"deadLetterReason,omitempty"`
 }
 
-// Report says what a replay did.
+// Duplicate is a dead letter whose seq its order had already applied: it was
+// completed without being re-sent.
+type Duplicate struct {
+	Seq       int64  `json:"seq"`
+	MessageID string `json:"messageId"`
+}
+
+// Incomplete says why a run could not see every dead letter it looked for.
+type Incomplete struct {
+	// ScanLimitReached: the run received ScanLimit dead letters and stopped.
+	ScanLimitReached bool `json:"scanLimitReached"`
+	ScanLimit        int  `json:"scanLimit"`
+	// NotReceived counts the dead letters (of the order, for Order) that the
+	// closing peek saw but this run did not receive: locked by another
+	// reader (another replay), beyond the scan limit, or dead-lettered while
+	// the run went on.
+	NotReceived int `json:"notReceived"`
+	// PeekCutShort: the closing peek stopped at its limit (10 × the scan
+	// limit) before the end of the sub-queue, so more may be unseen.
+	PeekCutShort bool   `json:"peekCutShort,omitempty"`
+	Reason       string `json:"reason"`
+}
+
+// LockedElsewhere reports whether running again later can finish the job:
+// the run did not stop at its scan limit, so what it missed was locked by
+// another reader or is new.
+func (i *Incomplete) LockedElsewhere() bool { return i != nil && !i.ScanLimitReached }
+
+// Report says what a replay of one order did.
 type Report struct {
 	OrderID  string     `json:"orderId"`
 	Replayed []Replayed `json:"replayed"`
-	// Unplaceable are the order's dead letters without a seq: they cannot be
-	// put back in order and stay dead-lettered (skip their gap instead).
+	// Duplicates are dead letters of the order whose seq it had applied
+	// already: completed, not re-sent.
+	Duplicates []Duplicate `json:"duplicates,omitempty"`
+	// Unplaceable are the order's dead letters that cannot be put back (no
+	// readable seq, or a seq past convoy.MaxParkAhead): they stay
+	// dead-lettered (skip their gap instead).
 	Unplaceable []string `json:"unplaceable,omitempty"`
 	Scanned     int      `json:"scanned"`
-}
-
-// ReplayID is the MessageId of a replayed copy. It is fixed per dead-lettered
-// copy, so a replay re-run after a crash is dropped by duplicate detection,
-// while a message dead-lettered again (a new sequence number) is replayed anew.
-func ReplayID(m DeadLetter) string {
-	return fmt.Sprintf("%s#replay-%d", m.MessageID, m.SequenceNumber)
+	// Incomplete is set when the run could not see all of the order's dead
+	// letters: "nothing replayed" then does not mean "nothing to replay".
+	Incomplete *Incomplete `json:"incomplete,omitempty"`
 }
 
 // Order replays the dead letters of orderID. Messages of other orders are
 // released untouched. On error, everything not yet replayed stays
 // dead-lettered, and the report says what was.
-func Order(ctx context.Context, src Source, sender convoy.Sender, orderID string) (Report, error) {
+func Order(ctx context.Context, src Source, sender convoy.Sender, orderID string, opts Options) (Report, error) {
 	rep := Report{OrderID: orderID, Replayed: []Replayed{}}
-	var mine, others []DeadLetter
-	defer func() { release(ctx, src, others) }()
-	for rep.Scanned < MaxScan {
-		batch, err := src.Receive(ctx, min(100, MaxScan-rep.Scanned))
+	limit := opts.maxScan()
+	var mine, held []DeadLetter
+	defer func() { release(ctx, src, held) }()
+	received := map[int64]bool{}
+	for rep.Scanned < limit {
+		batch, err := src.Receive(ctx, min(receiveBatch, limit-rep.Scanned))
 		if err != nil {
-			release(ctx, src, mine)
+			held = append(held, mine...)
 			return rep, fmt.Errorf("read dead letters: %w", err)
 		}
 		if len(batch) == 0 {
@@ -80,32 +155,58 @@ func Order(ctx context.Context, src Source, sender convoy.Sender, orderID string
 		}
 		rep.Scanned += len(batch)
 		for _, m := range batch {
+			received[m.SequenceNumber] = true
 			if m.SessionID == orderID {
 				mine = append(mine, m)
 			} else {
-				others = append(others, m)
+				held = append(held, m)
 			}
 		}
 	}
-	type placed struct {
-		m   DeadLetter
-		msg convoy.OrderMessage
+	unseen, cut, err := notReceived(ctx, src, received, peekLimit(limit), func(m DeadLetter) bool { return m.SessionID == orderID })
+	if err != nil {
+		held = append(held, mine...)
+		return rep, err
 	}
-	var todo []placed
-	for _, m := range mine {
-		msg, err := orderMessage(m)
-		if err != nil {
-			rep.Unplaceable = append(rep.Unplaceable, m.MessageID)
-			others = append(others, m)
-			continue
+	if reached := rep.Scanned >= limit; unseen > 0 || cut {
+		rep.Incomplete = &Incomplete{ScanLimitReached: reached, ScanLimit: limit, NotReceived: unseen, PeekCutShort: cut}
+		switch {
+		case reached:
+			rep.Incomplete.Reason = fmt.Sprintf("the scan stopped at its limit of %d dead letters and %d of this order's lie beyond it (more may, past what a peek reads): replay every dead letter instead (POST /api/deadletters/replay or convoy replay --all), or raise ReplayScanLimit", limit, unseen)
+		case unseen > 0:
+			rep.Incomplete.Reason = fmt.Sprintf("%d of this order's dead letters are locked by another reader (another replay): run again once it is done or its locks expire", unseen)
+		default:
+			rep.Incomplete.Reason = fmt.Sprintf("the dead-letter queue holds more than %d messages this run did not receive, some of this order's may be among them (locked by another reader): run again later", peekLimit(limit))
 		}
-		todo = append(todo, placed{m, msg})
 	}
-	slices.SortStableFunc(todo, func(a, b placed) int { return int(a.msg.Seq - b.msg.Seq) })
+
+	state := newAppliedSeqs(opts.Orders)
+	var todo []placed
+	for i, m := range mine {
+		p, k, err := classify(ctx, state, m)
+		if err != nil {
+			held = append(held, mine[i:]...)
+			return rep, err
+		}
+		switch k {
+		case unplaceable:
+			rep.Unplaceable = append(rep.Unplaceable, m.MessageID)
+			held = append(held, m)
+		case duplicate:
+			if err := src.Complete(ctx, m); err != nil {
+				held = append(held, mine[i+1:]...)
+				return rep, fmt.Errorf("complete duplicate dead letter %s: %w", m.MessageID, err)
+			}
+			rep.Duplicates = append(rep.Duplicates, Duplicate{Seq: p.msg.Seq, MessageID: m.MessageID})
+		default:
+			todo = append(todo, p)
+		}
+	}
+	slices.SortStableFunc(todo, func(a, b placed) int { return compareSeq(a.msg.Seq, b.msg.Seq) })
 	for i, p := range todo {
 		if err := send(ctx, sender, p.msg); err != nil {
 			for _, rest := range todo[i:] {
-				others = append(others, rest.m)
+				held = append(held, rest.m)
 			}
 			return rep, fmt.Errorf("re-send seq %d of order %q: %w", p.msg.Seq, orderID, err)
 		}
@@ -113,13 +214,115 @@ func Order(ctx context.Context, src Source, sender convoy.Sender, orderID string
 			// Re-sent but still dead-lettered: a later replay re-sends it under
 			// the same MessageId (dropped as a duplicate) and completes it.
 			for _, rest := range todo[i:] {
-				others = append(others, rest.m)
+				held = append(held, rest.m)
 			}
 			return rep, fmt.Errorf("complete the dead-lettered copy of seq %d: %w", p.msg.Seq, err)
 		}
 		rep.Replayed = append(rep.Replayed, Replayed{Seq: p.msg.Seq, MessageID: p.m.MessageID, NewMessageID: p.msg.MessageID, Reason: p.m.Reason})
 	}
 	return rep, nil
+}
+
+// peekLimit bounds the closing peek of a run whose scan limit is limit:
+// peeking locks nothing and reads a page per round trip.
+func peekLimit(limit int) int { return 10 * limit }
+
+// notReceived peeks the whole sub-queue (up to limit messages) and counts
+// the messages matching want that the run did not receive; cut reports that
+// the peek stopped at limit before the end.
+func notReceived(ctx context.Context, src Source, received map[int64]bool, limit int, want func(DeadLetter) bool) (n int, cut bool, err error) {
+	var from int64
+	for peeked := 0; ; {
+		if peeked >= limit {
+			return n, true, nil
+		}
+		batch, err := src.Peek(ctx, from, min(peekBatch, limit-peeked))
+		if err != nil {
+			return n, false, fmt.Errorf("peek dead letters: %w", err)
+		}
+		if len(batch) == 0 {
+			return n, false, nil
+		}
+		peeked += len(batch)
+		for _, m := range batch {
+			if !received[m.SequenceNumber] && want(m) {
+				n++
+			}
+			from = max(from, m.SequenceNumber+1)
+		}
+	}
+}
+
+type kind int
+
+const (
+	placeable kind = iota
+	duplicate
+	unplaceable
+)
+
+type placed struct {
+	m   DeadLetter
+	msg convoy.OrderMessage
+}
+
+// classify decides what to do with a dead letter: placeable (its order can
+// take it: a readable seq above the order's appliedSeq and within
+// convoy.MaxParkAhead of it), duplicate (seq at or below appliedSeq) or
+// unplaceable (no order id, no readable seq, or too far ahead).
+func classify(ctx context.Context, state *appliedSeqs, m DeadLetter) (placed, kind, error) {
+	msg, ok := orderMessage(m)
+	if !ok {
+		return placed{m: m}, unplaceable, nil
+	}
+	applied, err := state.get(ctx, m.SessionID)
+	if err != nil {
+		return placed{}, 0, err
+	}
+	p := placed{m: m, msg: msg}
+	switch {
+	case msg.Seq <= applied:
+		return p, duplicate, nil
+	case msg.Seq > applied+convoy.MaxParkAhead:
+		return p, unplaceable, nil
+	}
+	return p, placeable, nil
+}
+
+// appliedSeqs caches each order's appliedSeq for one run. An order's
+// appliedSeq only grows, so a cached value can only under-count duplicates.
+type appliedSeqs struct {
+	orders OrderReader
+	seen   map[string]int64
+}
+
+func newAppliedSeqs(r OrderReader) *appliedSeqs {
+	return &appliedSeqs{orders: r, seen: map[string]int64{}}
+}
+
+func (a *appliedSeqs) get(ctx context.Context, orderID string) (int64, error) {
+	if a.orders == nil {
+		return 0, nil
+	}
+	if v, ok := a.seen[orderID]; ok {
+		return v, nil
+	}
+	o, err := a.orders.Load(ctx, orderID)
+	if err != nil {
+		return 0, fmt.Errorf("read order %q: %w", orderID, err)
+	}
+	a.seen[orderID] = o.AppliedSeq
+	return o.AppliedSeq, nil
+}
+
+func compareSeq(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 func send(ctx context.Context, sender convoy.Sender, m convoy.OrderMessage) error {
@@ -139,13 +342,19 @@ func release(ctx context.Context, src Source, msgs []DeadLetter) {
 	}
 }
 
-// orderMessage rebuilds the order message from a dead letter.
-func orderMessage(m DeadLetter) (convoy.OrderMessage, error) {
+// orderMessage rebuilds the order message from a dead letter; false when it
+// has no order id or no readable seq.
+func orderMessage(m DeadLetter) (convoy.OrderMessage, bool) {
 	seq, ok := convoy.IntProperty(m.Properties[convoy.PropSeq])
-	if !ok || seq < 1 {
-		return convoy.OrderMessage{}, errors.New("no seq")
+	if !ok || seq < 1 || m.SessionID == "" {
+		return convoy.OrderMessage{}, false
 	}
 	ledgerID, _ := m.Properties[convoy.PropLedgerID].(string)
 	last, _ := m.Properties[convoy.PropLast].(bool)
-	return convoy.OrderMessage{SessionID: m.SessionID, MessageID: ReplayID(m), LedgerID: ledgerID, Seq: seq, Last: last, Body: m.Body}, nil
+	return convoy.OrderMessage{SessionID: m.SessionID, MessageID: ReplayID(m), LedgerID: ledgerID, Seq: seq, Last: last, Body: m.Body}, true
+}
+
+// errInvalid builds a fault for bad outside input.
+func errInvalid(format string, args ...any) error {
+	return fault.Errorf(fault.Invalid, format, args...)
 }

@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
+	"strings"
+	"sync"
 	"testing"
+	"unicode/utf8"
 
+	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
@@ -14,40 +19,103 @@ import (
 )
 
 // fakeDLQ is a dead-letter sub-queue with peek-lock and injected failures.
+// Locks are per run: a message locked by one run is invisible to the others
+// (as with real receivers), and only the run holding it can settle it.
 type fakeDLQ struct {
+	mu           sync.Mutex
 	msgs         map[int64]replay.DeadLetter // by sequence number
-	locked       map[int64]bool
+	locked       map[int64]*run              // by sequence number: the run holding it
 	failComplete func(replay.DeadLetter) bool
 	completed    []int64
+	def          *run // the reader the fakeDLQ's own methods use
+}
+
+// run is one reader of a fakeDLQ; beforePeek, if set, is called once before
+// the run's first peek (to hold it there while another run goes).
+type run struct {
+	q          *fakeDLQ
+	beforePeek func()
+	peeked     bool
 }
 
 func newDLQ(msgs ...replay.DeadLetter) *fakeDLQ {
-	q := &fakeDLQ{msgs: map[int64]replay.DeadLetter{}, locked: map[int64]bool{}}
+	q := &fakeDLQ{msgs: map[int64]replay.DeadLetter{}, locked: map[int64]*run{}}
+	q.def = q.reader()
 	for _, m := range msgs {
 		q.msgs[m.SequenceNumber] = m
 	}
 	return q
 }
 
-func (q *fakeDLQ) Receive(_ context.Context, max int) ([]replay.DeadLetter, error) {
+// reader returns a new reader; the fakeDLQ itself is a reader of its own.
+func (q *fakeDLQ) reader() *run { return &run{q: q} }
+
+func (q *fakeDLQ) Receive(ctx context.Context, max int) ([]replay.DeadLetter, error) {
+	return q.self().Receive(ctx, max)
+}
+func (q *fakeDLQ) Peek(ctx context.Context, from int64, max int) ([]replay.DeadLetter, error) {
+	return q.self().Peek(ctx, from, max)
+}
+func (q *fakeDLQ) Complete(ctx context.Context, m replay.DeadLetter) error {
+	return q.self().Complete(ctx, m)
+}
+func (q *fakeDLQ) Abandon(ctx context.Context, m replay.DeadLetter) error {
+	return q.self().Abandon(ctx, m)
+}
+
+func (q *fakeDLQ) self() *run { return q.def }
+
+func (q *fakeDLQ) sorted() []int64 {
 	var seqs []int64
 	for s := range q.msgs {
-		if !q.locked[s] {
-			seqs = append(seqs, s)
-		}
+		seqs = append(seqs, s)
 	}
 	sort.Slice(seqs, func(a, b int) bool { return seqs[a] < seqs[b] })
+	return seqs
+}
+
+func (r *run) Receive(_ context.Context, max int) ([]replay.DeadLetter, error) {
+	q := r.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	var out []replay.DeadLetter
-	for _, s := range seqs[:min(max, len(seqs))] {
-		q.locked[s] = true
-		out = append(out, q.msgs[s])
+	for _, s := range q.sorted() {
+		if len(out) == max {
+			break
+		}
+		if q.locked[s] == nil {
+			q.locked[s] = r
+			m := q.msgs[s]
+			m.Handle = r
+			out = append(out, m)
+		}
 	}
 	return out, nil
 }
 
-func (q *fakeDLQ) Complete(_ context.Context, m replay.DeadLetter) error {
-	if !q.locked[m.SequenceNumber] {
-		return errors.New("not locked")
+func (r *run) Peek(_ context.Context, from int64, max int) ([]replay.DeadLetter, error) {
+	if !r.peeked && r.beforePeek != nil {
+		r.beforePeek()
+	}
+	r.peeked = true
+	q := r.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []replay.DeadLetter
+	for _, s := range q.sorted() {
+		if s >= from && len(out) < max {
+			out = append(out, q.msgs[s])
+		}
+	}
+	return out, nil
+}
+
+func (r *run) Complete(_ context.Context, m replay.DeadLetter) error {
+	q := r.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.locked[m.SequenceNumber] != r {
+		return errors.New("lock lost")
 	}
 	if q.failComplete != nil && q.failComplete(m) {
 		return fault.Errorf(fault.Unavailable, "lock lost")
@@ -58,9 +126,12 @@ func (q *fakeDLQ) Complete(_ context.Context, m replay.DeadLetter) error {
 	return nil
 }
 
-func (q *fakeDLQ) Abandon(_ context.Context, m replay.DeadLetter) error {
-	if !q.locked[m.SequenceNumber] {
-		return errors.New("not locked")
+func (r *run) Abandon(_ context.Context, m replay.DeadLetter) error {
+	q := r.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.locked[m.SequenceNumber] != r {
+		return errors.New("lock lost")
 	}
 	delete(q.locked, m.SequenceNumber)
 	return nil
@@ -68,6 +139,8 @@ func (q *fakeDLQ) Abandon(_ context.Context, m replay.DeadLetter) error {
 
 func (q *fakeDLQ) endRun(t *testing.T) {
 	t.Helper()
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	if len(q.locked) != 0 {
 		t.Fatalf("%d dead letters left locked after the run", len(q.locked))
 	}
@@ -86,7 +159,7 @@ func TestReplayInSeqOrder(t *testing.T) {
 	ctx := context.Background()
 	q := newDLQ(dead(40, "o-1", int64(7)), dead(10, "o-2", int64(3)), dead(30, "o-1", float64(5)), dead(20, "o-1", nil), dead(50, "o-1", "6"))
 	sender := &ledgertest.Sender{}
-	rep, err := replay.Order(ctx, q, sender, "o-1")
+	rep, err := replay.Order(ctx, q, sender, "o-1", replay.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +183,7 @@ func TestReplayInSeqOrder(t *testing.T) {
 	if _, ok := q.msgs[20]; !ok {
 		t.Fatal("the unplaceable dead letter was consumed")
 	}
-	again, err := replay.Order(ctx, q, sender, "o-1")
+	again, err := replay.Order(ctx, q, sender, "o-1", replay.Options{})
 	if err != nil || len(again.Replayed) != 0 || len(sender.Messages()) != 3 {
 		t.Fatalf("a second replay: %+v, %v, %d sent in all", again, err, len(sender.Messages()))
 	}
@@ -137,19 +210,19 @@ func TestReplayPartialFailure(t *testing.T) {
 		}
 		return nil
 	}}
-	rep, err := replay.Order(ctx, q, sender, "o-1")
+	rep, err := replay.Order(ctx, q, sender, "o-1", replay.Options{})
 	q.endRun(t)
 	if err == nil || len(rep.Replayed) != 3 || len(q.msgs) != 5 {
 		t.Fatalf("after a failed re-send: %v, %d replayed, %d still dead-lettered", err, len(rep.Replayed), len(q.msgs))
 	}
 	q.failComplete = func(m replay.DeadLetter) bool { return m.SequenceNumber == 105 }
-	rep, err = replay.Order(ctx, q, sender, "o-1")
+	rep, err = replay.Order(ctx, q, sender, "o-1", replay.Options{})
 	q.endRun(t)
 	if err == nil || len(rep.Replayed) != 2 || len(q.msgs) != 3 {
 		t.Fatalf("after a failed completion: %v, %+v, %d still dead-lettered", err, rep, len(q.msgs))
 	}
 	q.failComplete = nil
-	rep, err = replay.Order(ctx, q, sender, "o-1")
+	rep, err = replay.Order(ctx, q, sender, "o-1", replay.Options{})
 	q.endRun(t)
 	if err != nil || len(q.msgs) != 0 {
 		t.Fatalf("the last replay: %v, %d still dead-lettered", err, len(q.msgs))
@@ -179,3 +252,133 @@ func TestReplayPartialFailure(t *testing.T) {
 }
 
 var _ ledger.Sender = (*ledgertest.Sender)(nil)
+
+// orders is an OrderReader with fixed appliedSeqs.
+type orders map[string]int64
+
+func (o orders) Load(_ context.Context, id string) (*convoy.Order, error) {
+	return &convoy.Order{ID: id, AppliedSeq: o[id]}, nil
+}
+
+// TestReplayScanLimit: more dead letters than one scan receives. When the
+// order's own lie beyond the limit, the report says so (not "nothing to
+// replay") and nothing stays locked; when they all lie within it, the
+// replay is complete although the limit was reached.
+func TestReplayScanLimit(t *testing.T) {
+	ctx := context.Background()
+	var all []replay.DeadLetter
+	for i := range 6 {
+		all = append(all, dead(int64(10+i), fmt.Sprintf("other-%d", i), int64(1)))
+	}
+	all = append(all, dead(20, "late", int64(1)), dead(21, "late", int64(2)), dead(5, "early", int64(4)))
+	q := newDLQ(all...)
+	sender := &ledgertest.Sender{}
+	rep, err := replay.Order(ctx, q, sender, "late", replay.Options{MaxScan: 3})
+	q.endRun(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc := rep.Incomplete
+	if inc == nil || !inc.ScanLimitReached || inc.NotReceived != 2 || inc.LockedElsewhere() || len(rep.Replayed) != 0 || rep.Scanned != 3 {
+		t.Fatalf("report %+v (incomplete %+v), want the scan limit reached with 2 of the order's dead letters beyond it", rep, inc)
+	}
+	if inc.Reason == "" || len(sender.Messages()) != 0 {
+		t.Fatalf("reason %q, %d sent", inc.Reason, len(sender.Messages()))
+	}
+	rep, err = replay.Order(ctx, q, sender, "early", replay.Options{MaxScan: 3})
+	q.endRun(t)
+	if err != nil || rep.Incomplete != nil || len(rep.Replayed) != 1 {
+		t.Fatalf("an order within the limit: %+v, %v; want it replayed and complete", rep, err)
+	}
+}
+
+// TestTwoReplaysAtOnce: a replay of o-1 holds every dead letter locked
+// (it receives them all) while a replay of o-2 runs: o-2's replay does not
+// answer "nothing to replay" but reports its dead letters locked elsewhere;
+// run again after the first, it replays them. Nothing is lost or doubled.
+func TestTwoReplaysAtOnce(t *testing.T) {
+	ctx := context.Background()
+	q := newDLQ(dead(1, "o-1", int64(1)), dead(2, "o-2", int64(1)), dead(3, "o-1", int64(2)), dead(4, "o-2", int64(2)))
+	sender := &ledgertest.Sender{}
+	first := q.reader()
+	hold, resume := make(chan struct{}), make(chan struct{})
+	first.beforePeek = func() { close(hold); <-resume }
+	var wg sync.WaitGroup
+	var repA replay.Report
+	var errA error
+	wg.Go(func() { repA, errA = replay.Order(ctx, first, sender, "o-1", replay.Options{}) })
+	<-hold // o-1's replay holds all four locked
+	repB, err := replay.Order(ctx, q.reader(), sender, "o-2", replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inc := repB.Incomplete; inc == nil || !inc.LockedElsewhere() || inc.NotReceived != 2 || len(repB.Replayed) != 0 {
+		t.Fatalf("o-2 while o-1's replay holds its dead letters: %+v (incomplete %+v), want 2 locked elsewhere", repB, inc)
+	}
+	close(resume)
+	wg.Wait()
+	if errA != nil || repA.Incomplete != nil || len(repA.Replayed) != 2 {
+		t.Fatalf("o-1: %+v, %v", repA, errA)
+	}
+	repB, err = replay.Order(ctx, q.reader(), sender, "o-2", replay.Options{})
+	q.endRun(t)
+	if err != nil || repB.Incomplete != nil || len(repB.Replayed) != 2 || len(q.msgs) != 0 || len(sender.Messages()) != 4 {
+		t.Fatalf("o-2 again: %+v, %v; %d left, %d sent", repB, err, len(q.msgs), len(sender.Messages()))
+	}
+}
+
+// TestDuplicatesAndUnplaceable: with the orders' state, a dead letter whose
+// seq the order applied is completed without a re-send; one past
+// MaxParkAhead stays dead-lettered as unplaceable.
+func TestDuplicatesAndUnplaceable(t *testing.T) {
+	ctx := context.Background()
+	q := newDLQ(dead(1, "o-1", int64(3)), dead(2, "o-1", int64(6)), dead(3, "o-1", int64(5+convoy.MaxParkAhead+1)))
+	sender := &ledgertest.Sender{}
+	rep, err := replay.Order(ctx, q, sender, "o-1", replay.Options{Orders: orders{"o-1": 5}})
+	q.endRun(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Duplicates) != 1 || rep.Duplicates[0].Seq != 3 || len(rep.Replayed) != 1 || rep.Replayed[0].Seq != 6 ||
+		len(rep.Unplaceable) != 1 || len(sender.Messages()) != 1 {
+		t.Fatalf("report %+v, %d sent", rep, len(sender.Messages()))
+	}
+	if _, ok := q.msgs[3]; !ok || len(q.msgs) != 1 {
+		t.Fatalf("left dead-lettered: %v, want only the unplaceable one", q.msgs)
+	}
+}
+
+// TestReplayIDBounded: the MessageId of a replay, of a replay of that
+// replay and so on stays within 128 characters and keeps its root, even for
+// the longest ledger ids and sequence numbers; distinct copies get distinct ids.
+func TestReplayIDBounded(t *testing.T) {
+	long := strings.Repeat("L", 100) + ":199999"
+	ids := map[string]bool{}
+	for _, start := range []string{"L-1:3", long, strings.Repeat("é", 80)} {
+		id := start
+		for i := range 5 {
+			seq := int64(math.MaxInt64 - i)
+			if i%2 == 1 {
+				seq = int64(i + 1)
+			}
+			next := replay.ReplayID(replay.DeadLetter{MessageID: id, SequenceNumber: seq})
+			if len(next) > replay.MaxMessageIDLength || !utf8.ValidString(next) {
+				t.Fatalf("replay %d of %q: %q (%d characters)", i+1, start, next, len(next))
+			}
+			if !strings.HasSuffix(next, fmt.Sprintf("#replay-%d", seq)) || strings.Count(next, "#replay-") != 1 {
+				t.Fatalf("replay %d of %q: %q, want one #replay-<sequence number> suffix", i+1, start, next)
+			}
+			if again := replay.ReplayID(replay.DeadLetter{MessageID: id, SequenceNumber: seq}); again != next {
+				t.Fatalf("not deterministic: %q, %q", next, again)
+			}
+			if ids[next] {
+				t.Fatalf("%q issued twice", next)
+			}
+			ids[next] = true
+			id = next
+		}
+	}
+	if got := replay.ReplayID(replay.DeadLetter{MessageID: "L-1:3#replay-17", SequenceNumber: 45}); got != "L-1:3#replay-45" {
+		t.Fatalf("a replay of a replay: %q, want L-1:3#replay-45", got)
+	}
+}

@@ -13,6 +13,10 @@ import (
 
 // DeadLetters reads a queue's dead-letter sub-queue with peek-lock. The
 // dead-letter sub-queue of a session-enabled queue is not session-enabled.
+// ReceiveMessages returns at most the number asked for and locks each
+// message it returns for the queue's lock duration: other receivers do not
+// see it until the lock expires or it is abandoned. PeekMessages sees every
+// message, locked or not, and locks none.
 type DeadLetters struct {
 	queue    string
 	receiver *azservicebus.Receiver
@@ -46,6 +50,24 @@ func (d *DeadLetters) Receive(ctx context.Context, max int) ([]replay.DeadLetter
 	if err != nil && !(errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
 		return nil, classify(err, "receive dead letters of queue "+d.queue)
 	}
+	return deadLetters(msgs), nil
+}
+
+// Peek implements replay.Source with PeekMessages: up to max dead letters
+// from sequence number from on, locked by any receiver or not, none locked.
+func (d *DeadLetters) Peek(ctx context.Context, from int64, max int) ([]replay.DeadLetter, error) {
+	msgs, err := d.receiver.PeekMessages(ctx, max, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+	if err != nil {
+		return nil, classify(err, "peek dead letters of queue "+d.queue)
+	}
+	out := deadLetters(msgs)
+	for i := range out {
+		out[i].Handle = nil // a peeked message cannot be settled
+	}
+	return out, nil
+}
+
+func deadLetters(msgs []*azservicebus.ReceivedMessage) []replay.DeadLetter {
 	out := make([]replay.DeadLetter, len(msgs))
 	for i, m := range msgs {
 		out[i] = replay.DeadLetter{MessageID: m.MessageID, Properties: m.ApplicationProperties, Body: m.Body, Handle: m}
@@ -59,7 +81,7 @@ func (d *DeadLetters) Receive(ctx context.Context, max int) ([]replay.DeadLetter
 			out[i].Reason = *m.DeadLetterReason
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Complete implements replay.Source.

@@ -54,6 +54,8 @@ type Settings struct {
 	MaxMessageBytes  int  // OrdersMaxMessageBytes: the orders queue's message size limit; default 262144 (Standard)
 	QueuePartitioned bool // OrdersQueuePartitioned: send one session per batch; default false
 	MaxTransactions  int  // MaxLedgerTransactions: transactions per ledger; default 200000
+
+	ReplayScanLimit int // ReplayScanLimit: dead letters one replay receives (holds locked) at most; default 5000
 }
 
 // Defaults.
@@ -69,6 +71,7 @@ const (
 	DefaultRetryBudget     = 20 * time.Second
 	DefaultMaxMessageBytes = 256 << 10
 	DefaultMaxTransactions = 200_000
+	DefaultReplayScanLimit = 5000 // replay.DefaultMaxScan
 )
 
 // Load reads and validates the handler's settings through lookup (os.LookupEnv).
@@ -99,6 +102,7 @@ func load(lookup func(string) (string, bool), needStorage bool) (Settings, error
 		MaxMessageBytes:  r.positiveInt("OrdersMaxMessageBytes", DefaultMaxMessageBytes),
 		QueuePartitioned: r.oneOf("OrdersQueuePartitioned", "false", "true", "false") == "true",
 		MaxTransactions:  r.positiveInt("MaxLedgerTransactions", DefaultMaxTransactions),
+		ReplayScanLimit:  r.positiveInt("ReplayScanLimit", DefaultReplayScanLimit),
 	}
 	if s.OrdersTable == s.LedgersTable && s.OrdersTable != "" {
 		r.fail("LedgersTableName", "must differ from OrdersTableName")
