@@ -156,11 +156,19 @@ func serve() error {
 func publish(args []string) error {
 	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
 	direct := fs.Bool("direct", false, "de-batch the ledger here, onto the orders queue (needs StateStorage), instead of sending it to the ledgers queue")
+	stream := fs.String("stream", "", "the ledger's stream (its SessionId on the ledgers queue), replacing the document's own; default: the document's, else \"default\"")
 	return userCommand(fs, args, "ledger file (or - for stdin)", func() bool { return *direct },
 		func(ctx context.Context, cfg settings.Settings, c *clients, name string, out *json.Encoder) error {
 			doc, err := readFile(name)
 			if err != nil {
 				return err
+			}
+			if *stream != "" {
+				// The stream is part of the ledger's content: the document says it,
+				// so that the handler and an idempotent resend see the same ledger.
+				if doc, err = ledger.WithStream(doc, *stream); err != nil {
+					return describe(name, err)
+				}
 			}
 			if *direct {
 				pub, err := c.publisher(cfg, progressPrinter(name))
@@ -182,10 +190,10 @@ func publish(args []string) error {
 			if err != nil {
 				return err
 			}
-			if err := sender.SendLedger(ctx, l.ID, doc); err != nil {
+			if err := sender.SendLedger(ctx, l.ID, l.Stream, doc); err != nil {
 				return describe(name, err)
 			}
-			return out.Encode(map[string]any{"ledgerId": l.ID, "queue": cfg.LedgersQueue, "transactions": len(l.Entries),
+			return out.Encode(map[string]any{"ledgerId": l.ID, "stream": l.Stream, "queue": cfg.LedgersQueue, "transactions": len(l.Entries),
 				"orders": len(l.Orders()), "bytes": len(doc), "outcome": "sent"})
 		})
 }
@@ -356,7 +364,7 @@ func (r replayer) ReplayAll(ctx context.Context, max int, continuation string) (
 // local development transport to convoy-devhost.
 type queueSender interface {
 	ledger.Sender
-	SendLedger(ctx context.Context, ledgerID string, doc []byte) error
+	SendLedger(ctx context.Context, ledgerID, stream string, doc []byte) error
 	Close(ctx context.Context) error
 }
 

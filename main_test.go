@@ -290,6 +290,24 @@ func TestCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"outcome":"sent"`) || !strings.Contains(out, `"transactions":9`) {
 		t.Fatalf("publish: %v\n%s%s", err, out, stderr)
 	}
+	// --stream sets the ledger's stream (its SessionId on the ledgers queue);
+	// an invalid one is refused before anything is sent.
+	out, stderr, err = run(`{"ledgerId":"L-streamed","stream":"shop-eu","transactions":[{"orderId":"ord-s","op":"CreateOrder","currency":"EUR"}]}`,
+		"publish", "--stream", "erp-us", "-")
+	if err != nil || !strings.Contains(out, `"stream":"erp-us"`) {
+		t.Fatalf("publish --stream: %v\n%s%s", err, out, stderr)
+	}
+	_, stderr, err = run(`{"ledgerId":"L-badstream","transactions":[{"orderId":"ord-s","op":"DeleteOrder"}]}`, "publish", "--stream", "erp us", "-")
+	if err == nil || !strings.Contains(stderr, `stream "erp us"`) {
+		t.Fatalf("publish --stream with a space: %v\n%s", err, stderr)
+	}
+	sessions := map[string]string{}
+	for _, m := range h.Queue("ledgers").Sent() {
+		sessions[m.MessageID] = m.SessionID
+	}
+	if len(sessions) != 2 || sessions["L-2026-11-21-0001"] != "shop-eu" || sessions["L-streamed"] != "erp-us" {
+		t.Fatalf("ledgers queued with SessionIds %v, want each ledger's stream", sessions)
+	}
 	// Ledgers are applied in the order their seqs are allocated: wait for the
 	// queued one to be published before publishing the next one directly.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

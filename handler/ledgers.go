@@ -13,10 +13,13 @@ import (
 // LedgerPublisher de-batches ledgers (ledger.Publisher).
 type LedgerPublisher interface {
 	Publish(ctx context.Context, doc []byte) (ledger.Summary, error)
+	PublishQueued(ctx context.Context, doc []byte, sessionID string) (ledger.Summary, error)
 	RecordRejection(ctx context.Context, doc []byte, rejection error) (*ledger.Record, error)
 }
 
-// ingestLedger is LedgerIngest: a ledger from the ledgers queue. A published
+// ingestLedger is LedgerIngest: a ledger from the ledgers queue, whose
+// session is the ledger's stream (the host hands this instance the stream's
+// ledgers one at a time, in the order they were sent). A published
 // (or already published) ledger completes the message; so does a bad one,
 // once recorded, since redelivering it could never help. Only a transient
 // failure fails the invocation, so that Service Bus redelivers the ledger and
@@ -27,17 +30,17 @@ func (s *server) ingestLedger(ctx context.Context, c *call) (map[string]any, err
 		return nil, fault.Wrap(fault.Invalid, err, "unreadable Service Bus trigger payload")
 	}
 	for _, m := range msgs {
-		sum, err := s.Ledgers.Publish(ctx, m.Body)
+		sum, err := s.Ledgers.PublishQueued(ctx, m.Body, m.SessionID)
 		switch fault.CodeOf(err) {
 		case "":
-			c.outcome(slog.LevelInfo, "ledger "+sum.Outcome, "ledgerId", sum.LedgerID, "messageId", m.MessageID,
+			c.outcome(slog.LevelInfo, "ledger "+sum.Outcome, "ledgerId", sum.LedgerID, "stream", m.SessionID, "messageId", m.MessageID,
 				"transactions", sum.Transactions, "orders", sum.Orders, "messages", sum.Messages)
 		case fault.Invalid, fault.TooLarge:
 			rec, rerr := s.Ledgers.RecordRejection(ctx, m.Body, err)
 			if rerr != nil {
 				return nil, rerr
 			}
-			c.outcome(slog.LevelWarn, "ledger rejected", "ledgerId", rec.ID, "messageId", m.MessageID,
+			c.outcome(slog.LevelWarn, "ledger rejected", "ledgerId", rec.ID, "stream", m.SessionID, "messageId", m.MessageID,
 				"problems", len(rec.Problems), "error", fault.MessageOf(err))
 		case fault.Conflict:
 			c.outcome(slog.LevelError, "ledger rejected: its id was used for other content", "ledgerId", sum.LedgerID,

@@ -194,6 +194,18 @@ func TestLedgerIngest(t *testing.T) {
 	if rec, _ := f.ledgers.GetLedger(context.Background(), "L-bad"); rec == nil || rec.Status != ledger.StatusRejected || len(rec.Problems) != 2 {
 		t.Fatalf("rejection record %+v", rec)
 	}
+	// A ledger queued in another session than its stream is refused
+	// (recorded, completed): it would not be ordered with its stream.
+	other := strings.Replace(strings.Replace(string(golden(t, "servicebus-ledger.json")), `"SessionId": "\"default\""`, `"SessionId": "\"erp-eu\""`, 1),
+		"L-2026-11-21-0001", "L-elsewhere", -1)
+	code, out = f.do(t, "POST", "/LedgerIngest", []byte(other))
+	if code != 200 || !strings.Contains(out["Logs"].([]any)[0].(string), "ledger rejected") || len(f.sender.Messages()) != 5 {
+		t.Fatalf("ledger of stream default in session erp-eu: %d %v, %d messages", code, out, len(f.sender.Messages()))
+	}
+	if rec, _ := f.ledgers.GetLedger(context.Background(), "L-elsewhere"); rec == nil || rec.Status != ledger.StatusRejected ||
+		!strings.Contains(rec.Error, `SessionId "erp-eu"`) {
+		t.Fatalf("rejection record %+v", rec)
+	}
 	// Storage down: the invocation fails so that Service Bus redelivers.
 	f.ledgers.Fail = func(string) error { return fault.Errorf(fault.Unavailable, "storage down") }
 	if code, _ := f.do(t, "POST", "/LedgerIngest", golden(t, "servicebus-ledger-invalid.json")); code < 300 {

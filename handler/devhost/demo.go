@@ -88,7 +88,7 @@ func RunDemo(ctx context.Context, o DemoOptions) error {
 			fmt.Fprintf(out, "%-20s a second publisher allocated its seqs for %d orders, then stalled before sending\n", name, len(l.Orders()))
 			continue
 		}
-		if err := ledgersQueue.SendLedger(ctx, l.ID, doc); err != nil {
+		if err := ledgersQueue.SendLedger(ctx, l.ID, l.Stream, doc); err != nil {
 			return fmt.Errorf("publish %s: %w", name, err)
 		}
 		if err := h.WaitIdle(ctx, 300*time.Millisecond); err != nil {

@@ -139,7 +139,7 @@ func (e *env) publish(ctx context.Context, docs ...[]byte) []*ledger.Ledger {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		if err := sender.SendLedger(ctx, l.ID, doc); err != nil {
+		if err := sender.SendLedger(ctx, l.ID, l.Stream, doc); err != nil {
 			e.t.Fatal(err)
 		}
 		out = append(out, l)
@@ -263,7 +263,7 @@ func TestDuplicates(t *testing.T) {
 	ledgers := e.publish(ctx, doc, doc)
 	e.waitIdle(ctx)
 	// The same ledger under another MessageId reaches the handler: a no-op.
-	raw, _ := json.Marshal([]localbus.WireMessage{{MessageID: "resent-" + ledgers[0].ID, Body: string(doc)}})
+	raw, _ := json.Marshal([]localbus.WireMessage{{MessageID: "resent-" + ledgers[0].ID, SessionID: ledgers[0].Stream, Body: string(doc)}})
 	postJSON(t, e.host.URL()+localbus.MessagesPath("ledgers"), raw)
 	// Every order message again, under new MessageIds.
 	var again []localbus.WireMessage

@@ -119,16 +119,11 @@ func TestQueuesAgree(t *testing.T) {
 			if l.RequiresSession != sessions {
 				t.Errorf("%s: isSessionsEnabled %v, local RequiresSession %v", f.name, sessions, l.RequiresSession)
 			}
-			switch {
-			case got == sessions:
-			case f.name == "LedgerIngest" && got && !sessions && !l.RequiresSession:
-				// CONTRACT.md makes ledgers session-enabled and Bicep already creates it so
-				// (a queue's requiresSession cannot change later); LedgerIngest's trigger and the
-				// emulator config follow with the ledger streams (issue 15). Until then a
-				// deployment's LedgerIngest cannot receive: reported, not failed.
-				t.Logf("%s: Bicep creates queue %s with sessions; function.json and the emulator config do not have them yet (issue 15)", f.name, name)
-			default:
+			if got != sessions {
 				t.Errorf("%s: isSessionsEnabled %v, Bicep requiresSession %v", f.name, sessions, got)
+			}
+			if f.name == "LedgerIngest" && !sessions {
+				t.Errorf("%s: the ledgers of a stream are ordered only by a session (CONTRACT.md): isSessionsEnabled must be true", f.name)
 			}
 			if mdc := q.literal("properties", "maxDeliveryCount"); mdc != strconv.Itoa(l.MaxDeliveryCount) {
 				t.Errorf("queue %s: maxDeliveryCount %s in Bicep, %d locally", name, mdc, l.MaxDeliveryCount)
@@ -282,7 +277,7 @@ func TestHostJSON(t *testing.T) {
 		t.Errorf("extension bundle %+v", h.ExtensionBundle)
 	}
 	sb := h.Extensions.ServiceBus
-	// maxConcurrentCalls 1: ledgers (the only trigger without sessions) are taken one at a time, in queue order.
+	// Both triggers use sessions; maxConcurrentCalls (non-session triggers only) stays 1 in case one is added.
 	if sb["prefetchCount"] != 0.0 || sb["autoCompleteMessages"] != true || sb["maxConcurrentCallsPerSession"] != 1.0 || sb["maxConcurrentCalls"] != 1.0 {
 		t.Errorf("serviceBus settings break per-session FIFO: %v", sb)
 	}

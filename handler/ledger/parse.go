@@ -500,3 +500,45 @@ func contentHash(doc []byte) string {
 	sum := sha256.Sum256(doc)
 	return hex.EncodeToString(sum[:])
 }
+
+// WithStream returns doc (a JSON object) with its top-level "stream" set to
+// stream: replaced where it is, else added first. Every other member keeps
+// its bytes and place. The result is a new document: parse it again.
+func WithStream(doc []byte, stream string) ([]byte, error) {
+	if why := CheckStream(stream); why != "" {
+		return nil, fault.Errorf(fault.Invalid, "stream %s %s", convoy.Quote(stream), why)
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	notObject := fault.Errorf(fault.Invalid, "the ledger is not a JSON object")
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, notObject
+	}
+	value, _ := json.Marshal(stream)
+	var out bytes.Buffer
+	out.Grow(len(doc) + len(value) + 12)
+	out.WriteString(`{"stream":`)
+	out.Write(value)
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, notObject
+		}
+		var raw json.RawMessage
+		if dec.Decode(&raw) != nil {
+			return nil, notObject
+		}
+		if key, _ := t.(string); key == "stream" {
+			continue
+		}
+		k, _ := json.Marshal(t)
+		out.WriteByte(',')
+		out.Write(k)
+		out.WriteByte(':')
+		out.Write(raw)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, notObject
+	}
+	out.WriteByte('}')
+	return out.Bytes(), nil
+}

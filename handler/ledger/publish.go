@@ -148,7 +148,20 @@ func NewPublisher(store Store, sender Sender, opts PublisherOptions) *Publisher 
 // other content is a Conflict. An invalid ledger is an Invalid error with
 // every problem; nothing is sent.
 func (p *Publisher) Publish(ctx context.Context, doc []byte) (Summary, error) {
+	return p.PublishQueued(ctx, doc, "")
+}
+
+// PublishQueued is Publish for a ledger taken from the ledgers queue in
+// session sessionID: the ledger's stream must be that SessionId (the
+// session is what orders the stream's ledgers), else the ledger is Invalid.
+// An empty sessionID checks nothing.
+func (p *Publisher) PublishQueued(ctx context.Context, doc []byte, sessionID string) (Summary, error) {
 	l, err := Parse(doc, p.opts.Limits)
+	if err == nil && sessionID != "" && l.Stream != sessionID {
+		err = fault.Errorf(fault.Invalid, "the ledger's stream %s is not the SessionId %s it was queued with: "+
+			"send a ledger with its stream as SessionId (convoy publish does), or it is not ordered with its stream",
+			convoy.Quote(l.Stream), convoy.Quote(sessionID))
+	}
 	if err != nil {
 		return Summary{Outcome: OutcomeRejected, Error: fault.MessageOf(err), Problems: fault.ProblemsOf(err)}, err
 	}

@@ -207,3 +207,28 @@ func TestReusedRejectedIDRace(t *testing.T) {
 		t.Fatalf("allocation for other content: %v", err)
 	}
 }
+
+// TestWithStream: `convoy publish --stream` sets the document's stream,
+// replacing one it had, and leaves the rest of the ledger as it was.
+func TestWithStream(t *testing.T) {
+	for _, doc := range [][]byte{[]byte(contractExample), withStream(`"erp-eu"`)} {
+		out, err := ledger.WithStream(doc, "erp-us")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ledger.Parse(out, ledger.Limits{})
+		if err != nil || got.Stream != "erp-us" {
+			t.Fatalf("after WithStream: %+v, %v\n%s", got, err, out)
+		}
+		want, _ := ledger.Parse(withStream(`"erp-us"`), ledger.Limits{})
+		if got.Hash != want.Hash {
+			t.Fatalf("WithStream changed more than the stream:\n%s", out)
+		}
+	}
+	if _, err := ledger.WithStream([]byte(contractExample), "erp us"); fault.CodeOf(err) != fault.Invalid {
+		t.Fatalf("invalid stream: %v", err)
+	}
+	if _, err := ledger.WithStream([]byte(`[1]`), "s"); fault.CodeOf(err) != fault.Invalid {
+		t.Fatalf("not an object: %v", err)
+	}
+}

@@ -65,12 +65,13 @@ func (s *Sender) SendBatch(ctx context.Context, b convoy.Batch) error {
 	return s.post(ctx, b.(*batch).msgs)
 }
 
-// SendLedger sends a ledger document, with its id as MessageId.
-func (s *Sender) SendLedger(ctx context.Context, ledgerID string, doc []byte) error {
+// SendLedger sends a ledger document, with its id as MessageId and its
+// stream as SessionId.
+func (s *Sender) SendLedger(ctx context.Context, ledgerID, stream string, doc []byte) error {
 	if len(doc) > MaxBatchBytes {
 		return fault.Errorf(fault.TooLarge, "ledger %q (%d bytes) is larger than a message may be: upload it over HTTP or publish it with --direct", ledgerID, len(doc))
 	}
-	return s.post(ctx, []WireMessage{{MessageID: ledgerID, ContentType: convoy.ContentType, Body: string(doc)}})
+	return s.post(ctx, []WireMessage{{MessageID: ledgerID, SessionID: stream, ContentType: convoy.ContentType, Body: string(doc)}})
 }
 
 func (s *Sender) post(ctx context.Context, msgs []WireMessage) error {

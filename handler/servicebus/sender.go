@@ -83,10 +83,12 @@ func (b *batch) Add(m convoy.OrderMessage) error {
 func (b *batch) Len() int { return int(b.mb.NumMessages()) }
 
 // SendLedger sends a ledger document to the ledgers queue, with its ledgerId
-// as MessageId so that the queue's duplicate detection drops a resend.
-func (s *Sender) SendLedger(ctx context.Context, ledgerID string, doc []byte) error {
+// as MessageId so that the queue's duplicate detection drops a resend, and
+// its stream as SessionId so that the ledgers of one stream are taken one
+// after the other.
+func (s *Sender) SendLedger(ctx context.Context, ledgerID, stream string, doc []byte) error {
 	contentType := convoy.ContentType
-	err := s.sender.SendMessage(ctx, &azservicebus.Message{MessageID: &ledgerID, ContentType: &contentType, Body: doc}, nil)
+	err := s.sender.SendMessage(ctx, &azservicebus.Message{MessageID: &ledgerID, SessionID: &stream, ContentType: &contentType, Body: doc}, nil)
 	if errors.Is(err, azservicebus.ErrMessageTooLarge) {
 		return fault.Errorf(fault.TooLarge, "ledger %q (%d bytes) is larger than a message on queue %s may be: upload it over HTTP (LedgerUpload) or publish it with --direct", ledgerID, len(doc), s.queue)
 	}
