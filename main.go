@@ -105,7 +105,7 @@ func serve() error {
 	}
 	defer c.close()
 
-	store := tablestore.New(c.tables.NewClient(cfg.OrdersTable))
+	store := c.orderStore(cfg.OrdersTable)
 	processor := convoy.NewProcessor(store, convoy.ProcessorOptions{
 		CacheSize: cfg.OrderCacheSize,
 		Retry:     fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
@@ -322,7 +322,7 @@ type replayer struct {
 func newReplayer(cfg settings.Settings, c *clients) replayer {
 	r := replayer{c: c, queue: cfg.OrdersQueue, opts: replay.Options{MaxScan: cfg.ReplayScanLimit}}
 	if c.tables != nil {
-		r.opts.Orders = tablestore.New(c.tables.NewClient(cfg.OrdersTable))
+		r.opts.Orders = c.orderStore(cfg.OrdersTable)
 	}
 	return r
 }
@@ -376,6 +376,7 @@ var (
 // clients are built once per process and shared.
 type clients struct {
 	tables  *aztables.ServiceClient // nil when StateStorage is not needed
+	batches *tablestore.Batches     // entity-group transactions on the same account
 	bus     *azservicebus.Client    // nil with the local transport
 	local   string                  // convoy-devhost's address with the local transport
 	senders map[string]queueSender
@@ -385,7 +386,7 @@ func newClients(cfg settings.Settings) (*clients, error) {
 	c := &clients{senders: map[string]queueSender{}, local: cfg.ServiceBus.Local}
 	var err error
 	if cfg.Storage != (settings.Connection{}) {
-		if c.tables, err = tableService(cfg.Storage); err != nil {
+		if c.tables, c.batches, err = tableService(cfg.Storage); err != nil {
 			return nil, fmt.Errorf("setting StateStorage: %w", err)
 		}
 	}
@@ -453,15 +454,26 @@ func credential(c settings.Connection) (azcore.TokenCredential, error) {
 	return azidentity.NewDefaultAzureCredential(nil)
 }
 
-func tableService(c settings.Connection) (*aztables.ServiceClient, error) {
+func tableService(c settings.Connection) (*aztables.ServiceClient, *tablestore.Batches, error) {
 	if !c.UsesIdentity() {
-		return aztables.NewServiceClientFromConnectionString(c.ConnectionString, nil)
+		svc, err := aztables.NewServiceClientFromConnectionString(c.ConnectionString, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		batches, err := tablestore.NewBatchesFromConnectionString(c.ConnectionString, nil)
+		return svc, batches, err
 	}
 	cred, err := credential(c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return aztables.NewServiceClient(c.Endpoint, cred, nil)
+	svc, err := aztables.NewServiceClient(c.Endpoint, cred, nil)
+	return svc, tablestore.NewBatches(c.Endpoint, cred, nil), err
+}
+
+// orderStore is the processor's store on table.
+func (c *clients) orderStore(table string) *tablestore.Store {
+	return tablestore.New(c.tables.NewClient(table), c.batches.Table(table))
 }
 
 func serviceBus(c settings.Connection) (*azservicebus.Client, error) {

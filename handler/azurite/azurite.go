@@ -154,6 +154,13 @@ func (s *Server) Stop() {
 // transport, if not nil, sees every request (counting round trips).
 func (s *Server) NewTable(tb testing.TB, transport Doer) *aztables.Client {
 	tb.Helper()
+	client, _ := s.NewNamedTable(tb, transport)
+	return client
+}
+
+// NewNamedTable is NewTable that also returns the table's name.
+func (s *Server) NewNamedTable(tb testing.TB, transport Doer) (*aztables.Client, string) {
+	tb.Helper()
 	opts := &aztables.ClientOptions{}
 	if transport != nil {
 		opts.Transport = transport
@@ -171,7 +178,7 @@ func (s *Server) NewTable(tb testing.TB, transport Doer) *aztables.Client {
 	if _, err := client.CreateTable(ctx, nil); err != nil {
 		tb.Fatalf("create table %s: %v", name, err)
 	}
-	return client
+	return client, name
 }
 
 // Doer is the SDK's transport interface (policy.Transporter).

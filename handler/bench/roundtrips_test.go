@@ -11,7 +11,6 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/ledger"
-	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
 // BenchmarkStorageRoundTrips (figure 2): HTTP round trips to Table Storage
@@ -49,7 +48,7 @@ type tally struct{ trips, writes int64 }
 // processor on a new table, in calls of at most batch messages per order.
 func run(b *testing.B, name string, msgs []convoy.Message, batch int) tally {
 	counter := &countingTransport{}
-	store := tablestore.New(sharedAzurite(b).NewTable(b, counter))
+	store := newStore(b, counter)
 	p := convoy.NewProcessor(store, convoy.ProcessorOptions{})
 	counter.reset()
 	byOrder, ids := groupByOrder(msgs)

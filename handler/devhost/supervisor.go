@@ -70,6 +70,16 @@ func (in *Instance) logf(format string, args ...any) {
 	in.host.log.Printf("instance %d: "+format, append([]any{in.ID}, args...)...)
 }
 
+// HandlerPID is the process id of the instance's current handler (0 if none).
+func (in *Instance) HandlerPID() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.cmd == nil || in.cmd.Process == nil {
+		return 0
+	}
+	return in.cmd.Process.Pid
+}
+
 // Restarts counts the handler restarts of this instance.
 func (in *Instance) Restarts() int64 { return in.restarts.Load() }
 

@@ -50,13 +50,17 @@ const (
 
 // Store is a convoy.Store on one table.
 type Store struct {
-	table *aztables.Client
+	table   *aztables.Client
+	batches *Batches // the same table's entity-group transactions
 }
 
 var _ convoy.Store = (*Store)(nil)
 
-// New returns a Store on table, which is created on first use if missing.
-func New(table *aztables.Client) *Store { return &Store{table: table} }
+// New returns a Store on table, which is created on first use if missing;
+// batches (Batches.Table of the same name) commits its transactions.
+func New(table *aztables.Client, batches *Batches) *Store {
+	return &Store{table: table, batches: batches}
+}
 
 // Load implements convoy.Store. One query reads the partition but its markers;
 // rows sort by RowKey, so the head comes first.
@@ -86,11 +90,7 @@ func (s *Store) Commit(ctx context.Context, o *convoy.Order, base int64, c *conv
 	if n := c.Records(); n > convoy.MaxChangeRecords {
 		return fault.Errorf(fault.Internal, "change touches %d records, more than %d", n, convoy.MaxChangeRecords)
 	}
-	actions, err := commitActions(o, base, c)
-	if err != nil {
-		return fault.Wrap(fault.Internal, err, "encode commit")
-	}
-	err = withTable(ctx, s.table, func() error { _, err := s.table.SubmitTransaction(ctx, actions, nil); return err })
+	err := withTable(ctx, s.table, func() error { return s.batches.submit(ctx, s.commitBody(o, base, c)) })
 	if err == nil {
 		return nil
 	}
@@ -116,69 +116,63 @@ func withTable(ctx context.Context, table *aztables.Client, fn func() error) err
 	return err
 }
 
-func commitActions(o *convoy.Order, base int64, c *convoy.Change) ([]aztables.TransactionAction, error) {
-	var actions []aztables.TransactionAction
-	add := func(kind aztables.TransactionType, rowKey string, props map[string]any) error {
-		e := aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: o.ID, RowKey: rowKey}, Properties: props}
-		data, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		a := aztables.TransactionAction{ActionType: kind, Entity: data}
-		if kind == aztables.TransactionTypeDelete {
-			a.IfMatch = new(azcore.ETagAny)
-		}
-		actions = append(actions, a)
-		return nil
+// commitBody writes a commit's entity-group transaction: the marker of the
+// new version (insert: the compare-and-swap), the head, then the rows the
+// change adds or removes.
+func (s *Store) commitBody(o *convoy.Order, base int64, c *convoy.Change) *batchBody {
+	b := s.batches.newBody()
+	e := b.insert(o.ID, markerKey(base+1))
+	e.i64("AppliedSeq", o.AppliedSeq)
+	e.time("At", o.UpdatedAt)
+	e.end()
+	e = b.upsert(o.ID, headKey)
+	e.i32("Parked", int32(len(o.Parked))) // for head-only reads (blocked orders)
+	e.str("Status", string(o.Status))
+	e.bool("Complete", o.Complete)
+	e.str("Currency", o.Currency)
+	e.i64("AppliedSeq", o.AppliedSeq)
+	e.i64("Version", base+1)
+	e.time("UpdatedAt", o.UpdatedAt)
+	if !o.BlockedSince.IsZero() {
+		e.time("BlockedSince", o.BlockedSince)
 	}
-	errs := []error{
-		add(aztables.TransactionTypeAdd, markerKey(base+1), map[string]any{
-			"AppliedSeq": aztables.EDMInt64(o.AppliedSeq), "At": aztables.EDMDateTime(o.UpdatedAt),
-		}),
-		add(aztables.TransactionTypeInsertReplace, headKey, headProps(o, base+1)),
-	}
+	e.data(o.Data)
+	e.end()
 	for _, i := range slices.Sorted(maps.Keys(c.Tx)) {
 		t := c.Tx[i]
-		errs = append(errs, add(aztables.TransactionTypeInsertReplace, fmt.Sprintf("%s%010d", txPrefix, i),
-			withData(map[string]any{"TxId": t.TxID, "Amount": aztables.EDMInt64(t.Amount)}, t.Data)))
+		e := b.upsert(o.ID, fmt.Sprintf("%s%010d", txPrefix, i))
+		e.str("TxId", t.TxID)
+		e.i64("Amount", t.Amount)
+		e.data(t.Data)
+		e.end()
 	}
 	for _, r := range c.Rejections {
-		errs = append(errs, add(aztables.TransactionTypeAdd, seqKey(rejectPrefix, r.Seq), map[string]any{
-			"Seq": aztables.EDMInt64(r.Seq), "Op": string(r.Op), "TxId": r.TxID, "Reason": r.Reason,
-		}))
+		e := b.insert(o.ID, seqKey(rejectPrefix, r.Seq))
+		e.i64("Seq", r.Seq)
+		e.str("Op", string(r.Op))
+		e.str("TxId", r.TxID)
+		e.str("Reason", r.Reason)
+		e.end()
 	}
 	for _, seq := range slices.Sorted(maps.Keys(c.Park)) {
-		errs = append(errs, add(aztables.TransactionTypeAdd, seqKey(parkedPrefix, seq), parkedProps(c.Park[seq])))
+		m := c.Park[seq]
+		e := b.insert(o.ID, seqKey(parkedPrefix, seq))
+		e.i64("Seq", m.Seq)
+		e.bool("Last", m.Last)
+		e.str("MessageId", m.MessageID)
+		e.str("Op", string(m.Tx.Op))
+		e.str("TxId", m.Tx.TxID)
+		e.str("Currency", m.Tx.Currency)
+		if m.Tx.Amount != nil {
+			e.i64("Amount", *m.Tx.Amount)
+		}
+		e.data(m.Tx.Data)
+		e.end()
 	}
 	for _, seq := range slices.Sorted(maps.Keys(c.Unpark)) {
-		errs = append(errs, add(aztables.TransactionTypeDelete, seqKey(parkedPrefix, seq), nil))
+		b.delete(o.ID, seqKey(parkedPrefix, seq))
 	}
-	return actions, errors.Join(errs...)
-}
-
-func headProps(o *convoy.Order, version int64) map[string]any {
-	p := map[string]any{
-		"Parked":     int32(len(o.Parked)), // for head-only reads (blocked orders)
-		"Status":     string(o.Status),
-		"Complete":   o.Complete,
-		"Currency":   o.Currency,
-		"AppliedSeq": aztables.EDMInt64(o.AppliedSeq),
-		"Version":    aztables.EDMInt64(version),
-		"UpdatedAt":  aztables.EDMDateTime(o.UpdatedAt),
-	}
-	if !o.BlockedSince.IsZero() {
-		p["BlockedSince"] = aztables.EDMDateTime(o.BlockedSince)
-	}
-	return withData(p, o.Data)
-}
-
-// withData adds a data object as a string property (at most
-// convoy.MaxDataBytes, well within a property's 64 KiB).
-func withData(p map[string]any, data json.RawMessage) map[string]any {
-	if len(data) > 0 {
-		p["Data"] = string(data)
-	}
-	return p
+	return b
 }
 
 func (p props) data() json.RawMessage {
@@ -186,17 +180,6 @@ func (p props) data() json.RawMessage {
 		return json.RawMessage(s)
 	}
 	return nil
-}
-
-func parkedProps(m convoy.Message) map[string]any {
-	p := map[string]any{
-		"Seq": aztables.EDMInt64(m.Seq), "Last": m.Last, "MessageId": m.MessageID,
-		"Op": string(m.Tx.Op), "TxId": m.Tx.TxID, "Currency": m.Tx.Currency,
-	}
-	if m.Tx.Amount != nil {
-		p["Amount"] = aztables.EDMInt64(*m.Tx.Amount)
-	}
-	return withData(p, m.Tx.Data)
 }
 
 func decodeRow(o *convoy.Order, raw []byte) error {
