@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
@@ -307,7 +308,11 @@ func TestTwoReplaysAtOnce(t *testing.T) {
 	var repA replay.Report
 	var errA error
 	wg.Go(func() { repA, errA = replay.Order(ctx, first, sender, "o-1", replay.Options{}) })
-	<-hold // o-1's replay holds all four locked
+	select { // o-1's replay holds all four locked
+	case <-hold:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first replay never peeked")
+	}
 	repB, err := replay.Order(ctx, q.reader(), sender, "o-2", replay.Options{})
 	if err != nil {
 		t.Fatal(err)
