@@ -268,4 +268,3 @@ func TestReplayOfReplayMessageID(t *testing.T) {
 	}
 	e.checkFold(ctx, []*ledger.Ledger{l})
 }
-
