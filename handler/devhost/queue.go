@@ -281,9 +281,10 @@ func (q *Queue) AcceptSession(ctx context.Context, renewFor time.Duration) *Sess
 		ch := q.changed
 		if best != nil {
 			q.tokens++
-			best.lock = lock{token: q.tokens, until: q.lockUntil(now, renewFor), delivered: map[int64]bool{}}
+			token := q.tokens
+			best.lock = lock{token: token, until: q.lockUntil(now, renewFor), delivered: map[int64]bool{}}
 			q.mu.Unlock()
-			return &SessionLock{q: q, s: best, token: q.tokens}
+			return &SessionLock{q: q, s: best, token: token}
 		}
 		q.mu.Unlock()
 		q.wait(ctx, ch, pollEvery)
@@ -399,12 +400,12 @@ func (q *Queue) Receive(ctx context.Context, renewFor time.Duration) (m *Message
 					continue
 				}
 				q.tokens++
-				l := &lock{token: q.tokens, until: q.lockUntil(now, renewFor), delivered: map[int64]bool{m.SequenceNumber: true}}
-				s.locks[m.SequenceNumber] = l
+				token := q.tokens
+				s.locks[m.SequenceNumber] = &lock{token: token, until: q.lockUntil(now, renewFor), delivered: map[int64]bool{m.SequenceNumber: true}}
 				m.DeliveryCount++
 				c := *m
 				q.mu.Unlock()
-				return &c, func(ok bool) error { return q.settleMessage(s, c.SequenceNumber, l.token, ok) }
+				return &c, func(ok bool) error { return q.settleMessage(s, c.SequenceNumber, token, ok) }
 			}
 		}
 		ch := q.changed
