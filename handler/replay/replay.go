@@ -73,6 +73,11 @@ type Options struct {
 	// being re-sent. Without it every placeable dead letter is re-sent (the
 	// processor then ignores the duplicates).
 	Orders OrderReader
+	// Select, when set, chooses which of the order's dead letters Order may
+	// re-send: the others are left dead-lettered, untouched, and listed
+	// under Report.Left (automatic replay leaves dead letters of a
+	// permanent cause to an operator).
+	Select func(DeadLetter) bool
 }
 
 func (o Options) maxScan() int {
@@ -129,7 +134,10 @@ type Report struct {
 	// readable seq, or a seq past convoy.MaxParkAhead): they stay
 	// dead-lettered (skip their gap instead).
 	Unplaceable []string `json:"unplaceable,omitempty"`
-	Scanned     int      `json:"scanned"`
+	// Left are the order's dead letters that Options.Select did not choose:
+	// they stay dead-lettered.
+	Left    []string `json:"left,omitempty"`
+	Scanned int      `json:"scanned"`
 	// Incomplete is set when the run could not see all of the order's dead
 	// letters: "nothing replayed" then does not mean "nothing to replay".
 	Incomplete *Incomplete `json:"incomplete,omitempty"`
@@ -183,6 +191,11 @@ func Order(ctx context.Context, src Source, sender convoy.Sender, orderID string
 	state := newAppliedSeqs(opts.Orders)
 	var todo []placed
 	for i, m := range mine {
+		if opts.Select != nil && !opts.Select(m) {
+			rep.Left = append(rep.Left, m.MessageID)
+			held = append(held, m)
+			continue
+		}
 		p, k, err := classify(ctx, state, m)
 		if err != nil {
 			held = append(held, mine[i:]...)

@@ -387,3 +387,28 @@ func TestReplayIDBounded(t *testing.T) {
 		t.Fatalf("a replay of a replay: %q, want L-1:3#replay-45", got)
 	}
 }
+
+// TestReplaySelect: dead letters Options.Select does not choose stay
+// dead-lettered, unlocked, listed under Left; the chosen ones are re-sent.
+func TestReplaySelect(t *testing.T) {
+	ctx := context.Background()
+	poison := dead(2, "o-1", int64(4))
+	poison.Reason = "Poisoned"
+	q := newDLQ(dead(1, "o-1", int64(3)), poison, dead(3, "o-1", int64(5)))
+	sender := &ledgertest.Sender{}
+	rep, err := replay.Order(ctx, q, sender, "o-1", replay.Options{Select: func(m replay.DeadLetter) bool { return m.Reason != "Poisoned" }})
+	q.endRun(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, m := range sender.Messages() {
+		seqs = append(seqs, m.Seq)
+	}
+	if fmt.Sprint(seqs) != "[3 5]" || len(rep.Left) != 1 || rep.Left[0] != poison.MessageID {
+		t.Fatalf("re-sent seqs %v, report %+v", seqs, rep)
+	}
+	if _, ok := q.msgs[2]; !ok || len(q.msgs) != 1 {
+		t.Fatalf("left dead-lettered: %v, want only the one not selected", q.msgs)
+	}
+}
