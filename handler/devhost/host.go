@@ -39,6 +39,7 @@ type Options struct {
 type Host struct {
 	app       *App
 	opts      Options
+	quiet     bool // Options.Log discards: the handler's lines are not formatted
 	log       *log.Logger
 	queues    map[string]*Queue
 	telemetry *Telemetry
@@ -73,12 +74,13 @@ func Start(opts Options) (*Host, error) {
 	if opts.TimeScale <= 0 {
 		opts.TimeScale = 1
 	}
+	quiet := opts.Log == io.Discard
 	opts.Log = &syncWriter{w: opts.Log}
 	frontLn, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", opts.Port))
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{opts: opts, log: log.New(opts.Log, "devhost: ", log.Ltime|log.Lmicroseconds), queues: map[string]*Queue{}}
+	h := &Host{opts: opts, quiet: quiet, log: log.New(opts.Log, "devhost: ", log.Ltime|log.Lmicroseconds), queues: map[string]*Queue{}}
 	h.frontURL = "http://" + frontLn.Addr().String()
 	settings := map[string]string{}
 	for k, v := range opts.Settings {

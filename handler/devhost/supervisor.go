@@ -444,6 +444,9 @@ func clip(b []byte) string {
 // emulation's log, marked with where it ends up.
 func (in *Instance) trace(t Trace) {
 	kept, first := in.host.telemetry.record(t)
+	if in.host.quiet {
+		return
+	}
 	mark := "→ AI"
 	if !kept {
 		mark = "dropped"
