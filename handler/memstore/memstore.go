@@ -19,6 +19,8 @@ type Store struct {
 	mu      sync.Mutex
 	orders  map[string]*convoy.Order
 	blocked map[string]convoy.BlockedEntry // the blocked index, by key
+	replay  map[string]replayState         // automatic replay states, by order
+	tags    int64
 	// Fail, if set, is called before every operation ("load", "commit", "index"); a
 	// non-nil error is returned instead of doing it (fault injection).
 	Fail func(op, orderID string) error

@@ -1,6 +1,7 @@
 package memstore_test
 
 import (
+	"github.com/convoy-dev/convoy/handler/heal/healtest"
 	"testing"
 
 	"github.com/convoy-dev/convoy/handler/convoy/storetest"
@@ -9,5 +10,7 @@ import (
 )
 
 func TestConformance(t *testing.T) { storetest.Run(t, memstore.New()) }
+
+func TestReplayStateConformance(t *testing.T) { healtest.Run(t, memstore.New()) }
 
 func TestLedgersConformance(t *testing.T) { ledgertest.Run(t, memstore.NewLedgers()) }

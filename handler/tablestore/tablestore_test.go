@@ -19,6 +19,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/convoy/storetest"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/heal/healtest"
 	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
@@ -204,6 +205,8 @@ func (c *conflictCounter) Commit(ctx context.Context, o *convoy.Order, base int6
 	}
 	return err
 }
+
+func TestReplayStateConformance(t *testing.T) { healtest.Run(t, newStore(t, nil)) }
 
 func TestLedgersConformance(t *testing.T) {
 	ledgertest.Run(t, tablestore.NewLedgers(server.NewTable(t, nil)))

@@ -1,0 +1,93 @@
+// Package heal is automatic ordered replay and the health of every order:
+// it finds the orders whose dead letters the orders queue holds for a
+// transient cause and replays them (replay.Order, in seq order) with
+// exponential backoff per order and a circuit breaker, and it sums up what
+// an operator needs to see: blocked orders with where their missing message
+// is and why, dead letters by reason, auto-replays done and pending.
+//
+// Two runs at once (two instances, a lost timer lease) are harmless: an
+// order's attempt is claimed with a conditional write of its state, so one
+// run replays it; dead letters are received with locks, so no two readers
+// hold one; a re-sent dead letter gets a MessageId fixed per dead-lettered
+// copy, so a second re-send is dropped by duplicate detection; and the
+// processor ignores any seq it has applied. Order is the processor's: a
+// re-sent message that arrives early is parked.
+package heal
+
+import (
+	"fmt"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/replay"
+)
+
+// Dead-letter reasons Service Bus writes.
+const (
+	ReasonMaxDelivery = "MaxDeliveryCountExceeded"
+	ReasonExpired     = "TTLExpiredException"
+)
+
+// Classes of cause.
+const (
+	Transient = "transient"
+	Permanent = "permanent"
+)
+
+// Cause is why a dead letter is there, as far as it can be told.
+type Cause struct {
+	Class string `json:"cause"` // Transient or Permanent
+	Why   string `json:"why"`
+}
+
+// Classify tells a dead letter of a transient cause from one of a permanent
+// cause. The rule: a dead letter the processor could read (an order id, a
+// seq ≥ 1 within convoy.MaxParkAhead of the order's appliedSeq, a valid body
+// of that order) was refused for nothing it carries, so its delivery count
+// was spent by something outside it (storage or Service Bus down, locks
+// lost) or it expired waiting (TTLExpiredException): transient, worth
+// replaying. One the processor cannot read failed because of what it is,
+// and failing it ten more times helps nobody: permanent, left to an
+// operator (skip its gap). A reason other than those two (set by another
+// tool) is permanent too. appliedSeq is the order's, or -1 when unknown.
+func Classify(d replay.DeadLetter, appliedSeq int64) Cause {
+	if why := unreadable(d, appliedSeq); why != "" {
+		return Cause{Class: Permanent, Why: "unreadable: " + why}
+	}
+	switch d.Reason {
+	case ReasonMaxDelivery:
+		return Cause{Class: Transient, Why: "its deliveries ran out while it was readable (an outage, lost locks)"}
+	case ReasonExpired:
+		return Cause{Class: Transient, Why: "it expired before it was processed (an outage or a backlog)"}
+	}
+	return Cause{Class: Permanent, Why: fmt.Sprintf("dead-lettered for %q, not by Service Bus's delivery count or expiry", d.Reason)}
+}
+
+// unreadable says why the processor would refuse m as unreadable ("" when
+// it would not).
+func unreadable(m replay.DeadLetter, appliedSeq int64) string {
+	if m.SessionID == "" {
+		return "no SessionId (order id)"
+	}
+	seq, ok := convoy.IntProperty(m.Properties[convoy.PropSeq])
+	switch {
+	case !ok || seq < 1:
+		return "no readable seq"
+	case appliedSeq >= 0 && seq > appliedSeq+convoy.MaxParkAhead:
+		return fmt.Sprintf("seq %d is more than %d past the order's appliedSeq %d", seq, convoy.MaxParkAhead, appliedSeq)
+	}
+	t, err := convoy.DecodeBody(m.Body)
+	if err != nil {
+		return cut(err.Error())
+	}
+	if t.OrderID != m.SessionID {
+		return fmt.Sprintf("the body's orderId %q is not its SessionId", cut(t.OrderID))
+	}
+	return ""
+}
+
+func cut(s string) string {
+	if len(s) > 120 {
+		return s[:120] + "…"
+	}
+	return s
+}

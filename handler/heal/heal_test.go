@@ -1,0 +1,283 @@
+package heal_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/heal"
+	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
+	"github.com/convoy-dev/convoy/handler/memstore"
+	"github.com/convoy-dev/convoy/handler/replay"
+)
+
+// dlq is a dead-letter sub-queue with peek-lock: a received message is
+// invisible to other receivers until completed or abandoned.
+type dlq struct {
+	mu       sync.Mutex
+	msgs     map[int64]replay.DeadLetter
+	locked   map[int64]bool
+	next     int64
+	peekFail error
+	received chan struct{} // if set, Receive signals it and waits for hold
+	hold     chan struct{}
+}
+
+func newDLQ() *dlq { return &dlq{msgs: map[int64]replay.DeadLetter{}, locked: map[int64]bool{}} }
+
+func (q *dlq) add(order string, seq int64, reason, body string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.next++
+	if body == "" {
+		body = fmt.Sprintf(`{"transaction":{"orderId":%q,"op":"AddTransaction","txId":"t-%d","amount":5}}`, order, seq)
+	}
+	q.msgs[q.next] = replay.DeadLetter{SequenceNumber: q.next, MessageID: fmt.Sprintf("L:%s:%d", order, seq), SessionID: order,
+		Properties: map[string]any{"ledgerId": "L", "seq": seq}, Body: []byte(body), Reason: reason}
+}
+
+func (q *dlq) sorted() []int64 {
+	var s []int64
+	for k := range q.msgs {
+		s = append(s, k)
+	}
+	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
+	return s
+}
+
+func (q *dlq) Receive(_ context.Context, max int) ([]replay.DeadLetter, error) {
+	q.mu.Lock()
+	var out []replay.DeadLetter
+	for _, s := range q.sorted() {
+		if len(out) < max && !q.locked[s] {
+			q.locked[s] = true
+			out = append(out, q.msgs[s])
+		}
+	}
+	q.mu.Unlock()
+	if len(out) > 0 && q.received != nil {
+		q.received <- struct{}{}
+		<-q.hold
+	}
+	return out, nil
+}
+
+func (q *dlq) Peek(_ context.Context, from int64, max int) ([]replay.DeadLetter, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.peekFail != nil {
+		return nil, q.peekFail
+	}
+	var out []replay.DeadLetter
+	for _, s := range q.sorted() {
+		if s >= from && len(out) < max {
+			out = append(out, q.msgs[s])
+		}
+	}
+	return out, nil
+}
+
+func (q *dlq) Complete(_ context.Context, m replay.DeadLetter) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.locked[m.SequenceNumber] {
+		return errors.New("not locked")
+	}
+	delete(q.msgs, m.SequenceNumber)
+	delete(q.locked, m.SequenceNumber)
+	return nil
+}
+
+func (q *dlq) Abandon(_ context.Context, m replay.DeadLetter) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.locked, m.SequenceNumber)
+	return nil
+}
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+type fixture struct {
+	q      *dlq
+	store  *memstore.Store
+	sender *ledgertest.Sender
+	clock  *clock
+}
+
+func newFixture() *fixture {
+	return &fixture{q: newDLQ(), store: memstore.New(), sender: &ledgertest.Sender{}, clock: &clock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}}
+}
+
+func (f *fixture) healer(opts heal.Options) *heal.Healer {
+	opts.Now = f.clock.now
+	if opts.BackoffBase == 0 {
+		opts.BackoffBase = time.Minute
+	}
+	if opts.BreakerBase == 0 {
+		opts.BreakerBase = 30 * time.Second
+	}
+	return heal.New(f.store, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) {
+		return f.q, f.sender, func() {}, nil
+	}, opts)
+}
+
+func (f *fixture) sent() []string {
+	var out []string
+	for _, m := range f.sender.Messages() {
+		out = append(out, fmt.Sprintf("%s:%d", m.SessionID, m.Seq))
+	}
+	return out
+}
+
+func TestClassify(t *testing.T) {
+	good := `{"transaction":{"orderId":"o-1","op":"DeleteOrder"}}`
+	for _, c := range []struct {
+		name, session, reason, body string
+		seq                         any
+		applied                     int64
+		want                        string
+	}{
+		{"deliveries ran out", "o-1", heal.ReasonMaxDelivery, good, int64(3), -1, heal.Transient},
+		{"expired", "o-1", heal.ReasonExpired, good, int64(3), 2, heal.Transient},
+		{"no seq", "o-1", heal.ReasonMaxDelivery, good, nil, -1, heal.Permanent},
+		{"seq 0", "o-1", heal.ReasonMaxDelivery, good, int64(0), -1, heal.Permanent},
+		{"bad body", "o-1", heal.ReasonMaxDelivery, `{"transaction":{"orderId":"o-1","op":"AddTransaction","txId":"t","amount":"a lot"}}`, int64(3), -1, heal.Permanent},
+		{"body of another order", "o-1", heal.ReasonMaxDelivery, `{"transaction":{"orderId":"o-2","op":"DeleteOrder"}}`, int64(3), -1, heal.Permanent},
+		{"no session", "", heal.ReasonMaxDelivery, good, int64(3), -1, heal.Permanent},
+		{"too far ahead", "o-1", heal.ReasonMaxDelivery, good, int64(convoy.MaxParkAhead + 3), 2, heal.Permanent},
+		{"another tool's reason", "o-1", "OperatorMoved", good, int64(3), -1, heal.Permanent},
+	} {
+		props := map[string]any{}
+		if c.seq != nil {
+			props["seq"] = c.seq
+		}
+		got := heal.Classify(replay.DeadLetter{SessionID: c.session, Reason: c.reason, Body: []byte(c.body), Properties: props}, c.applied)
+		if got.Class != c.want || got.Why == "" {
+			t.Errorf("%s: %+v, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+// TestTransientOnlyWithBackoff: a dead letter of a transient cause is
+// replayed at the first run; when it comes back (its cause is not over) the
+// next attempts wait 1, 2, 4 minutes, capped at 3; a poison message of the
+// same order is never re-sent.
+func TestTransientOnlyWithBackoff(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	h := f.healer(heal.Options{BackoffMax: 3 * time.Minute})
+	f.q.add("o-1", 2, heal.ReasonMaxDelivery, "")
+	f.q.add("o-1", 5, heal.ReasonMaxDelivery, `{"transaction":{"orderId":"o-1","op":"AddTransaction","txId":"t","amount":"a lot"}}`)
+	r := h.RunOnce(ctx)
+	if len(r.Replayed) != 1 || fmt.Sprint(r.Replayed[0].Seqs) != "[2]" || r.Replayed[0].Left != 1 || r.Paused != "" {
+		t.Fatalf("first run %+v", r)
+	}
+	// Each attempt fails again: the message is dead-lettered again.
+	var attempts []time.Duration
+	start := f.clock.now()
+	for range 40 {
+		f.clock.add(30 * time.Second)
+		if len(f.q.msgs) == 1 { // only the poison message: the replayed one came back
+			f.q.add("o-1", 2, heal.ReasonMaxDelivery, "")
+		}
+		if r := h.RunOnce(ctx); len(r.Replayed) == 1 {
+			attempts = append(attempts, f.clock.now().Sub(start))
+			start = f.clock.now()
+		}
+	}
+	want := "[1m0s 2m0s 3m0s 3m0s 3m0s 3m0s]"
+	if got := fmt.Sprint(attempts[:min(6, len(attempts))]); got != want {
+		t.Fatalf("waits between attempts %s, want %s", got, want)
+	}
+	for _, s := range f.sent() {
+		if s == "o-1:5" {
+			t.Fatal("the poison message was replayed")
+		}
+	}
+	if _, ok := f.q.msgs[2]; !ok {
+		t.Fatal("the poison message left the dead-letter queue")
+	}
+}
+
+// TestBreaker: a run that cannot read the dead-letter queue (Service Bus
+// failing) replays nothing and opens the breaker: the next runs wait 30 s,
+// then 60 s after a second failure; after that, a run replays.
+func TestBreaker(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	h := f.healer(heal.Options{})
+	f.q.add("o-1", 2, heal.ReasonMaxDelivery, "")
+	f.q.peekFail = errors.New("service bus down")
+	if r := h.RunOnce(ctx); r.Paused == "" || len(r.Replayed) != 0 {
+		t.Fatalf("run during the outage: %+v", r)
+	}
+	f.clock.add(10 * time.Second)
+	if r := h.RunOnce(ctx); r.Paused == "" || len(f.sent()) != 0 {
+		t.Fatalf("second failing run: %+v", r)
+	}
+	f.q.peekFail = nil
+	f.clock.add(50 * time.Second) // 50 s after the second failure: its pause is 60 s
+	if r := h.RunOnce(ctx); r.Paused == "" || len(f.sent()) != 0 {
+		t.Fatalf("run within the breaker's pause: %+v", r)
+	}
+	f.clock.add(11 * time.Second)
+	if r := h.RunOnce(ctx); r.Paused != "" || len(r.Replayed) != 1 {
+		t.Fatalf("run after the pause: %+v", r)
+	}
+}
+
+// TestDisabled: figures only, nothing replayed.
+func TestDisabled(t *testing.T) {
+	f := newFixture()
+	f.q.add("o-1", 2, heal.ReasonMaxDelivery, "")
+	r := f.healer(heal.Options{Disabled: true}).RunOnce(context.Background())
+	if r.Summary == nil || r.Summary.AutoReplay.Pending != 1 || len(f.sent()) != 0 {
+		t.Fatalf("disabled run %+v, sent %v", r, f.sent())
+	}
+}
+
+// TestTwoRunsAtOnce: two instances run at once over the same dead letters
+// and states, then one runs again (the next timer firing); every dead letter
+// is re-sent exactly once in all.
+func TestTwoRunsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	for i := range 20 {
+		f.q.add(fmt.Sprintf("o-%d", i), 2, heal.ReasonMaxDelivery, "")
+	}
+	a, b := f.healer(heal.Options{}), f.healer(heal.Options{})
+	var wg sync.WaitGroup
+	for _, h := range []*heal.Healer{a, b} {
+		wg.Add(1)
+		go func() { defer wg.Done(); h.RunOnce(ctx) }()
+	}
+	wg.Wait()
+	// What one found locked by the other is replayed by the next run.
+	f.clock.add(time.Second)
+	a.RunOnce(ctx)
+	seen := map[string]int{}
+	for _, s := range f.sent() {
+		seen[s]++
+		if seen[s] > 1 {
+			t.Fatalf("%s re-sent twice", s)
+		}
+	}
+	if len(seen) != 20 || len(f.q.msgs) != 0 {
+		t.Fatalf("re-sent %d of 20, %d left dead-lettered", len(seen), len(f.q.msgs))
+	}
+}

@@ -1,0 +1,157 @@
+package heal
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/replay"
+)
+
+// Missing says where an order's missing message is.
+type Missing struct {
+	// Where: "deadLetter" (in the orders queue's dead-letter sub-queue),
+	// "deadLetterWithoutSeq" (the order has a dead letter without a readable
+	// seq, most likely the missing one), "notDeadLettered" (not there: never
+	// published, or still on its way), or "unknown" (the sub-queue could not
+	// be read whole).
+	Where            string `json:"where"`
+	MessageID        string `json:"messageId,omitempty"`
+	DeadLetterReason string `json:"deadLetterReason,omitempty"`
+	Cause            string `json:"cause,omitempty"`
+	Why              string `json:"why,omitempty"`
+	// AutoReplay is the order's automatic replay state, when it has one.
+	AutoReplay *State `json:"autoReplay,omitempty"`
+}
+
+// Where values.
+const (
+	WhereDeadLetter       = "deadLetter"
+	WhereDeadLetterNoSeq  = "deadLetterWithoutSeq"
+	WhereNotDeadLettered  = "notDeadLettered"
+	WhereUnknown          = "unknown"
+	defaultPeekLimit      = 50_000
+	maxReasonsInSummaries = 20
+)
+
+type letter struct {
+	seq    int64 // 0 when unreadable
+	id     string
+	reason string
+	qseq   int64
+	dl     replay.DeadLetter
+}
+
+// DeadLetters is what one peek of the dead-letter sub-queue saw, by order.
+type DeadLetters struct {
+	byOrder map[string][]letter
+	// Counts.
+	Total    int            `json:"total"`
+	ByReason map[string]int `json:"byReason"`
+	// Transient and Permanent count by Classify (without the orders'
+	// appliedSeq: a seq too far ahead is counted transient here).
+	Transient int `json:"transient"`
+	Permanent int `json:"permanent"`
+	// Complete: the peek read the whole sub-queue.
+	Complete bool `json:"complete"`
+}
+
+// ReadDeadLetters peeks the whole sub-queue (locking nothing), up to limit
+// messages.
+func ReadDeadLetters(ctx context.Context, src replay.Source, limit int) (*DeadLetters, error) {
+	if limit <= 0 {
+		limit = defaultPeekLimit
+	}
+	d := &DeadLetters{byOrder: map[string][]letter{}, ByReason: map[string]int{}}
+	var from int64
+	for d.Total < limit {
+		batch, err := src.Peek(ctx, from, min(250, limit-d.Total))
+		if err != nil {
+			return nil, fmt.Errorf("peek dead letters: %w", err)
+		}
+		if len(batch) == 0 {
+			d.Complete = true
+			break
+		}
+		for _, m := range batch {
+			from = max(from, m.SequenceNumber+1)
+			d.Total++
+			reason := m.Reason
+			if reason == "" {
+				reason = "(none)"
+			}
+			if len(d.ByReason) < maxReasonsInSummaries || d.ByReason[reason] > 0 {
+				d.ByReason[reason]++
+			} else {
+				d.ByReason["(other)"]++
+			}
+			if Classify(m, -1).Class == Transient {
+				d.Transient++
+			} else {
+				d.Permanent++
+			}
+			seq, ok := convoy.IntProperty(m.Properties[convoy.PropSeq])
+			if !ok || seq < 1 {
+				seq = 0
+			}
+			m.Body = append([]byte(nil), m.Body...)
+			d.byOrder[m.SessionID] = append(d.byOrder[m.SessionID], letter{seq: seq, id: m.MessageID, reason: m.Reason, qseq: m.SequenceNumber, dl: m})
+		}
+	}
+	return d, nil
+}
+
+// Missing says where seq of orderID is (appliedSeq as Classify takes it).
+func (d *DeadLetters) Missing(orderID string, seq, appliedSeq int64) Missing {
+	var noSeq *letter
+	for i, l := range d.byOrder[orderID] {
+		if l.seq == seq {
+			c := Classify(l.dl, appliedSeq)
+			return Missing{Where: WhereDeadLetter, MessageID: l.id, DeadLetterReason: l.reason, Cause: c.Class, Why: c.Why}
+		}
+		if l.seq == 0 && noSeq == nil {
+			noSeq = &d.byOrder[orderID][i]
+		}
+	}
+	if noSeq != nil {
+		c := Classify(noSeq.dl, appliedSeq)
+		return Missing{Where: WhereDeadLetterNoSeq, MessageID: noSeq.id, DeadLetterReason: noSeq.reason, Cause: c.Class, Why: c.Why}
+	}
+	if !d.Complete {
+		return Missing{Where: WhereUnknown, Why: "the dead-letter queue holds more than one peek reads"}
+	}
+	return Missing{Where: WhereNotDeadLettered, Why: "not in the dead-letter queue: never published (resend its ledger), or still on its way"}
+}
+
+// transientOrders lists the orders with at least one dead letter of a
+// transient cause, with the lowest such seq, by their oldest dead letter.
+func (d *DeadLetters) transientOrders() []candidate {
+	var out []candidate
+	for id, ls := range d.byOrder {
+		c := candidate{orderID: id}
+		for _, l := range ls {
+			if Classify(l.dl, -1).Class != Transient {
+				continue
+			}
+			if c.seq == 0 || l.seq < c.seq {
+				c.seq = l.seq
+			}
+			if c.qseq == 0 || l.qseq < c.qseq {
+				c.qseq = l.qseq
+			}
+		}
+		if c.seq > 0 {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b candidate) int { return int(a.qseq - b.qseq) })
+	return out
+}
+
+type candidate struct {
+	orderID string
+	seq     int64 // the lowest seq dead-lettered for a transient cause
+	qseq    int64
+	blocked bool
+}

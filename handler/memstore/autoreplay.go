@@ -1,0 +1,67 @@
+package memstore
+
+import (
+	"context"
+	"slices"
+	"strconv"
+
+	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/heal"
+)
+
+var _ heal.StateStore = (*Store)(nil)
+
+type replayState struct {
+	st  heal.State
+	tag int64
+}
+
+// ReplayState implements heal.StateStore.
+func (s *Store) ReplayState(_ context.Context, orderID string) (heal.State, string, bool, error) {
+	if err := s.fail("index", orderID); err != nil {
+		return heal.State{}, "", false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.replay[orderID]
+	if !ok {
+		return heal.State{}, "", false, nil
+	}
+	return r.st, strconv.FormatInt(r.tag, 10), true, nil
+}
+
+// PutReplayState implements heal.StateStore.
+func (s *Store) PutReplayState(_ context.Context, st heal.State, etag string) (string, error) {
+	if err := s.fail("index", st.OrderID); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.replay == nil {
+		s.replay = map[string]replayState{}
+	}
+	r, ok := s.replay[st.OrderID]
+	if (etag == "") == ok || (ok && strconv.FormatInt(r.tag, 10) != etag) {
+		return "", fault.Errorf(fault.Conflict, "the auto-replay state of %s changed meanwhile", st.OrderID)
+	}
+	s.tags++
+	s.replay[st.OrderID] = replayState{st: st, tag: s.tags}
+	return strconv.FormatInt(s.tags, 10), nil
+}
+
+// ReplayStates implements heal.StateStore.
+func (s *Store) ReplayStates(_ context.Context, limit int) ([]heal.State, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []heal.State
+	for _, r := range s.replay {
+		out = append(out, r.st)
+	}
+	slices.SortFunc(out, func(a, b heal.State) int {
+		if a.OrderID < b.OrderID {
+			return -1
+		}
+		return 1
+	})
+	return out[:min(limit, len(out))], len(out) > limit, nil
+}
