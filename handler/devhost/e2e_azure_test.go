@@ -192,7 +192,7 @@ func TestLogsReachApplicationInsights(t *testing.T) {
 	e.waitIdle(ctx)
 	q.Send(append(msgs[:1:1], msgs[2:]...)) // then the rest: it unblocks
 	q.Send([]devhost.Message{{MessageID: "no-seq", SessionID: "logged", Body: msgs[0].Body}})
-	e.host.Queue("ledgers").Send([]devhost.Message{{MessageID: "L-bad", Body: []byte(`{"ledgerId":"L-bad","transactions":[{"orderId":"x","op":"Explode"}]}`)}})
+	e.host.Queue("ledgers").Send([]devhost.Message{{MessageID: "L-bad", SessionID: "default", Body: []byte(`{"ledgerId":"L-bad","transactions":[{"orderId":"x","op":"Explode"}]}`)}})
 	e.waitIdle(ctx)
 
 	found := map[string]bool{}
@@ -271,4 +271,26 @@ func TestBatchModeLongSessionWithLockLoss(t *testing.T) {
 	}
 	e.checkFold(ctx, ledgers)
 	t.Logf("%d invocations, %d lock losses", e.host.Invocations(), e.host.LockLosses())
+}
+
+// TestChunkedUploadUnderProxying: with enableProxyingHttpRequest the request
+// is passed on as it is, so a chunked upload arrives whole.
+func TestChunkedUploadUnderProxying(t *testing.T) {
+	app := stage(t, func(name string, doc map[string]any) {
+		if name == "host.json" {
+			ch := doc["customHandler"].(map[string]any)
+			ch["enableForwardingHttpRequest"], ch["enableProxyingHttpRequest"] = false, true
+		}
+	})
+	e := start(t, app, azurite.Options{})
+	doc, _ := os.ReadFile(filepath.Join(root, "testdata", "ledgers", "01-morning.json"))
+	chunked := io.MultiReader(strings.NewReader(string(doc[:10])), strings.NewReader(string(doc[10:])))
+	resp, err := http.Post(e.host.URL()+"/api/ledgers", "application/json", chunked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 202 {
+		t.Fatalf("chunked upload under proxying: %d, want 202", resp.StatusCode)
+	}
 }

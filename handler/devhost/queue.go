@@ -1,6 +1,7 @@
 package devhost
 
 import (
+	"fmt"
 	"context"
 	"errors"
 	"sort"
@@ -118,8 +119,18 @@ func (q *Queue) notify() {
 }
 
 // Send enqueues msgs in order; a MessageId seen within the duplicate
-// detection window is dropped. It returns how many were accepted.
-func (q *Queue) Send(msgs []Message) (accepted, duplicates int) {
+// detection window is dropped. It returns how many were accepted. As Service
+// Bus does, it refuses the whole send when a message has no SessionId and
+// the queue requires sessions, or a MessageId longer than 128 characters.
+func (q *Queue) Send(msgs []Message) (accepted, duplicates int, err error) {
+	for i, m := range msgs {
+		switch {
+		case q.props.RequiresSession && m.SessionID == "":
+			return 0, 0, fmt.Errorf("message %d has no SessionId; queue %s requires sessions", i, q.Name)
+		case len(m.MessageID) > MaxMessageIDLength:
+			return 0, 0, fmt.Errorf("message %d: MessageId of %d characters; Service Bus allows %d", i, len(m.MessageID), MaxMessageIDLength)
+		}
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.now()
@@ -159,7 +170,7 @@ func (q *Queue) Send(msgs []Message) (accepted, duplicates int) {
 	if accepted > 0 {
 		q.notify()
 	}
-	return accepted, duplicates
+	return accepted, duplicates, nil
 }
 
 // wait blocks until the queue changes, timeout passes or ctx ends; false when ctx ended.

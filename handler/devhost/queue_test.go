@@ -3,6 +3,7 @@ package devhost
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -206,5 +207,22 @@ func TestTimeSpan(t *testing.T) {
 	}
 	if _, err := timeSpan("5 minutes", 0); err == nil {
 		t.Error("a bad TimeSpan was accepted")
+	}
+}
+
+// Service Bus refuses a send with a message without SessionId on a session
+// queue, or a MessageId over 128 characters, whole.
+func TestSendRefusals(t *testing.T) {
+	q := sessionQueue(QueueProperties{})
+	for _, msgs := range [][]Message{
+		{{SessionID: "s", MessageID: "a"}, {MessageID: "b"}},
+		{{SessionID: "s", MessageID: strings.Repeat("x", 129)}},
+	} {
+		if n, _, err := q.Send(msgs); err == nil || n != 0 {
+			t.Errorf("send %v: accepted %d, %v; want refused whole", msgs, n, err)
+		}
+	}
+	if st := q.Stats(); st.Active != 0 {
+		t.Fatalf("a refused send left %d messages", st.Active)
 	}
 }

@@ -45,17 +45,13 @@ func (h *Host) sendMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	msgs := make([]Message, len(wire))
 	for i, m := range wire {
-		if q.Properties().RequiresSession && m.SessionID == "" {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("message %d has no SessionId; queue %s requires sessions", i, q.Name)})
-			return
-		}
-		if len(m.MessageID) > MaxMessageIDLength {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("message %d: MessageId is %d characters, more than Service Bus's %d", i, len(m.MessageID), MaxMessageIDLength)})
-			return
-		}
 		msgs[i] = Message{MessageID: m.MessageID, SessionID: m.SessionID, ContentType: m.ContentType, Properties: m.ApplicationProperties, Body: []byte(m.Body)}
 	}
-	accepted, dups := q.Send(msgs)
+	accepted, dups, err := q.Send(msgs)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
 	writeJSON(w, http.StatusOK, localbus.SendResult{Accepted: accepted, Duplicates: dups})
 }
 

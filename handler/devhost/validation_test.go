@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +24,14 @@ const fakeHandlerMode = "DEVHOST_FAKE_HANDLER"
 
 // runFakeHandler answers GET / and every invocation the way mode says.
 func runFakeHandler(mode string) {
+	// Tell on stdout if the host ever sends SIGTERM (it must not: it kills).
+	terms := make(chan os.Signal, 1)
+	signal.Notify(terms, syscall.SIGTERM)
+	go func() {
+		<-terms
+		fmt.Println("fake handler: got SIGTERM")
+		os.Exit(3)
+	}()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("POST /", func(w http.ResponseWriter, _ *http.Request) {
@@ -78,20 +89,14 @@ func TestResponseValidation(t *testing.T) {
 // with one queue "work" (MaxDeliveryCount 3 unless given) holding one message.
 func fakeHost(t *testing.T, mode, functionTimeout string, maxDelivery ...int) *devhost.Host {
 	t.Helper()
-	app := t.TempDir()
-	self, _ := os.Executable()
-	host := map[string]any{"version": "2.0", "customHandler": map[string]any{"description": map[string]any{
-		"defaultExecutablePath": self, "arguments": []string{"-test.run=^$"}}}}
-	if functionTimeout != "" {
-		host["functionTimeout"] = functionTimeout
-	}
-	fn := map[string]any{"bindings": []any{map[string]any{"type": "serviceBusTrigger", "direction": "in", "name": "message",
-		"queueName": "work", "connection": "ServiceBusConnection", "dataType": "string"}}}
-	writeJSON(t, filepath.Join(app, "host.json"), host)
-	writeJSON(t, filepath.Join(app, "Work", "function.json"), fn)
-	var log bytes.Buffer
-	h, err := devhost.Start(devhost.Options{AppDir: app, Settings: map[string]string{fakeHandlerMode: mode},
-		Queues: map[string]devhost.QueueProperties{"work": {MaxDeliveryCount: append(maxDelivery, 3)[0]}}, Log: &lockedBuffer{b: &log}})
+	return fakeHostLog(t, mode, functionTimeout, &lockedBuffer{b: &bytes.Buffer{}}, maxDelivery...)
+}
+
+// fakeHostLog is fakeHost writing the emulation's log to log.
+func fakeHostLog(t *testing.T, mode, functionTimeout string, log *lockedBuffer, maxDelivery ...int) *devhost.Host {
+	t.Helper()
+	h, err := devhost.Start(devhost.Options{AppDir: fakeApp(t, functionTimeout), Settings: map[string]string{fakeHandlerMode: mode},
+		Queues: map[string]devhost.QueueProperties{"work": {MaxDeliveryCount: append(maxDelivery, 3)[0]}}, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +108,24 @@ func fakeHost(t *testing.T, mode, functionTimeout string, maxDelivery ...int) *d
 	})
 	h.Queue("work").Send([]devhost.Message{{MessageID: "m-1", Body: []byte(`{"a":1}`)}})
 	return h
+}
+
+// fakeApp stages an app whose handler is this test binary and whose one
+// function Work is triggered by the queue "work".
+func fakeApp(t *testing.T, functionTimeout string) string {
+	t.Helper()
+	app := t.TempDir()
+	self, _ := os.Executable()
+	host := map[string]any{"version": "2.0", "customHandler": map[string]any{"description": map[string]any{
+		"defaultExecutablePath": self, "arguments": []string{"-test.run=^$"}}}}
+	if functionTimeout != "" {
+		host["functionTimeout"] = functionTimeout
+	}
+	fn := map[string]any{"bindings": []any{map[string]any{"type": "serviceBusTrigger", "direction": "in", "name": "message",
+		"queueName": "work", "connection": "ServiceBusConnection", "dataType": "string"}}}
+	writeJSON(t, filepath.Join(app, "host.json"), host)
+	writeJSON(t, filepath.Join(app, "Work", "function.json"), fn)
+	return app
 }
 
 // drain waits until the queue is idle and returns its dead letters.
@@ -175,6 +198,12 @@ type lockedBuffer struct {
 	b  *bytes.Buffer
 }
 
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -187,5 +216,35 @@ func writeJSON(t *testing.T, path string, v any) {
 	data, _ := json.Marshal(v)
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStopKills: the host disposes of the handler with Process.Kill (SIGKILL)
+// on shutdown, never SIGTERM: the handler never sees a signal it could handle.
+func TestStopKills(t *testing.T) {
+	log := &lockedBuffer{b: &bytes.Buffer{}}
+	h := fakeHostLog(t, "good", "", log)
+	drain(t, h)
+	pid := h.Instances()[0].HandlerPID()
+	h.Stop()
+	if strings.Contains(log.String(), "got SIGTERM") {
+		t.Fatal("the handler got SIGTERM")
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Fatalf("handler %d still runs after Stop", pid)
+	}
+}
+
+// TestTimeScale: Options.TimeScale compresses the modelled durations.
+func TestTimeScale(t *testing.T) {
+	app := fakeApp(t, "")
+	h, err := devhost.Start(devhost.Options{AppDir: app, Settings: map[string]string{fakeHandlerMode: "good"}, TimeScale: 0.002,
+		Queues: map[string]devhost.QueueProperties{"work": {LockDuration: time.Minute, DefaultMessageTimeToLive: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	if p := h.Queue("work").Properties(); p.LockDuration != 120*time.Millisecond || p.DefaultMessageTimeToLive != 7200*time.Millisecond {
+		t.Fatalf("scaled properties %+v", p)
 	}
 }
