@@ -158,6 +158,9 @@ func TestConcurrentDuplicateInvocations(t *testing.T) {
 		t.Fatalf("after concurrent delivery: applied %d, %d transactions, total %d (want %d), %d rejected, %d parked",
 			o.AppliedSeq, len(o.Transactions), o.Total(), want, len(o.Rejected), len(o.Parked))
 	}
+	if store.conflicts.Load() == 0 {
+		t.Fatal("no commit lost a race: the instances never collided, so the test showed nothing")
+	}
 	t.Logf("%d commits lost a race, %d invocations answered non-2xx; %d commits in all",
 		store.conflicts.Load(), failures.Load(), o.Version)
 }
