@@ -363,7 +363,7 @@ func (r replayer) ReplayAll(ctx context.Context, max int, continuation string) (
 // queueSender is what the program sends with: azservicebus in Azure, or the
 // local development transport to convoy-devhost.
 type queueSender interface {
-	ledger.Sender
+	convoy.Sender
 	SendLedger(ctx context.Context, ledgerID, stream string, doc []byte) error
 	Close(ctx context.Context) error
 }

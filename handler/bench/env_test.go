@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/convoy-dev/convoy/handler/azurite"
+	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/devhost"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
@@ -115,7 +116,7 @@ func function(b *testing.B, app *devhost.App, name string) devhost.Function {
 
 // orderMessages de-batches a generated ledger of n transactions over orders
 // with the real publisher: the order messages it would send, in order.
-func orderMessages(b *testing.B, ledgerID string, n int, orders []string) []ledger.Message {
+func orderMessages(b *testing.B, ledgerID string, n int, orders []string) []convoy.OrderMessage {
 	b.Helper()
 	sender := &ledgertest.Sender{}
 	p := ledger.NewPublisher(memstore.NewLedgers(), sender, ledger.PublisherOptions{})
@@ -126,7 +127,7 @@ func orderMessages(b *testing.B, ledgerID string, n int, orders []string) []ledg
 }
 
 // hostMessage is m as the queue emulation delivers it (via the local transport's wire form).
-func hostMessage(m ledger.Message) *devhost.Message {
+func hostMessage(m convoy.OrderMessage) *devhost.Message {
 	w := localbus.ToWire(m)
 	return &devhost.Message{MessageID: w.MessageID, SessionID: w.SessionID, ContentType: w.ContentType,
 		Properties: w.ApplicationProperties, Body: []byte(w.Body), DeliveryCount: 1}
@@ -141,6 +142,6 @@ func orderIDs(prefix string, n int) []string {
 }
 
 // devhostEncode is the invocation body the host sends to deliver m to fn.
-func devhostEncode(fn devhost.Function, m ledger.Message) []byte {
+func devhostEncode(fn devhost.Function, m convoy.OrderMessage) []byte {
 	return devhost.EncodeInvocation(fn, []*devhost.Message{hostMessage(m)}, time.Now())
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
 	"github.com/convoy-dev/convoy/handler/memstore"
@@ -70,11 +71,11 @@ func BenchmarkPublisherScale(b *testing.B) {
 
 type countingSender struct{ messages atomic.Int64 }
 
-func (s *countingSender) NewBatch(context.Context) (ledger.Batch, error) {
+func (s *countingSender) NewBatch(context.Context) (convoy.Batch, error) {
 	return &countingBatch{limit: 256 << 10}, nil
 }
 
-func (s *countingSender) SendBatch(_ context.Context, b ledger.Batch) error {
+func (s *countingSender) SendBatch(_ context.Context, b convoy.Batch) error {
 	s.messages.Add(int64(b.Len()))
 	return nil
 }
@@ -83,9 +84,9 @@ func (s *countingSender) SendBatch(_ context.Context, b ledger.Batch) error {
 // keeps none of them.
 type countingBatch struct{ n, bytes, limit int }
 
-func (c *countingBatch) Add(m ledger.Message) error {
+func (c *countingBatch) Add(m convoy.OrderMessage) error {
 	if c.bytes+ledgertest.Size(m) > c.limit {
-		return ledger.ErrBatchFull
+		return convoy.ErrBatchFull
 	}
 	c.n++
 	c.bytes += ledgertest.Size(m)

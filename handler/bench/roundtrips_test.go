@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
-	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
 // BenchmarkStorageRoundTrips (figure 2): HTTP round trips to Table Storage
@@ -99,7 +98,7 @@ func swapPairs(msgs []convoy.Message) []convoy.Message {
 }
 
 // convoyMessages decodes published messages as the handler does.
-func convoyMessages(b *testing.B, msgs []ledger.Message) []convoy.Message {
+func convoyMessages(b *testing.B, msgs []convoy.OrderMessage) []convoy.Message {
 	out := make([]convoy.Message, len(msgs))
 	for i, m := range msgs {
 		tx, err := convoy.DecodeBody(m.Body)

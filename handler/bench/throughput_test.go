@@ -16,8 +16,8 @@ import (
 
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/azurite"
+	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/devhost"
-	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/localbus"
 )
 
@@ -144,10 +144,10 @@ func processCPU(b *testing.B, pid int) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
-func send(b *testing.B, ctx context.Context, sender *localbus.Sender, msgs []ledger.Message) {
+func send(b *testing.B, ctx context.Context, sender *localbus.Sender, msgs []convoy.OrderMessage) {
 	batch, _ := sender.NewBatch(ctx)
 	for _, m := range msgs {
-		if batch.Add(m) == ledger.ErrBatchFull {
+		if batch.Add(m) == convoy.ErrBatchFull {
 			if err := sender.SendBatch(ctx, batch); err != nil {
 				b.Fatal(err)
 			}

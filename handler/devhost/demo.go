@@ -152,7 +152,7 @@ type gatedSender struct {
 	once    bool
 }
 
-func (g *gatedSender) NewBatch(ctx context.Context) (ledger.Batch, error) {
+func (g *gatedSender) NewBatch(ctx context.Context) (convoy.Batch, error) {
 	if !g.once {
 		g.once = true
 		close(g.reached)

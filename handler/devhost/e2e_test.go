@@ -271,7 +271,7 @@ func TestDuplicates(t *testing.T) {
 	for i, entry := range ledgers[0].Entries {
 		seqs[entry.OrderID]++
 		body, _ := convoy.EncodeBody(entry.Transaction)
-		again = append(again, localbus.ToWire(ledger.Message{SessionID: entry.OrderID, MessageID: fmt.Sprintf("again-%d", i),
+		again = append(again, localbus.ToWire(convoy.OrderMessage{SessionID: entry.OrderID, MessageID: fmt.Sprintf("again-%d", i),
 			LedgerID: ledgers[0].ID, Seq: seqs[entry.OrderID], Last: entry.Last, Body: body}))
 	}
 	raw, _ = json.Marshal(again)

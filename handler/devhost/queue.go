@@ -1,9 +1,9 @@
 package devhost
 
 import (
-	"fmt"
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"time"

@@ -85,17 +85,6 @@ func SameAllocation(count int, hash string, gotCount int, gotHash string) bool {
 	return gotCount == count && (gotHash == "" || gotHash == hash)
 }
 
-// The order message and its transport port live in package convoy; these
-// names remain for callers written against package ledger.
-type (
-	Message = convoy.OrderMessage
-	Sender  = convoy.Sender
-	Batch   = convoy.Batch
-)
-
-// ErrBatchFull: the message does not fit in the batch.
-var ErrBatchFull = convoy.ErrBatchFull
-
 // Outcomes in a Summary.
 const (
 	OutcomePublished        = "published"
@@ -127,12 +116,12 @@ type PublisherOptions struct {
 // Publisher de-batches ledgers onto the orders queue.
 type Publisher struct {
 	store  Store
-	sender Sender
+	sender convoy.Sender
 	opts   PublisherOptions
 }
 
 // NewPublisher returns a Publisher.
-func NewPublisher(store Store, sender Sender, opts PublisherOptions) *Publisher {
+func NewPublisher(store Store, sender convoy.Sender, opts PublisherOptions) *Publisher {
 	if opts.AllocParallelism <= 0 {
 		opts.AllocParallelism = 16
 	}
@@ -352,7 +341,7 @@ func (p *Publisher) sendBatch(ctx context.Context, l *Ledger, pl plan, from int)
 		if p.opts.BatchPerSession && i > from && l.Entries[pl.index[i-1]].OrderID != m.SessionID {
 			break
 		}
-		if err := b.Add(m); errors.Is(err, ErrBatchFull) {
+		if err := b.Add(m); errors.Is(err, convoy.ErrBatchFull) {
 			if b.Len() == 0 {
 				// Parse measured this message against MaxMessageBytes before any
 				// seq was allocated: the setting is above the queue's real limit.
@@ -370,7 +359,7 @@ func (p *Publisher) sendBatch(ctx context.Context, l *Ledger, pl plan, from int)
 }
 
 // message builds the order message of the i-th transaction.
-func (l *Ledger) message(i int, seq int64) (Message, error) {
+func (l *Ledger) message(i int, seq int64) (convoy.OrderMessage, error) {
 	e := l.Entries[i]
 	return convoy.NewOrderMessage(l.ID, i, seq, e.Last, e.Transaction)
 }

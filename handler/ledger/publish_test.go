@@ -18,7 +18,7 @@ import (
 
 var noRetry = fault.RetryPolicy{MaxAttempts: 1}
 
-func publisher(store ledger.Store, sender ledger.Sender) *ledger.Publisher {
+func publisher(store ledger.Store, sender convoy.Sender) *ledger.Publisher {
 	return ledger.NewPublisher(store, sender, ledger.PublisherOptions{Retry: noRetry})
 }
 
@@ -237,10 +237,10 @@ type countingSender struct {
 	batches, messages int
 }
 
-func (c *countingSender) NewBatch(context.Context) (ledger.Batch, error) {
+func (c *countingSender) NewBatch(context.Context) (convoy.Batch, error) {
 	return &countingBatch{}, nil
 }
-func (c *countingSender) SendBatch(_ context.Context, b ledger.Batch) error {
+func (c *countingSender) SendBatch(_ context.Context, b convoy.Batch) error {
 	c.batches++
 	c.messages += b.Len()
 	return nil
@@ -248,9 +248,9 @@ func (c *countingSender) SendBatch(_ context.Context, b ledger.Batch) error {
 
 type countingBatch struct{ n, bytes int }
 
-func (b *countingBatch) Add(m ledger.Message) error {
+func (b *countingBatch) Add(m convoy.OrderMessage) error {
 	if b.bytes+ledgertest.Size(m) > 256<<10 {
-		return ledger.ErrBatchFull
+		return convoy.ErrBatchFull
 	}
 	b.n++
 	b.bytes += ledgertest.Size(m)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
-	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
@@ -252,7 +251,7 @@ func TestReplayPartialFailure(t *testing.T) {
 	}
 }
 
-var _ ledger.Sender = (*ledgertest.Sender)(nil)
+var _ convoy.Sender = (*ledgertest.Sender)(nil)
 
 // orders is an OrderReader with fixed appliedSeqs.
 type orders map[string]int64

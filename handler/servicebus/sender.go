@@ -1,5 +1,5 @@
 // Package servicebus is the azservicebus adapter: it sends order messages for the
-// publisher (a ledger.Sender) and ledger documents for the publish command, and
+// publisher (a convoy.Sender) and ledger documents for the publish command, and
 // reads the orders queue's dead letters for replay.
 package servicebus
 

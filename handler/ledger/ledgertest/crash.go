@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
@@ -41,7 +42,7 @@ func Doc(id string, n int, orders []string, dataBytes int) []byte {
 // before it runs, or after it ran (the reply lost, the process gone).
 type flaky struct {
 	ledger.Store
-	sender ledger.Sender
+	sender convoy.Sender
 	mu     sync.Mutex
 	ops    int
 	failAt int // -1: never
@@ -81,11 +82,11 @@ func (f *flaky) Allocate(ctx context.Context, l, h, o string, n int) (first int6
 	err = f.step(func() (e error) { first, e = f.Store.Allocate(ctx, l, h, o, n); return e })
 	return
 }
-func (f *flaky) NewBatch(ctx context.Context) (b ledger.Batch, err error) {
+func (f *flaky) NewBatch(ctx context.Context) (b convoy.Batch, err error) {
 	err = f.step(func() (e error) { b, e = f.sender.NewBatch(ctx); return e })
 	return
 }
-func (f *flaky) SendBatch(ctx context.Context, b ledger.Batch) error {
+func (f *flaky) SendBatch(ctx context.Context, b convoy.Batch) error {
 	return f.step(func() error { return f.sender.SendBatch(ctx, b) })
 }
 
@@ -96,7 +97,7 @@ func (f *flaky) SendBatch(ctx context.Context, b ledger.Batch) error {
 func CrashAtEveryStep(t *testing.T, store ledger.Store) {
 	ctx := context.Background()
 	runs := 0
-	run := func(failAt int, after bool) (map[string]ledger.Message, int, error) {
+	run := func(failAt int, after bool) (map[string]convoy.OrderMessage, int, error) {
 		runs++ // fresh ledger and order ids: the store keeps every counter
 		p := fmt.Sprintf("c%d-%d", time.Now().UnixNano(), runs)
 		doc := Doc("L-"+p, 40, []string{p + "-o1", p + "-o2", p + "-o3"}, 900)
@@ -109,7 +110,7 @@ func CrashAtEveryStep(t *testing.T, store ledger.Store) {
 		if _, err := pub.Publish(ctx, doc); err != nil {
 			return nil, ops, fmt.Errorf("retry after a crash at op %d: %w", failAt, err)
 		}
-		byID := map[string]ledger.Message{}
+		byID := map[string]convoy.OrderMessage{}
 		for _, m := range sender.Messages() {
 			// Runs use their own ids: compare them by ledger index and order number.
 			m.MessageID = m.MessageID[strings.Index(m.MessageID, ":"):]

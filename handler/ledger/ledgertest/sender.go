@@ -4,27 +4,27 @@ import (
 	"context"
 	"sync"
 
-	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/convoy"
 )
 
 // Size is a message's size as sent alone (convoy.OrderMessage.Size, which
 // the servicebus tests check against the SDK).
-func Size(m ledger.Message) int { return m.Size() }
+func Size(m convoy.OrderMessage) int { return m.Size() }
 
-// Sender is an in-memory ledger.Sender that keeps every batch it was sent.
+// Sender is an in-memory convoy.Sender that keeps every batch it was sent.
 type Sender struct {
 	MaxBatchBytes int // default 256 KiB, the Standard tier's limit
 	// Fail, if set, is called before each operation ("batch", "send").
 	Fail func(op string) error
 
 	mu      sync.Mutex
-	batches [][]ledger.Message
+	batches [][]convoy.OrderMessage
 }
 
-var _ ledger.Sender = (*Sender)(nil)
+var _ convoy.Sender = (*Sender)(nil)
 
-// NewBatch implements ledger.Sender.
-func (s *Sender) NewBatch(context.Context) (ledger.Batch, error) {
+// NewBatch implements convoy.Sender.
+func (s *Sender) NewBatch(context.Context) (convoy.Batch, error) {
 	if s.Fail != nil {
 		if err := s.Fail("batch"); err != nil {
 			return nil, err
@@ -37,8 +37,8 @@ func (s *Sender) NewBatch(context.Context) (ledger.Batch, error) {
 	return &Batch{limit: limit}, nil
 }
 
-// SendBatch implements ledger.Sender.
-func (s *Sender) SendBatch(_ context.Context, b ledger.Batch) error {
+// SendBatch implements convoy.Sender.
+func (s *Sender) SendBatch(_ context.Context, b convoy.Batch) error {
 	if s.Fail != nil {
 		if err := s.Fail("send"); err != nil {
 			return err
@@ -51,15 +51,15 @@ func (s *Sender) SendBatch(_ context.Context, b ledger.Batch) error {
 }
 
 // Batches returns what was sent, batch by batch.
-func (s *Sender) Batches() [][]ledger.Message {
+func (s *Sender) Batches() [][]convoy.OrderMessage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([][]ledger.Message(nil), s.batches...)
+	return append([][]convoy.OrderMessage(nil), s.batches...)
 }
 
 // Messages returns every message sent, in order.
-func (s *Sender) Messages() []ledger.Message {
-	var all []ledger.Message
+func (s *Sender) Messages() []convoy.OrderMessage {
+	var all []convoy.OrderMessage
 	for _, b := range s.Batches() {
 		all = append(all, b...)
 	}
@@ -68,25 +68,25 @@ func (s *Sender) Messages() []ledger.Message {
 
 // Batch is a Sender's batch.
 type Batch struct {
-	Messages []ledger.Message
+	Messages []convoy.OrderMessage
 	Bytes    int
 	limit    int
 }
 
-// Add implements ledger.Batch, counting as azservicebus does: the first
+// Add implements convoy.Batch, counting as azservicebus does: the first
 // message's envelope once, then each message's payload.
-func (b *Batch) Add(m ledger.Message) error {
+func (b *Batch) Add(m convoy.OrderMessage) error {
 	size := m.PayloadBytes()
 	if len(b.Messages) == 0 {
 		size += m.EnvelopeBytes()
 	}
 	if b.Bytes+size > b.limit {
-		return ledger.ErrBatchFull
+		return convoy.ErrBatchFull
 	}
 	b.Messages = append(b.Messages, m)
 	b.Bytes += size
 	return nil
 }
 
-// Len implements ledger.Batch.
+// Len implements convoy.Batch.
 func (b *Batch) Len() int { return len(b.Messages) }
