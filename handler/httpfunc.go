@@ -61,6 +61,9 @@ func (s *server) httpFunction(e *echo.Echo, name, method, route string, fn httpF
 		for k, v := range headers {
 			ec.Response().Header().Set(k, v)
 		}
+		if page, ok := body.(htmlPage); ok {
+			return ec.HTML(status, string(page))
+		}
 		return ec.JSON(status, body)
 	})
 	e.POST("/"+name, s.invocation(name, func(ctx context.Context, c *call) (map[string]any, error) {
@@ -80,6 +83,10 @@ func (s *server) httpFunction(e *echo.Echo, name, method, route string, fn httpF
 			status, body = errorResponse(err)
 		}
 		body, headers := unwrapHeaders(body)
+		if page, ok := body.(htmlPage); ok {
+			return map[string]any{"res": invocation.HTTPResponse{StatusCode: status, Body: string(page),
+				Headers: map[string]string{"Content-Type": "text/html; charset=utf-8"}}}, nil
+		}
 		text, err := json.Marshal(body)
 		if err != nil {
 			return nil, fault.Wrap(fault.Internal, err, "encode response")

@@ -58,7 +58,16 @@ func (s *server) blockedOrders(ctx context.Context, r httpRequest) (int, any, er
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, page, nil
+	if s.Heal == nil {
+		return http.StatusOK, page, nil
+	}
+	// Each order with where its missing message is, and why (one peek of
+	// the dead-letter queue per page).
+	out := map[string]any{"orders": s.Heal.Explain(ctx, page.Orders)}
+	if page.Continuation != "" {
+		out["continuation"] = page.Continuation
+	}
+	return http.StatusOK, out, nil
 }
 
 // replayOrder is ReplayOrder: POST /api/orders/{orderId}/replay.

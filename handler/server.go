@@ -29,6 +29,9 @@ const (
 	FnReplayOrder    = "ReplayOrder"
 	FnSkipGap        = "SkipGap"
 	FnReplayAll      = "ReplayDeadLetters"
+	FnAutoReplay     = "AutoReplay"
+	FnSummary        = "HealthSummary"
+	FnDashboard      = "Dashboard"
 )
 
 // OrderProcessor applies order messages (convoy.Processor).
@@ -49,6 +52,7 @@ type Deps struct {
 	Ledgers         LedgerPublisher
 	Blocked         convoy.BlockedIndex
 	Replay          Replayer
+	Heal            Healer // automatic replay, the summary, the blocked orders' causes (optional)
 	Logger          *slog.Logger
 	MaxRequestBytes int64 // default 64 MiB
 }
@@ -84,6 +88,7 @@ func New(d Deps) *echo.Echo {
 
 	e.POST("/"+FnOrderProcessor, s.invocation(FnOrderProcessor, s.processOrders))
 	e.POST("/"+FnLedgerIngest, s.invocation(FnLedgerIngest, s.ingestLedger))
+	e.POST("/"+FnAutoReplay, s.invocation(FnAutoReplay, s.autoReplay))
 
 	// HTTP functions: invoked as POST /<Name> with an envelope, or, with
 	// enableForwardingHttpRequest, forwarded as the original request.
@@ -93,6 +98,8 @@ func New(d Deps) *echo.Echo {
 	s.httpFunction(e, FnReplayOrder, http.MethodPost, "/api/orders/:orderId/replay", s.replayOrder)
 	s.httpFunction(e, FnSkipGap, http.MethodPost, "/api/orders/:orderId/skip", s.skipGap)
 	s.httpFunction(e, FnReplayAll, http.MethodPost, "/api/deadletters/replay", s.replayDeadLetters)
+	s.httpFunction(e, FnSummary, http.MethodGet, "/api/summary", s.summary)
+	s.httpFunction(e, FnDashboard, http.MethodGet, "/api/dashboard", s.dashboard)
 	return e
 }
 

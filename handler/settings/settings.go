@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/convoy-dev/convoy/handler/schedule"
 )
 
 // DevelopmentStorage is what UseDevelopmentStorage=true means: Azurite's
@@ -56,6 +58,18 @@ type Settings struct {
 	MaxTransactions  int  // MaxLedgerTransactions: transactions per ledger; default 200000
 
 	ReplayScanLimit int // ReplayScanLimit: dead letters one replay receives (holds locked) at most; default 5000
+
+	AutoReplay AutoReplay
+}
+
+// AutoReplay are the settings of the AutoReplay timer function (package heal).
+type AutoReplay struct {
+	Enabled     bool          // AutoReplayEnabled: true or false; default true (false: figures only)
+	Schedule    string        // AutoReplaySchedule: NCRONTAB, six fields; default "0 */1 * * * *" (read by the host: %AutoReplaySchedule%)
+	BackoffBase time.Duration // AutoReplayBackoffSeconds: wait after an order's first attempt, doubled per attempt; default 60
+	BackoffMax  time.Duration // AutoReplayBackoffMaxSeconds: the longest wait (and breaker pause); default 3600
+	BreakerBase time.Duration // AutoReplayBreakerSeconds: pause after a failing run, doubled per failing run; default 60
+	MaxOrders   int           // AutoReplayMaxOrders: orders replayed per run; default 50
 }
 
 // Defaults.
@@ -72,6 +86,12 @@ const (
 	DefaultMaxMessageBytes = 256 << 10
 	DefaultMaxTransactions = 200_000
 	DefaultReplayScanLimit = 5000 // replay.DefaultMaxScan
+
+	DefaultAutoReplaySchedule   = "0 */1 * * * *"
+	DefaultAutoReplayBackoff    = time.Minute
+	DefaultAutoReplayBackoffMax = time.Hour
+	DefaultAutoReplayBreaker    = time.Minute
+	DefaultAutoReplayMaxOrders  = 50
 )
 
 // Load reads and validates the handler's settings through lookup (os.LookupEnv).
@@ -103,6 +123,17 @@ func load(lookup func(string) (string, bool), needStorage bool) (Settings, error
 		QueuePartitioned: r.oneOf("OrdersQueuePartitioned", "false", "true", "false") == "true",
 		MaxTransactions:  r.positiveInt("MaxLedgerTransactions", DefaultMaxTransactions),
 		ReplayScanLimit:  r.positiveInt("ReplayScanLimit", DefaultReplayScanLimit),
+		AutoReplay: AutoReplay{
+			Enabled:     r.oneOf("AutoReplayEnabled", "true", "true", "false") == "true",
+			Schedule:    r.schedule("AutoReplaySchedule", DefaultAutoReplaySchedule),
+			BackoffBase: r.seconds("AutoReplayBackoffSeconds", DefaultAutoReplayBackoff),
+			BackoffMax:  r.seconds("AutoReplayBackoffMaxSeconds", DefaultAutoReplayBackoffMax),
+			BreakerBase: r.seconds("AutoReplayBreakerSeconds", DefaultAutoReplayBreaker),
+			MaxOrders:   r.positiveInt("AutoReplayMaxOrders", DefaultAutoReplayMaxOrders),
+		},
+	}
+	if a := s.AutoReplay; a.BackoffMax < a.BackoffBase {
+		r.fail("AutoReplayBackoffMaxSeconds", "%d is below AutoReplayBackoffSeconds (%d)", int(a.BackoffMax/time.Second), int(a.BackoffBase/time.Second))
 	}
 	if s.OrdersTable == s.LedgersTable && s.OrdersTable != "" {
 		r.fail("LedgersTableName", "must differ from OrdersTableName")
@@ -174,6 +205,29 @@ func (r *reader) positiveInt(name string, def int) int {
 		return def
 	}
 	return n
+}
+
+// maxSeconds bounds duration settings (a day is more than any backoff needs).
+const maxSeconds = 86400
+
+func (r *reader) seconds(name string, def time.Duration) time.Duration {
+	n := r.positiveInt(name, int(def/time.Second))
+	if n > maxSeconds {
+		r.fail(name, "%d is more than %d (a day)", n, maxSeconds)
+		return def
+	}
+	return time.Duration(n) * time.Second
+}
+
+func (r *reader) schedule(name, def string) string {
+	v := r.get(name)
+	if v == "" {
+		return def
+	}
+	if _, err := schedule.Parse(v); err != nil {
+		r.fail(name, "%v", err)
+	}
+	return v
 }
 
 func (r *reader) oneOf(name, def string, allowed ...string) string {

@@ -1,0 +1,121 @@
+package handler
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/heal"
+)
+
+// Healer is automatic replay and the orders' health (heal.Healer).
+type Healer interface {
+	Explain(ctx context.Context, orders []convoy.BlockedOrder) []heal.BlockedWithCause
+	Summarize(ctx context.Context) (heal.Summary, error)
+	RunOnce(ctx context.Context) heal.Run
+}
+
+var _ Healer = (*heal.Healer)(nil)
+
+// Log lines of AutoReplay, in the Logs of its (always successful)
+// invocation: the host logs them under Function.AutoReplay.User at
+// Information, which the shipped host.json keeps, and the alert rules of
+// infra/modules/alerts.bicep match them (prefix and key=value fields).
+const (
+	LineMetrics  = "metrics"             // the figures of Summary, every run
+	LineReplayed = "auto-replay replayed" // one order's dead letters re-sent
+	LineFailed   = "auto-replay failed"   // one order's replay failed
+	LinePaused   = "auto-replay paused"   // the run replayed nothing: storage or Service Bus failing, breaker open
+)
+
+// MetricsLine is the summary as one line of key=value fields.
+func MetricsLine(s heal.Summary) string {
+	var b strings.Builder
+	b.WriteString(LineMetrics)
+	field := func(k string, v any) { fmt.Fprintf(&b, " %s=%v", k, v) }
+	field("blockedOrders", s.BlockedOrders)
+	field("oldestBlockedSeconds", s.OldestBlockedSeconds)
+	field("parkedMessages", s.ParkedMessages)
+	dl := s.DeadLetters
+	if dl == nil {
+		dl = &heal.DeadLetters{}
+	}
+	field("deadLetters", dl.Total)
+	field("deadLettersTransient", dl.Transient)
+	field("deadLettersPermanent", dl.Permanent)
+	field("autoReplayPending", s.AutoReplay.Pending)
+	field("autoReplayRetrying", s.AutoReplay.Retrying)
+	field("autoReplayed", s.AutoReplay.Replayed)
+	field("autoReplayEnabled", s.AutoReplay.Enabled)
+	field("breakerOpen", s.AutoReplay.BreakerOpen)
+	return b.String()
+}
+
+// autoReplay is AutoReplay, the timer function: one run of automatic
+// replay, then the figures as a metrics line. It always succeeds (a failed
+// call's Logs are lost, and a timer is not retried): what went wrong is in
+// its lines.
+func (s *server) autoReplay(ctx context.Context, c *call) (map[string]any, error) {
+	var timer struct{ IsPastDue bool }
+	if raw, ok := c.req.Data["timer"]; ok {
+		_ = json.Unmarshal(raw, &timer) // informational only
+	}
+	if s.Heal == nil {
+		return nil, fault.Errorf(fault.Internal, "automatic replay is not configured")
+	}
+	r := s.Heal.RunOnce(ctx)
+	for _, x := range r.Replayed {
+		c.outcome(slog.LevelInfo, LineReplayed, "orderId", x.OrderID, "seqs", strings.Trim(fmt.Sprint(x.Seqs), "[]"),
+			"attempt", x.Attempt, "left", x.Left, "nextWait", x.NextWait)
+	}
+	for _, f := range r.Failed {
+		c.outcome(slog.LevelWarn, LineFailed, "orderId", f.OrderID, "error", quote(f.Error))
+	}
+	if r.Paused != "" {
+		c.outcome(slog.LevelWarn, LinePaused, "reason", quote(r.Paused))
+	}
+	if r.Summary != nil {
+		c.outcome(slog.LevelInfo, MetricsLine(*r.Summary))
+	}
+	c.log.Debug("auto-replay run", "waiting", r.Waiting, "elsewhere", r.Elsewhere, "pastDue", timer.IsPastDue)
+	return nil, nil
+}
+
+func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// summary is HealthSummary: GET /api/summary.
+func (s *server) summary(ctx context.Context, r httpRequest) (int, any, error) {
+	if len(r.Query) > 0 {
+		return 0, nil, fault.Errorf(fault.Invalid, "the summary takes no query parameters")
+	}
+	if s.Heal == nil {
+		return 0, nil, fault.Errorf(fault.Internal, "the summary is not configured")
+	}
+	sum, err := s.Heal.Summarize(ctx)
+	if err != nil {
+		return 0, nil, fault.Wrap(fault.Unavailable, err, "storage or Service Bus is unavailable")
+	}
+	return http.StatusOK, sum, nil
+}
+
+//go:embed dashboard.html
+var dashboardPage string
+
+// dashboard is Dashboard: GET /api/dashboard, one self-contained page.
+func (s *server) dashboard(_ context.Context, r httpRequest) (int, any, error) {
+	for k := range r.Query {
+		if k != "code" { // the function key the page was opened with
+			return 0, nil, fault.Errorf(fault.Invalid, "the dashboard takes no query parameter %q", cut(k))
+		}
+	}
+	return http.StatusOK, htmlPage(dashboardPage), nil
+}
+
+// htmlPage is an httpFunc body sent as text/html rather than JSON.
+type htmlPage string
