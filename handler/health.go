@@ -28,7 +28,7 @@ var _ Healer = (*heal.Healer)(nil)
 // Information, which the shipped host.json keeps, and the alert rules of
 // infra/modules/alerts.bicep match them (prefix and key=value fields).
 const (
-	LineMetrics  = "metrics"             // the figures of Summary, every run
+	LineMetrics  = "metrics"              // the figures of Summary, every run
 	LineReplayed = "auto-replay replayed" // one order's dead letters re-sent
 	LineFailed   = "auto-replay failed"   // one order's replay failed
 	LinePaused   = "auto-replay paused"   // the run replayed nothing: storage or Service Bus failing, breaker open
