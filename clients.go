@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/localbus"
+	"github.com/convoy-dev/convoy/handler/replay"
+	"github.com/convoy-dev/convoy/handler/servicebus"
+	"github.com/convoy-dev/convoy/handler/settings"
+	"github.com/convoy-dev/convoy/handler/tablestore"
+)
+
+// replayer replays dead letters with a fresh dead-letter source per run.
+type replayer struct {
+	c     *clients
+	queue string
+	opts  replay.Options
+}
+
+// newReplayer is the replayer of a user command: it reads the orders'
+// appliedSeq (to complete duplicates without re-sending them) when
+// StateStorage is set.
+func newReplayer(cfg settings.Settings, c *clients) replayer {
+	r := replayer{c: c, queue: cfg.OrdersQueue, opts: replay.Options{MaxScan: cfg.ReplayScanLimit}}
+	if c.tables != nil {
+		r.opts.Orders = c.orderStore(cfg.OrdersTable)
+	}
+	return r
+}
+
+// source opens a dead-letter source for one run; close releases it.
+func (r replayer) source() (src replay.Source, sender queueSender, close func(), err error) {
+	if sender, err = r.c.sender(r.queue); err != nil {
+		return nil, nil, nil, err
+	}
+	if src, close, err = r.c.transport.deadLetters(r.queue); err != nil {
+		return nil, nil, nil, err
+	}
+	return src, sender, close, nil
+}
+
+func (r replayer) Replay(ctx context.Context, orderID string) (replay.Report, error) {
+	src, sender, close, err := r.source()
+	if err != nil {
+		return replay.Report{OrderID: orderID, Replayed: []replay.Replayed{}}, err
+	}
+	defer close()
+	return replay.Order(ctx, src, sender, orderID, r.opts)
+}
+
+func (r replayer) ReplayAll(ctx context.Context, max int, continuation string) (replay.Progress, error) {
+	src, sender, close, err := r.source()
+	if err != nil {
+		return replay.Progress{}, err
+	}
+	defer close()
+	return replay.All(ctx, src, sender, replay.AllOptions{Options: r.opts, Max: max, Continuation: continuation})
+}
+
+// queueSender is what the program sends with: azservicebus in Azure, or the
+// local development transport to convoy-devhost.
+type queueSender interface {
+	convoy.Sender
+	SendLedger(ctx context.Context, ledgerID, stream string, doc []byte) error
+	Close(ctx context.Context) error
+}
+
+var (
+	_ queueSender = (*servicebus.Sender)(nil)
+	_ queueSender = (*localbus.Sender)(nil)
+)
+
+// clients are built once per process and shared.
+type clients struct {
+	tables    *aztables.ServiceClient // nil when StateStorage is not needed
+	batches   *tablestore.Batches     // entity-group transactions on the same account
+	transport transport
+	senders   map[string]queueSender
+}
+
+// transport is how the program reaches its queues, chosen once from
+// ServiceBusConnection: Service Bus, or the development emulation
+// (local://, refused in Azure by settings).
+type transport interface {
+	sender(queue string) (queueSender, error)
+	deadLetters(queue string) (src replay.Source, close func(), err error)
+	close(ctx context.Context)
+}
+
+type serviceBusTransport struct{ client *azservicebus.Client }
+
+func (t serviceBusTransport) sender(queue string) (queueSender, error) {
+	return servicebus.NewSender(t.client, queue)
+}
+
+func (t serviceBusTransport) deadLetters(queue string) (replay.Source, func(), error) {
+	dl, err := servicebus.NewDeadLetters(t.client, queue)
+	if err != nil {
+		return nil, nil, err
+	}
+	return dl, func() { _ = dl.Close(context.Background()) }, nil
+}
+
+func (t serviceBusTransport) close(ctx context.Context) { _ = t.client.Close(ctx) }
+
+// localTransport is convoy-devhost's queue API at addr.
+type localTransport struct{ addr string }
+
+func (t localTransport) sender(queue string) (queueSender, error) {
+	return localbus.NewSender(t.addr, queue), nil
+}
+
+func (t localTransport) deadLetters(queue string) (replay.Source, func(), error) {
+	return localbus.NewDeadLetters(t.addr, queue), func() {}, nil
+}
+
+func (localTransport) close(context.Context) {}
+
+func newClients(cfg settings.Settings) (*clients, error) {
+	c := &clients{senders: map[string]queueSender{}}
+	var err error
+	if cfg.Storage != (settings.Connection{}) {
+		if c.tables, c.batches, err = tableService(cfg.Storage); err != nil {
+			return nil, fmt.Errorf("setting StateStorage: %w", err)
+		}
+	}
+	if cfg.ServiceBus.Local != "" {
+		c.transport = localTransport{addr: cfg.ServiceBus.Local}
+		return c, nil
+	}
+	bus, err := serviceBus(cfg.ServiceBus)
+	if err != nil {
+		return nil, fmt.Errorf("setting ServiceBusConnection: %w", err)
+	}
+	c.transport = serviceBusTransport{client: bus}
+	return c, nil
+}
+
+func (c *clients) sender(queue string) (queueSender, error) {
+	if s, ok := c.senders[queue]; ok {
+		return s, nil
+	}
+	s, err := c.transport.sender(queue)
+	if err != nil {
+		return nil, err
+	}
+	c.senders[queue] = s
+	return s, nil
+}
+
+func (c *clients) publisher(cfg settings.Settings, progress func(sent, total int)) (*ledger.Publisher, error) {
+	sender, err := c.sender(cfg.OrdersQueue)
+	if err != nil {
+		return nil, err
+	}
+	return ledger.NewPublisher(tablestore.NewLedgers(c.tables.NewClient(cfg.LedgersTable)), sender, ledger.PublisherOptions{
+		Limits:          ledger.Limits{MaxTransactions: cfg.MaxTransactions, MaxMessageBytes: cfg.MaxMessageBytes},
+		Retry:           fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
+		BatchPerSession: cfg.QueuePartitioned,
+		Progress:        progress,
+	}), nil
+}
+
+func (c *clients) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, s := range c.senders {
+		_ = s.Close(ctx)
+	}
+	c.transport.close(ctx)
+}
+
+// credential follows the Functions host's convention for identity-based
+// connections: a client id selects that user-assigned managed identity;
+// otherwise DefaultAzureCredential (system identity in Azure, az login locally).
+func credential(c settings.Connection) (azcore.TokenCredential, error) {
+	if c.ClientID != "" || c.Credential == "managedidentity" {
+		opts := &azidentity.ManagedIdentityCredentialOptions{}
+		if c.ClientID != "" {
+			opts.ID = azidentity.ClientID(c.ClientID)
+		}
+		return azidentity.NewManagedIdentityCredential(opts)
+	}
+	return azidentity.NewDefaultAzureCredential(nil)
+}
+
+func tableService(c settings.Connection) (*aztables.ServiceClient, *tablestore.Batches, error) {
+	if !c.UsesIdentity() {
+		svc, err := aztables.NewServiceClientFromConnectionString(c.ConnectionString, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		batches, err := tablestore.NewBatchesFromConnectionString(c.ConnectionString, nil)
+		return svc, batches, err
+	}
+	cred, err := credential(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	svc, err := aztables.NewServiceClient(c.Endpoint, cred, nil)
+	return svc, tablestore.NewBatches(c.Endpoint, cred, nil), err
+}
+
+// orderStore is the processor's store on table.
+func (c *clients) orderStore(table string) *tablestore.Store {
+	return tablestore.New(c.tables.NewClient(table), c.batches.Table(table))
+}
+
+func serviceBus(c settings.Connection) (*azservicebus.Client, error) {
+	if !c.UsesIdentity() {
+		return azservicebus.NewClientFromConnectionString(c.ConnectionString, nil)
+	}
+	cred, err := credential(c)
+	if err != nil {
+		return nil, err
+	}
+	return azservicebus.NewClient(c.Endpoint, cred, nil)
+}

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/replay"
+	"github.com/convoy-dev/convoy/handler/settings"
+)
+
+func publish(args []string) error {
+	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
+	direct := fs.Bool("direct", false, "de-batch the ledger here, onto the orders queue (needs StateStorage), instead of sending it to the ledgers queue")
+	stream := fs.String("stream", "", "the ledger's stream (its SessionId on the ledgers queue), replacing the document's own; default: the document's, else \"default\"")
+	return userCommand(fs, args, "ledger file (or - for stdin)", func() bool { return *direct },
+		func(ctx context.Context, cfg settings.Settings, c *clients, name string, out *json.Encoder) error {
+			doc, err := readFile(name)
+			if err != nil {
+				return err
+			}
+			if *stream != "" {
+				// The stream is part of the ledger's content: the document says it,
+				// so that the handler and an idempotent resend see the same ledger.
+				if doc, err = ledger.WithStream(doc, *stream); err != nil {
+					return describe(name, err)
+				}
+			}
+			if *direct {
+				pub, err := c.publisher(cfg, progressPrinter(name))
+				if err != nil {
+					return err
+				}
+				sum, err := pub.Publish(ctx, doc)
+				if err != nil {
+					return describe(name, err)
+				}
+				return out.Encode(sum)
+			}
+			// Validate here too: an invalid ledger is better refused now than recorded as rejected later.
+			l, err := ledger.Parse(doc, ledger.Limits{MaxTransactions: cfg.MaxTransactions, MaxMessageBytes: cfg.MaxMessageBytes})
+			if err != nil {
+				return describe(name, err)
+			}
+			sender, err := c.sender(cfg.LedgersQueue)
+			if err != nil {
+				return err
+			}
+			if err := sender.SendLedger(ctx, l.ID, l.Stream, doc); err != nil {
+				return describe(name, err)
+			}
+			return out.Encode(map[string]any{"ledgerId": l.ID, "stream": l.Stream, "queue": cfg.LedgersQueue, "transactions": len(l.Entries),
+				"orders": len(l.Orders()), "bytes": len(doc), "outcome": "sent"})
+		})
+}
+
+func replayOrders(args []string) error {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	all := fs.Bool("all", false, "replay every placeable dead letter of the orders queue instead of named orders")
+	max := fs.Int("max", replay.DefaultAllMax, "with --all: dead letters received per round (at most ReplayScanLimit)")
+	fs.String("settings", "local.settings.json", "file whose Values fill in settings missing from the environment")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *all {
+		if fs.NArg() > 0 {
+			return fmt.Errorf("replay --all takes no order ids")
+		}
+		return replayAll(fs, *max)
+	}
+	return userCommand(fs, nil, "order id", func() bool { return false },
+		func(ctx context.Context, cfg settings.Settings, c *clients, id string, out *json.Encoder) error {
+			rep, err := newReplayer(cfg, c).Replay(ctx, id)
+			_ = out.Encode(rep)
+			if err != nil {
+				return describe(id, err)
+			}
+			if rep.Incomplete != nil {
+				return fmt.Errorf("%s: incomplete: %s", id, rep.Incomplete.Reason)
+			}
+			return nil
+		}, fs.Args()...)
+}
+
+// replayAll runs replay.All round after round until done, with a progress
+// line per round on stderr and the last round's JSON on stdout. Dead letters
+// locked by another reader are waited for (a lock lasts the queue's lock
+// duration) up to lockWaits times in a row.
+func replayAll(fs *flag.FlagSet, max int) error {
+	const lockWaits, lockWait = 12, 10 * time.Second
+	return userCommand(fs, nil, "", func() bool { return false },
+		func(ctx context.Context, cfg settings.Settings, c *clients, _ string, out *json.Encoder) error {
+			r := newReplayer(cfg, c)
+			token, waits := "", 0
+			for {
+				p, err := r.ReplayAll(ctx, max, token)
+				if err != nil {
+					_ = out.Encode(p)
+					return describe("replay --all", err)
+				}
+				fmt.Fprintf(os.Stderr, "replay --all: round %d: %d dead letters received, %d re-sent (%d orders), %d duplicates completed, %d unplaceable left; %d re-sent in all\n",
+					p.Totals.Calls, p.Scanned, p.Replayed, p.Orders, p.Duplicates, p.Unplaceable, p.Totals.Replayed)
+				switch {
+				case p.Done:
+					return out.Encode(p)
+				case p.Incomplete != nil && p.Incomplete.LockedElsewhere() && waits < lockWaits:
+					waits++
+					fmt.Fprintf(os.Stderr, "replay --all: %s; waiting %s\n", p.Incomplete.Reason, lockWait)
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-time.After(lockWait):
+					}
+				case p.Incomplete != nil:
+					_ = out.Encode(p)
+					return fmt.Errorf("replay --all: incomplete: %s", p.Incomplete.Reason)
+				default:
+					waits = 0
+				}
+				token = p.Continuation
+			}
+		}, "")
+}
+
+// userCommand runs a command a user types: it parses the flags, reads the
+// settings (environment, then --settings), builds the clients, and calls
+// each with every argument, printing JSON results on stdout.
+func userCommand(fs *flag.FlagSet, args []string, what string, needStorage func() bool,
+	each func(ctx context.Context, cfg settings.Settings, c *clients, arg string, out *json.Encoder) error, parsed ...string) error {
+	settingsFile := fs.Lookup("settings")
+	if settingsFile == nil {
+		fs.String("settings", "local.settings.json", "file whose Values fill in settings missing from the environment")
+		settingsFile = fs.Lookup("settings")
+	}
+	if parsed == nil {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		parsed = fs.Args()
+	}
+	if len(parsed) == 0 {
+		return fmt.Errorf("%s: name at least one %s", fs.Name(), what)
+	}
+	lookup, err := withSettingsFile(settingsFile.Value.String())
+	if err != nil {
+		return err
+	}
+	cfg, err := settings.LoadForClient(lookup, needStorage())
+	if err != nil {
+		return fmt.Errorf("invalid settings:\n%w", err)
+	}
+	c, err := newClients(cfg)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	out := json.NewEncoder(os.Stdout)
+	for _, arg := range parsed {
+		if err := each(ctx, cfg, c, arg, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withSettingsFile looks settings up in the environment, then in the Values
+// of a local.settings.json file (if it exists), as Core Tools would.
+func withSettingsFile(path string) (func(string) (string, bool), error) {
+	var file struct{ Values map[string]string }
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, err
+	default:
+		if err := json.Unmarshal(data, &file); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return func(k string) (string, bool) {
+		if v, ok := os.LookupEnv(k); ok {
+			return v, true
+		}
+		v, ok := file.Values[k]
+		return v, ok
+	}, nil
+}
+
+func readFile(name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	return os.ReadFile(name)
+}
+
+// progressPrinter reports progress on stderr about every second.
+func progressPrinter(name string) func(sent, total int) {
+	last := time.Now()
+	return func(sent, total int) {
+		if sent == total || time.Since(last) >= time.Second {
+			last = time.Now()
+			fmt.Fprintf(os.Stderr, "%s: %d/%d messages sent\n", name, sent, total)
+		}
+	}
+}
+
+// describe turns a command's error into a readable one: the problems of an
+// invalid ledger one per line, the whole cause chain of anything else.
+func describe(name string, err error) error {
+	var b strings.Builder
+	if fault.CodeOf(err) == fault.Invalid {
+		fmt.Fprintf(&b, "%s: %s", name, fault.MessageOf(err))
+	} else {
+		fmt.Fprintf(&b, "%s: %v", name, err)
+	}
+	for _, p := range fault.ProblemsOf(err) {
+		fmt.Fprintf(&b, "\n  transaction %d: %s %s", p.Index, p.Field, p.Reason)
+	}
+	return errors.New(b.String())
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/convoy-dev/convoy/handler"
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/localbus"
+	"github.com/convoy-dev/convoy/handler/replay"
+	"github.com/convoy-dev/convoy/handler/settings"
+)
+
+func serve() error {
+	cfg, err := settings.Load(os.LookupEnv)
+	if err != nil {
+		return fmt.Errorf("invalid settings:\n%w", err)
+	}
+	log := handler.NewLogger(cfg.LogFormat, cfg.LogLevel, os.Stdout, os.Stderr)
+	c, err := newClients(cfg)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+
+	store := c.orderStore(cfg.OrdersTable)
+	processor := convoy.NewProcessor(store, convoy.ProcessorOptions{
+		CacheSize: cfg.OrderCacheSize,
+		Retry:     fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
+		Index:     store,
+	})
+	publisher, err := c.publisher(cfg, nil)
+	if err != nil {
+		return err
+	}
+	e := handler.New(handler.Deps{Processor: processor, Orders: store, Ledgers: publisher, Blocked: store,
+		Replay: replayer{c: c, queue: cfg.OrdersQueue, opts: replay.Options{MaxScan: cfg.ReplayScanLimit, Orders: store}}, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes})
+
+	// 127.0.0.1 only: the host always calls http://127.0.0.1:PORT.
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: 30 * time.Second}
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(signals)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	log.Info("custom handler listening", "addr", ln.Addr().String(), "ordersQueue", cfg.OrdersQueue, "ordersTable", cfg.OrdersTable)
+	if cfg.ServiceBus.Local != "" {
+		log.Warn("publishing through " + localbus.Describe(cfg.ServiceBus.Local))
+	}
+
+	var sig os.Signal
+	select {
+	case err := <-done:
+		return err
+	case sig = <-signals:
+	}
+	log.Info("shutting down: finishing in-flight invocations", "timeout", cfg.ShutdownTimeout.String())
+	shutdown, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		return fmt.Errorf("in-flight invocations did not finish within %s: %w", cfg.ShutdownTimeout, err)
+	}
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return signalStop{sig}
+}
