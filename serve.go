@@ -15,6 +15,7 @@ import (
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/localbus"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/settings"
@@ -42,8 +43,15 @@ func serve() error {
 	if err != nil {
 		return err
 	}
+	rep := replayer{c: c, queue: cfg.OrdersQueue, opts: replay.Options{MaxScan: cfg.ReplayScanLimit, Orders: store}}
+	ar := cfg.AutoReplay
+	healer := heal.New(store, store, store, func() (replay.Source, convoy.Sender, func(), error) {
+		src, sender, close, err := rep.source()
+		return src, sender, close, err
+	}, heal.Options{Disabled: !ar.Enabled, BackoffBase: ar.BackoffBase, BackoffMax: ar.BackoffMax, BreakerBase: ar.BreakerBase,
+		MaxOrders: ar.MaxOrders, MaxScan: cfg.ReplayScanLimit})
 	e := handler.New(handler.Deps{Processor: processor, Orders: store, Ledgers: publisher, Blocked: store,
-		Replay: replayer{c: c, queue: cfg.OrdersQueue, opts: replay.Options{MaxScan: cfg.ReplayScanLimit, Orders: store}}, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes})
+		Replay: rep, Heal: healer, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes})
 
 	// 127.0.0.1 only: the host always calls http://127.0.0.1:PORT.
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port)))
