@@ -116,8 +116,11 @@ func (in *Instance) start() error {
 		return fmt.Errorf("instance %d: the handler did not answer GET / within %s", in.ID, readinessTimeout)
 	}
 	for _, f := range in.host.app.Functions {
-		if f.Trigger.Type == "serviceBusTrigger" {
+		switch f.Trigger.Type {
+		case "serviceBusTrigger":
 			in.listen(f)
+		case "timerTrigger":
+			in.timer(f) // timer.go
 		}
 	}
 	in.logf("started (handler on 127.0.0.1:%d)", in.port())

@@ -90,6 +90,7 @@ func run(ctx context.Context, app, queues string, port, instances int, scale flo
 	defer az.Stop()
 	h, err := devhost.Start(devhost.Options{AppDir: app, Queues: q, Port: port, Log: os.Stderr, MaxInstances: instances, TimeScale: scale, Settings: map[string]string{
 		"StateStorage": az.ConnectionString(), "AzureWebJobsStorage": az.ConnectionString(), "OrdersQueueName": "orders", "LedgersQueueName": "ledgers",
+		"AutoReplaySchedule": "0 */1 * * * *", // AutoReplay: every minute, as deployed
 	}})
 	if err != nil {
 		return err
