@@ -75,6 +75,8 @@ bench: tools ## the benchmark suite: BENCH lines and a table, each figure agains
 ENV      ?= convoy-dev
 LOCATION ?= eastus2
 SB_SKU   ?= Standard
+# The alert rules' e-mail (an action group); empty: alerts show in the portal only.
+ALERT_EMAIL ?=
 # make deploy retries the publish while the app's new role assignments propagate.
 DEPLOY_ATTEMPTS ?= 6
 DEPLOY_WAIT     ?= 60
@@ -95,7 +97,7 @@ az deployment sub show --name $(ENV) --query properties.outputs.$(1).value -o ts
 endef
 
 AZ_PARAMS = --name $(ENV) --location $(LOCATION) --template-file infra/main.bicep \
-  --parameters environmentName=$(ENV) location=$(LOCATION) serviceBusSku=$(SB_SKU) \
+  --parameters environmentName=$(ENV) location=$(LOCATION) serviceBusSku=$(SB_SKU) alertEmail="$(ALERT_EMAIL)" \
   principalType="$${1:-User}" principalId="$$2"
 
 .PHONY: provision

@@ -41,6 +41,13 @@ param maximumInstanceCount int = 40
 @allowed([512, 2048, 4096])
 param instanceMemoryMB int = 2048
 
+@description('E-mail address for the alert rules (an action group); empty: alerts show in the portal only.')
+param alertEmail string = ''
+
+@minValue(1)
+@description('Alert when an order has been blocked longer than this many minutes.')
+param blockedAlertMinutes int = 30
+
 var tags = { 'azd-env-name': environmentName, app: 'convoy' }
 
 // Resource group names allow every character azd allows, up to 90, but cannot
@@ -66,6 +73,8 @@ module resources 'modules/resources.bicep' = {
     principalType: principalType
     maximumInstanceCount: maximumInstanceCount
     instanceMemoryMB: instanceMemoryMB
+    alertEmail: alertEmail
+    blockedAlertMinutes: blockedAlertMinutes
   }
 }
 

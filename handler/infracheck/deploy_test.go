@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	ts "github.com/tree-sitter/go-tree-sitter"
+
+	"github.com/convoy-dev/convoy/handler"
 )
 
 // The rules of this file catch, without Azure, what would make a user's first
@@ -123,6 +125,13 @@ var deployRules = []deployRule{
 		{"infra/modules/servicebus.bicep", "  name: 'ledgers'\n  properties: {\n    requiresSession: true", "  name: 'ledgers'\n  properties: {\n    requiresSession: false"},
 		{"azure.yaml", "make ledgers-precheck", "true"},
 		{"Makefile", "@$(MAKE) --no-print-directory ledgers-precheck", "@true"},
+	}},
+	{"the alert rules match what Application Insights receives and reach the action group", checkAlerts, []mutation{
+		{"infra/modules/alerts.bicep", `message startswith "auto-replay paused"`, `message startswith "auto-replay stopped"`},
+		{"infra/modules/alerts.bicep", "var category = 'Function.AutoReplay.User'", "var category = 'Host.Function.Console'"},
+		{"infra/modules/alerts.bicep", "'Microsoft.Insights/scheduledQueryRules@2023-12-01'", "'Microsoft.Insights/scheduledQueryRules@2024-01-01-preview'"},
+		{"infra/modules/alerts.bicep", "actionGroups: empty(alertEmail) ? [] : [ actionGroup.id ]", "actionGroups: []"},
+		{"infra/modules/functionapp.bicep", "    AutoReplaySchedule: '0 */1 * * * *'\n", ""},
 	}},
 }
 
@@ -259,6 +268,10 @@ var nameRules = map[string]nameRule{
 	"Microsoft.OperationalInsights/workspaces": {4, 63, regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]+[A-Za-z0-9]$`), nil, 0},
 	// resource-name-rules: 1-260, not %&\?/ or control characters, not ending with a space or period.
 	"Microsoft.Insights/components": {1, 260, regexp.MustCompile(`^[^%&\\?/\x00-\x1f]*[^%&\\?/\x00-\x1f. ]$`), nil, 0},
+	// resource-name-rules (Microsoft.Insights): actionGroups 1-260, not :<>+/&%\?| or control characters;
+	// scheduledQueryRules 1-260, not *#&+:<>?@%{}\/| or control characters; neither ends with a space or period.
+	"Microsoft.Insights/actionGroups":        {1, 260, regexp.MustCompile(`^[^:<>+/&%\\?|\x00-\x1f]*[^:<>+/&%\\?|\x00-\x1f. ]$`), nil, 0},
+	"Microsoft.Insights/scheduledQueryRules": {1, 260, regexp.MustCompile(`^[^*#&+:<>?@%{}\\/|\x00-\x1f]*[^*#&+:<>?@%{}\\/|\x00-\x1f. ]$`), nil, 0},
 	// resource-name-rules: global, 6-50, alphanumerics and hyphens, starts with a letter, ends with a letter
 	// or number, must not end with -sb or -mgmt.
 	"Microsoft.ServiceBus/namespaces": {6, 50, regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]*[a-zA-Z0-9]$`), func(s string) string {
@@ -730,3 +743,76 @@ func TestSomeGeneratedNames(t *testing.T) {
 		t.Logf("%s: %v", env, names)
 	}
 }
+
+// alertAPIVersions are the API versions of the alert resources, each checked
+// to exist with the properties used in Azure/bicep-types-az
+// (generated/monitor/microsoft.insights/2023-12-01/types.md:
+// scheduledQueryRules with kind, criteria.allOf[].query/timeAggregation/
+// operator/threshold/failingPeriods, evaluationFrequency, windowSize,
+// autoMitigate, actions.actionGroups; 2023-01-01/types.md: actionGroups with
+// groupShortName, enabled, emailReceivers[].name/emailAddress/useCommonAlertSchema).
+var alertAPIVersions = map[string]string{
+	"Microsoft.Insights/scheduledQueryRules": "2023-12-01",
+	"Microsoft.Insights/actionGroups":        "2023-01-01",
+}
+
+var (
+	kustoCategory   = regexp.MustCompile(`customDimensions\.Category\) == "\{category\}"`)
+	kustoStartsWith = regexp.MustCompile(`startswith "([^"]+)"`)
+	bindingSetting  = regexp.MustCompile(`%([A-Za-z0-9_]+)%`)
+)
+
+// checkAlerts: the alert rules exist at API versions Azure has, read the
+// category and the lines the handler writes (handler.Line*, in the Logs of
+// AutoReplay's successful calls: Function.AutoReplay.User), reach the
+// action group when an e-mail is given, and every %Setting% a function.json
+// needs is an app setting (the host refuses a function whose binding
+// expression does not resolve).
+func checkAlerts(d deployFiles) []string {
+	var out []string
+	f := d.bicep["infra/modules/alerts.bicep"]
+	if f == nil {
+		return []string{"infra/modules/alerts.bicep is missing"}
+	}
+	src := string(f.src)
+	for typ, v := range alertAPIVersions {
+		if !strings.Contains(src, "'"+typ+"@"+v+"'") {
+			out = append(out, fmt.Sprintf("alerts.bicep: %s is not at API version %s (checked in bicep-types-az)", typ, v))
+		}
+	}
+	if !strings.Contains(src, "var category = '"+devhostCategoryUser(handler.FnAutoReplay)+"'") {
+		out = append(out, "alerts.bicep: the category is not Function.AutoReplay.User, where the host logs AutoReplay's Logs")
+	}
+	if n := len(kustoCategory.FindAllString(src, -1)); n != 3 {
+		out = append(out, fmt.Sprintf("alerts.bicep: %d queries filter on the category, want 3", n))
+	}
+	known := map[string]bool{handler.LineMetrics + " ": true, handler.LineFailed: true, handler.LinePaused: true}
+	used := map[string]bool{}
+	for _, m := range kustoStartsWith.FindAllStringSubmatch(src, -1) {
+		if !known[m[1]] {
+			out = append(out, fmt.Sprintf("alerts.bicep: startswith %q matches no line the handler writes", m[1]))
+		}
+		used[m[1]] = true
+	}
+	for k := range known {
+		if !used[k] {
+			out = append(out, fmt.Sprintf("alerts.bicep: no alert on the %q lines", k))
+		}
+	}
+	if !strings.Contains(src, "actionGroups: empty(alertEmail) ? [] : [ actionGroup.id ]") || !strings.Contains(src, "= if (!empty(alertEmail))") {
+		out = append(out, "alerts.bicep: the rules do not reach the action group when alertEmail is set (or it is created without one)")
+	}
+	app := string(d.bicep["infra/modules/functionapp.bicep"].src)
+	fns, _ := filepath.Glob(filepath.Join(root, "functions", "*", "function.json"))
+	for _, fn := range fns {
+		data, _ := os.ReadFile(fn)
+		for _, m := range bindingSetting.FindAllStringSubmatch(string(data), -1) {
+			if !regexp.MustCompile(`(?m)^\s+` + m[1] + `: `).MatchString(app) {
+				out = append(out, fmt.Sprintf("%s needs the app setting %s, which functionapp.bicep does not set", filepath.Base(filepath.Dir(fn)), m[1]))
+			}
+		}
+	}
+	return out
+}
+
+func devhostCategoryUser(fn string) string { return "Function." + fn + ".User" }

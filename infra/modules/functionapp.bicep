@@ -93,6 +93,10 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     OrdersTableName: 'ConvoyOrders'
     LedgersTableName: 'ConvoyLedgers'
     OrdersMaxMessageBytes: string(ordersMaxMessageBytes)
+    // AutoReplay's schedule (%AutoReplaySchedule% in its function.json: the
+    // host refuses the function without it) and its switch.
+    AutoReplaySchedule: '0 */1 * * * *'
+    AutoReplayEnabled: 'true'
     // Flex may not set WEBSITE_INSTANCE_ID, by which the program recognises
     // App Service: the log format is chosen here, not guessed.
     LogFormat: 'json'

@@ -7,6 +7,8 @@ param principalId string
 param principalType string
 param maximumInstanceCount int
 param instanceMemoryMB int
+param alertEmail string
+param blockedAlertMinutes int
 
 // Resource names. azd accepts environment names of 1-64 characters of
 // [a-zA-Z0-9-()_.]; every type below accepts less (lengths and alphabets:
@@ -35,6 +37,7 @@ var names = {
   deploymentContainer: 'app-package-${take(token, 8)}' // 3-63, lower case, digits, single hyphens
   plan: 'plan-${fit(base, 55)}' // 1-60, letters, digits, hyphens
   functionApp: 'func-${fit(base, 46)}-${take(token, 8)}' // global, 2-60, letters, digits, hyphens, no hyphen first or last
+  alerts: 'alert-${fit(base, 60)}' // prefix of the alert rules and the action group: 1-260, letters, digits, hyphens
 }
 
 resource identity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
@@ -50,6 +53,18 @@ module monitoring 'monitoring.bicep' = {
     tags: tags
     workspaceName: names.workspace
     applicationInsightsName: names.applicationInsights
+  }
+}
+
+module alerts 'alerts.bicep' = {
+  name: 'alerts'
+  params: {
+    location: location
+    tags: tags
+    applicationInsightsId: monitoring.outputs.applicationInsightsId
+    namePrefix: names.alerts
+    alertEmail: alertEmail
+    blockedAlertMinutes: blockedAlertMinutes
   }
 }
 

@@ -1,0 +1,118 @@
+// Alert rules on what the app logs (README, "Signals"): log search alerts
+// (scheduled query rules) on the Application Insights component, and an
+// action group that e-mails alertEmail when it is set.
+//
+// What Application Insights receives from a custom handler (HOST-CONTRACT.md,
+// "Logs"): the Logs of a successful invocation, under the category
+// Function.<Name>.User at Information, with the line as the trace's message.
+// The AutoReplay timer function always succeeds and writes its lines there:
+// "metrics key=value …" every run, "auto-replay paused reason=…" and
+// "auto-replay failed orderId=… error=…" when it cannot replay. The queries
+// below match those lines exactly (handler/health.go; the devhost test
+// TestAlertQueriesMatchWhatArrives runs them against the emulation's telemetry).
+param location string
+param tags object
+param applicationInsightsId string
+param namePrefix string
+
+@description('E-mail address the alerts are sent to; empty: no action group, the alerts only show in the portal.')
+param alertEmail string = ''
+
+@description('Alert when an order has been blocked longer than this many minutes.')
+@minValue(1)
+param blockedAlertMinutes int = 30
+
+var category = 'Function.AutoReplay.User'
+
+resource actionGroup 'Microsoft.Insights/actionGroups@2023-01-01' = if (!empty(alertEmail)) {
+  name: '${namePrefix}-alerts'
+  location: 'Global'
+  tags: tags
+  properties: {
+    groupShortName: 'convoy'
+    enabled: true
+    emailReceivers: [
+      {
+        name: 'operator'
+        emailAddress: alertEmail
+        useCommonAlertSchema: true
+      }
+    ]
+  }
+}
+
+var blockedQuery = '''
+traces
+| where tostring(customDimensions.Category) == "{category}"
+| where message startswith "metrics "
+| extend oldestBlockedSeconds = toint(extract(@"oldestBlockedSeconds=(\d+)", 1, message))
+| where oldestBlockedSeconds > {threshold}
+'''
+
+var permanentQuery = '''
+traces
+| where tostring(customDimensions.Category) == "{category}"
+| where message startswith "metrics "
+| extend deadLettersPermanent = toint(extract(@"deadLettersPermanent=(\d+)", 1, message))
+| where deadLettersPermanent > 0
+'''
+
+var failingQuery = '''
+traces
+| where tostring(customDimensions.Category) == "{category}"
+| where message startswith "auto-replay failed" or message startswith "auto-replay paused"
+'''
+
+var rules = [
+  {
+    name: 'order-blocked'
+    displayName: 'convoy: an order is blocked for more than ${blockedAlertMinutes} minutes'
+    severity: 2
+    query: replace(replace(blockedQuery, '{category}', category), '{threshold}', string(blockedAlertMinutes * 60))
+  }
+  {
+    name: 'dead-letters-permanent'
+    displayName: 'convoy: dead letters of a permanent cause wait for an operator'
+    severity: 2
+    query: replace(permanentQuery, '{category}', category)
+  }
+  {
+    name: 'auto-replay-failing'
+    displayName: 'convoy: automatic replay is failing or paused'
+    severity: 1
+    query: replace(failingQuery, '{category}', category)
+  }
+]
+
+resource alertRules 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = [for r in rules: {
+  name: '${namePrefix}-${r.name}'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: r.displayName
+    severity: r.severity
+    enabled: true
+    scopes: [ applicationInsightsId ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT15M'
+    criteria: {
+      allOf: [
+        {
+          query: r.query
+          timeAggregation: 'Count'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: {
+      actionGroups: empty(alertEmail) ? [] : [ actionGroup.id ]
+    }
+  }
+}]
