@@ -104,7 +104,17 @@ func TestAutoReplayHealsAfterOutage(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(2 * time.Second)
+	// A run during the outage replays nothing: it says it paused (the
+	// breaker opens), in the Logs of its successful call.
+	for !e.traced(devhost.CategoryUser("AutoReplay"), "auto-replay paused ") {
+		if ctx.Err() != nil {
+			t.Fatal("no run said it paused during the outage")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if e.traced(devhost.CategoryUser("AutoReplay"), "auto-replay replayed ") {
+		t.Fatal("a run replayed while storage was down")
+	}
 	restarted, err := azurite.Start(azurite.Options{Dir: dir, Port: e.az.Port})
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +150,9 @@ func TestAutoReplayHealsAfterOutage(t *testing.T) {
 	// Every dead letter was re-sent once: one replay copy per dead-lettered copy.
 	copies := map[string]int{}
 	for _, m := range q.Sent() {
+		if strings.HasPrefix(m.MessageID, "P-poisoned:") && strings.Contains(m.MessageID, "#replay-") {
+			t.Fatalf("the poison message was replayed: %s", m.MessageID)
+		}
 		if root, _, ok := strings.Cut(m.MessageID, "#replay-"); ok {
 			copies[m.MessageID]++
 			if copies[m.MessageID] > 1 {
@@ -177,4 +190,21 @@ func TestAutoReplayHealsAfterOutage(t *testing.T) {
 	if healed > 60*time.Second {
 		t.Fatalf("healed after %s, beyond the backoff's bound", healed)
 	}
+	// What Application Insights received fires each alert rule Bicep deploys.
+	for name, rows := range alertRows(t, e.host.Telemetry().Traces(), 0) {
+		if rows == 0 {
+			t.Errorf("alert rule %s: its query matches nothing Application Insights received", name)
+		}
+	}
+}
+
+// traced reports whether Application Insights received a line of category
+// starting with prefix.
+func (e *env) traced(category, prefix string) bool {
+	for _, tr := range e.host.Telemetry().Traces() {
+		if tr.Category == category && strings.HasPrefix(tr.Message, prefix) {
+			return true
+		}
+	}
+	return false
 }
