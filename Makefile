@@ -40,8 +40,17 @@ stage: $(BINARY) ## stage the function app in dist/ (what `func azure functionap
 	@echo "staged: $$(cd dist && find . -type f | sort | tr '\n' ' ')"
 
 .PHONY: test
-test: tools lint ## lint, then every test (installs Azurite, starts and stops its own servers)
+test: tools chromium lint ## lint, then every test (installs Azurite and Chromium, starts and stops its own servers)
 	go test -race -count=1 -timeout 9m ./...
+
+# The dashboard test renders the page in headless Chromium (Debian's chromium
+# package); it is installed here when missing, never skipped by the test.
+.PHONY: chromium
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { \
+	  echo "installing Debian's chromium for the dashboard test"; \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq chromium >/dev/null; }
 
 .PHONY: lint
 lint: ## gofmt, go vet, staticcheck
