@@ -1,0 +1,92 @@
+package handler_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/convoy-dev/convoy/handler"
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/heal"
+)
+
+// fakeHealer answers with a fixed run and summary.
+type fakeHealer struct{ run heal.Run }
+
+func (f fakeHealer) Explain(_ context.Context, o []convoy.BlockedOrder) []heal.BlockedWithCause { return nil }
+func (f fakeHealer) Summarize(context.Context) (heal.Summary, error) {
+	return heal.Summary{BlockedOrders: 2}, nil
+}
+func (f fakeHealer) RunOnce(context.Context) heal.Run { return f.run }
+
+// TestAutoReplayInvocation: the timer's call succeeds even when the run
+// paused or failed (a failed call's Logs are lost), and its Logs hold one
+// line per replayed order, per failure, the pause and the metrics, each
+// starting as the alert rules expect.
+func TestAutoReplayInvocation(t *testing.T) {
+	run := heal.Run{Replayed: []heal.Replay{{OrderID: "o-1", Seqs: []int64{4, 5}, Attempt: 2, NextWait: "2m0s"}},
+		Failed: []heal.Failure{{OrderID: "o-2", Error: "send: down"}}, Paused: "a replay failed",
+		Summary: &heal.Summary{BlockedOrders: 3, OldestBlockedSeconds: 99, DeadLetters: &heal.DeadLetters{Total: 4, Permanent: 1}}}
+	e := handler.New(handler.Deps{Heal: fakeHealer{run: run}})
+	body := `{"Data":{"timer":{"Schedule":{"AdjustForDST":true},"ScheduleStatus":null,"IsPastDue":false}},"Metadata":{"sys":{"MethodName":"AutoReplay"}}}`
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/AutoReplay", strings.NewReader(body)))
+	var out struct{ Logs []string }
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); rec.Code != 200 || err != nil {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	want := []string{
+		"auto-replay replayed orderId=o-1 seqs=4 5 attempt=2 left=0 nextWait=2m0s",
+		`auto-replay failed orderId=o-2 error="send: down"`,
+		`auto-replay paused reason="a replay failed"`,
+		"metrics blockedOrders=3 oldestBlockedSeconds=99 parkedMessages=0 deadLetters=4 deadLettersTransient=0 deadLettersPermanent=1 autoReplayPending=0 autoReplayRetrying=0 autoReplayed=0 autoReplayEnabled=false breakerOpen=false",
+	}
+	if strings.Join(out.Logs, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("Logs:\n%s\nwant:\n%s", strings.Join(out.Logs, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestSummaryAndDashboard: the summary is JSON and takes no query; the
+// dashboard is HTML, forwarded or through the host's envelope, and takes
+// only the function key.
+func TestSummaryAndDashboard(t *testing.T) {
+	e := handler.New(handler.Deps{Heal: fakeHealer{}})
+	get := func(path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec
+	}
+	if rec := get("/api/summary"); rec.Code != 200 || !strings.Contains(rec.Body.String(), `"blockedOrders":2`) {
+		t.Fatalf("summary: %d %s", rec.Code, rec.Body)
+	}
+	if rec := get("/api/summary?x=1"); rec.Code != 400 || !strings.Contains(rec.Body.String(), "no query") {
+		t.Fatalf("summary with a query: %d %s", rec.Code, rec.Body)
+	}
+	rec := get("/api/dashboard?code=k")
+	if rec.Code != 200 || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") || !strings.Contains(rec.Body.String(), "<table") {
+		t.Fatalf("dashboard: %d %q", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	if rec := get("/api/dashboard?admin=k"); rec.Code != 400 {
+		t.Fatalf("dashboard with an unknown parameter: %d", rec.Code)
+	}
+	env := `{"Data":{"req":{"Url":"http://x/api/dashboard","Method":"GET","Query":{},"Headers":{},"Params":{}}},"Metadata":{}}`
+	rec = httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/Dashboard", bytes.NewReader([]byte(env))))
+	var out struct {
+		Outputs struct {
+			Res struct {
+				StatusCode int
+				Body       string
+				Headers    map[string]string
+			} `json:"res"`
+		}
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Outputs.Res.StatusCode != 200 ||
+		!strings.HasPrefix(out.Outputs.Res.Headers["Content-Type"], "text/html") || !strings.Contains(out.Outputs.Res.Body, "<table") {
+		t.Fatalf("dashboard through the envelope: %s", rec.Body)
+	}
+}
