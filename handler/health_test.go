@@ -17,7 +17,9 @@ import (
 // fakeHealer answers with a fixed run and summary.
 type fakeHealer struct{ run heal.Run }
 
-func (f fakeHealer) Explain(_ context.Context, o []convoy.BlockedOrder) []heal.BlockedWithCause { return nil }
+func (f fakeHealer) Explain(_ context.Context, o []convoy.BlockedOrder) []heal.BlockedWithCause {
+	return nil
+}
 func (f fakeHealer) Summarize(context.Context) (heal.Summary, error) {
 	return heal.Summary{BlockedOrders: 2}, nil
 }
