@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"syscall"
-
 )
 
 const usage = `usage:
