@@ -67,18 +67,18 @@ start: stage ## run the function app with Azure Functions Core Tools (`func star
 
 .PHONY: demo
 demo: tools stage ## run the whole pipeline locally on the sample ledgers and check every order
-	go run ./handler/devhost/cmd/convoy-devhost demo -app dist -ledgers testdata/ledgers
+	go run ./handler/internal/devhost/cmd/convoy-devhost demo -app dist -ledgers testdata/ledgers
 
 # make devhost INSTANCES=3: target-based scale-out up to three host instances.
 INSTANCES ?= 1
 
 .PHONY: devhost
 devhost: tools stage ## serve the app under the local host + Service Bus emulation until Ctrl-C
-	go run ./handler/devhost/cmd/convoy-devhost run -app dist -instances $(INSTANCES)
+	go run ./handler/internal/devhost/cmd/convoy-devhost run -app dist -instances $(INSTANCES)
 
 .PHONY: bench
 bench: tools ## the benchmark suite: BENCH lines and a table, each figure against a baseline measured in the same run
-	go test -run '^$$' -bench . -benchtime 1x -timeout 20m ./handler/bench
+	go test -run '^$$' -bench . -benchtime 1x -timeout 20m ./handler/internal/bench
 
 # Azure: ENV names the environment (resource group rg-$(ENV)); LOCATION must offer Flex Consumption.
 ENV      ?= convoy-dev

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
-	"github.com/convoy-dev/convoy/handler/memstore"
+	"github.com/convoy-dev/convoy/handler/internal/memstore"
 )
 
 // A processor applies each order's messages in seq order, whatever order

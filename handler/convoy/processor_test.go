@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
-	"github.com/convoy-dev/convoy/handler/convoy/convoytest"
 	"github.com/convoy-dev/convoy/handler/fault"
-	"github.com/convoy-dev/convoy/handler/memstore"
+	"github.com/convoy-dev/convoy/handler/internal/convoytest"
+	"github.com/convoy-dev/convoy/handler/internal/memstore"
 )
 
 // randomOrder returns the messages of one order, seq 1..n: mostly valid

@@ -11,8 +11,8 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/heal"
-	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
-	"github.com/convoy-dev/convoy/handler/memstore"
+	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
+	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 

@@ -5,9 +5,9 @@ import (
 	"fmt"
 
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
+	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/ledger"
-	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
-	"github.com/convoy-dev/convoy/handler/memstore"
 )
 
 // A publisher turns a ledger into per-order messages, each order's seqs

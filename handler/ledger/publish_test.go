@@ -11,9 +11,9 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
+	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/ledger"
-	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
-	"github.com/convoy-dev/convoy/handler/memstore"
 )
 
 var noRetry = fault.RetryPolicy{MaxAttempts: 1}

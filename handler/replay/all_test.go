@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/convoy-dev/convoy/handler/fault"
-	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
+	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 

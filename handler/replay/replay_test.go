@@ -14,7 +14,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
-	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
+	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/ledger"
-	"github.com/convoy-dev/convoy/handler/memstore"
 	"github.com/convoy-dev/convoy/handler/servicebus"
 )
 

@@ -15,12 +15,12 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
-	"github.com/convoy-dev/convoy/handler/azurite"
 	"github.com/convoy-dev/convoy/handler/convoy"
-	"github.com/convoy-dev/convoy/handler/convoy/storetest"
 	"github.com/convoy-dev/convoy/handler/fault"
-	"github.com/convoy-dev/convoy/handler/heal/healtest"
-	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
+	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/healtest"
+	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
+	"github.com/convoy-dev/convoy/handler/internal/storetest"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 

@@ -45,7 +45,7 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
     httpsOnly: true
     // Nothing here that Flex refuses: no ftpsState (FTPS is not supported on
     // Flex), no alwaysOn, linuxFxVersion, use32BitWorkerProcess, … (the list,
-    // with its source, is in handler/infracheck).
+    // with its source, is in handler/internal/infracheck).
     siteConfig: {
       minTlsVersion: '1.2'
     }

@@ -14,7 +14,7 @@ param blockedAlertMinutes int
 // [a-zA-Z0-9-()_.]; every type below accepts less (lengths and alphabets:
 // Azure/bicep-types-az generated/*/types.md where the type carries them,
 // MicrosoftDocs/azure-docs articles/azure-resource-manager/management/resource-name-rules.md
-// for the rest; handler/infracheck computes each name for the oddest names azd
+// for the rest; handler/internal/infracheck computes each name for the oddest names azd
 // accepts). One sanitised base (lower case, every other character a hyphen),
 // cut per type by fit(), which never leaves a trailing hyphen; the uniqueness
 // token stays whole at the end of each globally unique name, so that two

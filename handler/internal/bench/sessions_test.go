@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
-	"github.com/convoy-dev/convoy/handler/memstore"
+	"github.com/convoy-dev/convoy/handler/internal/memstore"
 )
 
 // BenchmarkManySessions (figure 5): the memory the processor holds per

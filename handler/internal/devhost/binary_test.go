@@ -1,4 +1,9 @@
-package main_test
+package devhost_test
+
+// The program itself, started as the Functions host starts it (its own
+// tests live here, with the end-to-end suite that builds it once, since
+// they need the emulation and Azurite, which only code under handler/ may
+// import).
 
 import (
 	"bytes"
@@ -16,26 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/convoy-dev/convoy/handler/azurite"
-	"github.com/convoy-dev/convoy/handler/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/devhost"
 )
-
-var binary string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "convoy-bin")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "convoy")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
 
 const emulatorServiceBus = "Endpoint=sb://localhost;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
 
@@ -116,7 +104,7 @@ func TestStartedLikeTheHost(t *testing.T) {
 		t.Helper()
 		var body []byte
 		if payloadFile != "" {
-			body, _ = os.ReadFile(filepath.Join("handler", "testdata", payloadFile))
+			body, _ = os.ReadFile(filepath.Join(root, "handler", "testdata", payloadFile))
 		}
 		req, _ := http.NewRequest(method, base+path, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json; charset=utf-8")
@@ -206,7 +194,7 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 			t.Fatal("not ready")
 		}
 	}
-	body, _ := os.ReadFile(filepath.Join("handler", "testdata", "servicebus-batch.json"))
+	body, _ := os.ReadFile(filepath.Join(root, "handler", "testdata", "servicebus-batch.json"))
 	type answer struct {
 		status int
 		ct     string
@@ -261,10 +249,10 @@ func TestCommands(t *testing.T) {
 	}
 	defer az.Stop()
 	app := t.TempDir()
-	if err := devhost.Stage(".", binary, app, nil); err != nil {
+	if err := devhost.Stage(root, binary, app, nil); err != nil {
 		t.Fatal(err)
 	}
-	queues, err := devhost.LoadQueueConfig(filepath.Join("infra", "local", "servicebus-emulator-config.json"))
+	queues, err := devhost.LoadQueueConfig(filepath.Join(root, "infra", "local", "servicebus-emulator-config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +273,7 @@ func TestCommands(t *testing.T) {
 		err := cmd.Run()
 		return out.String(), errs.String(), err
 	}
-	ledger1, _ := filepath.Abs(filepath.Join("testdata", "ledgers", "01-morning.json"))
+	ledger1, _ := filepath.Abs(filepath.Join(root, "testdata", "ledgers", "01-morning.json"))
 	out, stderr, err := run("", "publish", ledger1)
 	if err != nil || !strings.Contains(out, `"outcome":"sent"`) || !strings.Contains(out, `"transactions":9`) {
 		t.Fatalf("publish: %v\n%s%s", err, out, stderr)

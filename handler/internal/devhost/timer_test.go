@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/convoy-dev/convoy/handler/azurite"
-	"github.com/convoy-dev/convoy/handler/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/devhost"
 )
 
 // TestEncodeTimer: the timer invocation has the shape the host gives it

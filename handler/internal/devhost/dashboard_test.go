@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/convoy-dev/convoy/handler/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/azurite"
 )
 
 // chromium returns Debian's chromium, which make test installs when it is

@@ -14,9 +14,9 @@ import (
 
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
-	"github.com/convoy-dev/convoy/handler/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/invocation"
-	"github.com/convoy-dev/convoy/handler/memstore"
 )
 
 // BenchmarkInvocationOverhead (figure 1): an OrderProcessor invocation over

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/convoy-dev/convoy/handler/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/settings"
 )
 

@@ -17,9 +17,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"github.com/convoy-dev/convoy/handler/azurite"
 	"github.com/convoy-dev/convoy/handler/convoy"
-	"github.com/convoy-dev/convoy/handler/convoy/convoytest"
+	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/convoytest"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/localbus"
 	"github.com/convoy-dev/convoy/handler/settings"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/convoy-dev/convoy/handler/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/devhost"
 )
 
 // The alert rules of infra/modules/alerts.bicep, run over what the

@@ -1,12 +1,12 @@
 package memstore_test
 
 import (
-	"github.com/convoy-dev/convoy/handler/heal/healtest"
+	"github.com/convoy-dev/convoy/handler/internal/healtest"
 	"testing"
 
-	"github.com/convoy-dev/convoy/handler/convoy/storetest"
-	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
-	"github.com/convoy-dev/convoy/handler/memstore"
+	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
+	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/internal/storetest"
 )
 
 func TestConformance(t *testing.T) { storetest.Run(t, memstore.New()) }

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/convoy-dev/convoy/handler/azurite"
 	"github.com/convoy-dev/convoy/handler/convoy"
-	"github.com/convoy-dev/convoy/handler/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
 

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
+	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/ledger"
-	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
-	"github.com/convoy-dev/convoy/handler/memstore"
 )
 
 // BenchmarkPublisherScale (figure 4): a 1,000,000-transaction ledger over

@@ -11,7 +11,7 @@ import (
 	ts "github.com/tree-sitter/go-tree-sitter"
 )
 
-var root = filepath.Join("..", "..")
+var root = filepath.Join("..", "..", "..")
 
 // bicepFile is a parsed Bicep file.
 type bicepFile struct {

@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/convoy-dev/convoy/handler/azurite"
-	"github.com/convoy-dev/convoy/handler/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/devhost"
 )
 
 func main() {

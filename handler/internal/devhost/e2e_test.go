@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/convoy-dev/convoy/handler/azurite"
 	"github.com/convoy-dev/convoy/handler/convoy"
-	"github.com/convoy-dev/convoy/handler/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/localbus"
 )
@@ -27,7 +27,7 @@ import (
 // Every scenario ends by comparing every order with the expected fold.
 
 var (
-	root   = filepath.Join("..", "..")
+	root   = filepath.Join("..", "..", "..")
 	binary string
 )
 

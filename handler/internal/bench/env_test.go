@@ -12,17 +12,17 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
-	"github.com/convoy-dev/convoy/handler/azurite"
 	"github.com/convoy-dev/convoy/handler/convoy"
-	"github.com/convoy-dev/convoy/handler/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
+	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/ledger"
-	"github.com/convoy-dev/convoy/handler/ledger/ledgertest"
 	"github.com/convoy-dev/convoy/handler/localbus"
-	"github.com/convoy-dev/convoy/handler/memstore"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
-var root = filepath.Join("..", "..")
+var root = filepath.Join("..", "..", "..")
 
 // Shared by the benchmarks that need them, started on first use and stopped
 // by TestMain.

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/convoy-dev/convoy/handler/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/devhost"
 )
 
 // fakeHandlerMode, when set, makes this test binary a misbehaving custom
