@@ -17,6 +17,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/settings"
 )
 
 // Function names: folder names under functions/, and so invocation routes.
@@ -67,7 +68,7 @@ func New(d Deps) *echo.Echo {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
 	if d.MaxRequestBytes <= 0 {
-		d.MaxRequestBytes = 64 << 20
+		d.MaxRequestBytes = settings.DefaultMaxRequestBytes
 	}
 	s := &server{Deps: d}
 	e := echo.New()

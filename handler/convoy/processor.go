@@ -38,10 +38,14 @@ type Processor struct {
 	now   func() time.Time
 }
 
+// DefaultCacheSize is ProcessorOptions.CacheSize's default (the app setting
+// OrderCacheSize defaults to it).
+const DefaultCacheSize = 1000
+
 // NewProcessor returns a Processor over store.
 func NewProcessor(store Store, opts ProcessorOptions) *Processor {
 	if opts.CacheSize <= 0 {
-		opts.CacheSize = 1000
+		opts.CacheSize = DefaultCacheSize
 	}
 	clock := opts.Now
 	if clock == nil {

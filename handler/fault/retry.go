@@ -17,9 +17,13 @@ type RetryPolicy struct {
 	Max         time.Duration // backoff cap; default 2s
 }
 
+// DefaultRetryBudget is RetryPolicy.MaxElapsed's default (the app setting
+// TransientRetrySeconds defaults to it).
+const DefaultRetryBudget = 20 * time.Second
+
 func (p RetryPolicy) withDefaults() RetryPolicy {
 	if p.MaxElapsed <= 0 {
-		p.MaxElapsed = 20 * time.Second
+		p.MaxElapsed = DefaultRetryBudget
 	}
 	if p.Initial <= 0 {
 		p.Initial = 100 * time.Millisecond

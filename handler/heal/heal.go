@@ -80,20 +80,28 @@ type Healer struct {
 	openUntil time.Time
 }
 
+// Defaults of Options (the app settings AutoReplay… default to them).
+const (
+	DefaultBackoffBase = time.Minute
+	DefaultBackoffMax  = time.Hour
+	DefaultBreakerBase = time.Minute
+	DefaultMaxOrders   = 50
+)
+
 // New returns a Healer.
 func New(blocked convoy.BlockedIndex, orders replay.OrderReader, states StateStore, open Opener, opts Options) *Healer {
 	if opts.BackoffBase <= 0 {
-		opts.BackoffBase = time.Minute
+		opts.BackoffBase = DefaultBackoffBase
 	}
 	if opts.BackoffMax <= 0 {
-		opts.BackoffMax = time.Hour
+		opts.BackoffMax = DefaultBackoffMax
 	}
 	opts.BackoffMax = max(opts.BackoffMax, opts.BackoffBase)
 	if opts.BreakerBase <= 0 {
-		opts.BreakerBase = time.Minute
+		opts.BreakerBase = DefaultBreakerBase
 	}
 	if opts.MaxOrders <= 0 {
-		opts.MaxOrders = 50
+		opts.MaxOrders = DefaultMaxOrders
 	}
 	if opts.MaxBlocked <= 0 {
 		opts.MaxBlocked = 10_000

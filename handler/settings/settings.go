@@ -13,6 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/heal"
+	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/schedule"
 )
 
@@ -81,17 +86,17 @@ const (
 	DefaultLedgersTable    = "ConvoyLedgers"
 	DefaultMaxRequestBytes = 64 << 20
 	DefaultShutdownTimeout = 25 * time.Second
-	DefaultOrderCacheSize  = 1000
-	DefaultRetryBudget     = 20 * time.Second
-	DefaultMaxMessageBytes = 256 << 10
-	DefaultMaxTransactions = 200_000
-	DefaultReplayScanLimit = 5000 // replay.DefaultMaxScan
+	DefaultOrderCacheSize  = convoy.DefaultCacheSize
+	DefaultRetryBudget     = fault.DefaultRetryBudget
+	DefaultMaxMessageBytes = ledger.DefaultMaxMessageBytes
+	DefaultMaxTransactions = ledger.DefaultMaxTransactions
+	DefaultReplayScanLimit = replay.DefaultMaxScan
 
 	DefaultAutoReplaySchedule   = "0 */1 * * * *"
-	DefaultAutoReplayBackoff    = time.Minute
-	DefaultAutoReplayBackoffMax = time.Hour
-	DefaultAutoReplayBreaker    = time.Minute
-	DefaultAutoReplayMaxOrders  = 50
+	DefaultAutoReplayBackoff    = heal.DefaultBackoffBase
+	DefaultAutoReplayBackoffMax = heal.DefaultBackoffMax
+	DefaultAutoReplayBreaker    = heal.DefaultBreakerBase
+	DefaultAutoReplayMaxOrders  = heal.DefaultMaxOrders
 )
 
 // Load reads and validates the handler's settings through lookup (os.LookupEnv).
