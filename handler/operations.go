@@ -26,7 +26,7 @@ type Replayer interface {
 const retryAfterSeconds = 60
 
 // incompleteAnswer is the answer of a replay that could not see every dead
-// letter: the JSON error shape of CONTRACT.md ("error") with the report's
+// letter: the JSON error shape of docs/contract.md ("error") with the report's
 // fields beside it. Locked by another reader: 503 with Retry-After (running
 // again later finishes the job); the scan limit reached: 409 (running again
 // the same way cannot: replay every dead letter, or raise ReplayScanLimit).

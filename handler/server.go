@@ -143,7 +143,7 @@ var statusOf = map[fault.Code]int{
 	fault.Internal:    http.StatusInternalServerError,
 }
 
-// ErrorBody is the JSON of every HTTP error response (CONTRACT.md).
+// ErrorBody is the JSON of every HTTP error response (docs/contract.md).
 type ErrorBody struct {
 	Error    string          `json:"error"`
 	Problems []fault.Problem `json:"problems,omitempty"`

@@ -296,7 +296,7 @@ func TestOperations(t *testing.T) {
 }
 
 // TestEveryErrorCodeHasAStatus: every fault code answers its contract status
-// (CONTRACT.md, "Errors over HTTP"); a code missing from the table answers
+// (docs/contract.md, "Errors over HTTP"); a code missing from the table answers
 // 500, never status 0 (net/http panics on it and drops the connection).
 func TestEveryErrorCodeHasAStatus(t *testing.T) {
 	want := map[fault.Code]int{fault.Invalid: 400, fault.NotFound: 404, fault.Conflict: 409, fault.TooLarge: 413,

@@ -44,7 +44,7 @@ func BlockedKey(orderID string, since time.Time) string {
 	return since.UTC().Format("2006-01-02T15:04:05.000Z") + "|" + orderID
 }
 
-// BlockedOrder is one row of the blocked-orders listing (CONTRACT.md).
+// BlockedOrder is one row of the blocked-orders listing (docs/contract.md).
 type BlockedOrder struct {
 	OrderID      string `json:"orderId"`
 	AppliedSeq   int64  `json:"appliedSeq"`

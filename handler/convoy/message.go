@@ -13,7 +13,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/fault"
 )
 
-// The order message format (CONTRACT.md, "Order message"): one place that
+// The order message format (docs/contract.md, "Order message"): one place that
 // both the publisher and the processor use.
 const (
 	PropLedgerID = "ledgerId" // application property: the ledger the transaction came from
@@ -79,7 +79,7 @@ func EncodeBody(t Transaction) ([]byte, error) {
 }
 
 // OrderMessage is one order message as it is sent to the orders queue
-// (CONTRACT.md, "Order message"): the one type the publisher, replay and the
+// (docs/contract.md, "Order message"): the one type the publisher, replay and the
 // transports share.
 type OrderMessage struct {
 	SessionID string // the order id

@@ -27,7 +27,7 @@ const (
 // "<ledgerId>:<index>" stays within Service Bus's 128-character MessageId.
 const MaxIDLength = 100
 
-// Bounds on money (CONTRACT.md), in minor units. MaxAmount bounds one
+// Bounds on money (docs/contract.md), in minor units. MaxAmount bounds one
 // transaction's amount; MaxTotal bounds an order's total, so that every JSON
 // client (a float64 reader included) reads it exactly. Within both, no sum
 // the fold computes can overflow an int64.

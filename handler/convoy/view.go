@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// View is an order's state as OrderStatus returns it (CONTRACT.md).
+// View is an order's state as OrderStatus returns it (docs/contract.md).
 type View struct {
 	OrderID      string          `json:"orderId"`
 	Status       Status          `json:"status"`

@@ -1,5 +1,5 @@
 // Package invocation decodes the payloads the Azure Functions host sends to a
-// custom handler and defines the response it expects (see HOST-CONTRACT.md).
+// custom handler and defines the response it expects (see docs/host-contract.md).
 //
 // The host encodes every metadata value by its .NET type: strings are
 // JSON-encoded twice, integers arrive as JSON strings, batch values as a JSON

@@ -2,7 +2,7 @@
 // (scheduled query rules) on the Application Insights component, and an
 // action group that e-mails alertEmail when it is set.
 //
-// What Application Insights receives from a custom handler (HOST-CONTRACT.md,
+// What Application Insights receives from a custom handler (docs/host-contract.md,
 // "Logs"): the Logs of a successful invocation, under the category
 // Function.<Name>.User at Information, with the line as the trace's message.
 // The AutoReplay timer function always succeeds and writes its lines there:

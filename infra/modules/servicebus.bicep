@@ -1,4 +1,4 @@
-// The Service Bus namespace and the two queues (names: CONTRACT.md).
+// The Service Bus namespace and the two queues (names: docs/contract.md).
 param location string
 param tags object
 param namespaceName string

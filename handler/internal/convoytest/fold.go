@@ -37,7 +37,7 @@ func (e Expected) Total() int64 {
 	return sum
 }
 
-// maxTotal: |total| must stay within 2^53 − 1 (CONTRACT.md).
+// maxTotal: |total| must stay within 2^53 − 1 (docs/contract.md).
 const maxTotal = 1<<53 - 1
 
 // Fold applies msgs, which must carry seqs 1..n in order, by the contract's

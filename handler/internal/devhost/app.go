@@ -1,6 +1,6 @@
 // Package devhost is a development and test tool, never used in Azure: a
 // local emulation of the Azure Functions host driving a custom handler, and
-// of the Service Bus queues it is triggered by, faithful to HOST-CONTRACT.md.
+// of the Service Bus queues it is triggered by, faithful to docs/host-contract.md.
 // It reads the staged app (host.json, <Name>/function.json), starts the real
 // handler binary the way the host does, invokes it with the host's encoding,
 // serves HTTP functions at /api/<route> like `func start`, and exposes the

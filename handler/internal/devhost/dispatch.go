@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Defaults of the Service Bus extension 5.x (HOST-CONTRACT.md, host.json table).
+// Defaults of the Service Bus extension 5.x (docs/host-contract.md, host.json table).
 const (
 	defaultMaxConcurrentSessions = 8
 	defaultMaxConcurrentCalls    = 16 // per core; the emulation counts one core
@@ -146,7 +146,7 @@ func (h *Host) invoke(ctx context.Context, in *Instance, f Function, msgs []*Mes
 // ServiceBusTargetScaler computes it: ceil(active messages / concurrency),
 // where concurrency is maxMessageBatchSize for a batch trigger,
 // maxConcurrentSessions for a session trigger, maxConcurrentCalls otherwise.
-// (HOST-CONTRACT.md says sessions / maxConcurrentSessions; the scaler only
+// (docs/host-contract.md says sessions / maxConcurrentSessions; the scaler only
 // sees the queue's active message count, so it divides messages.)
 func scaleTarget(a *App, f Function, st QueueStats) int {
 	switch {

@@ -19,7 +19,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
-// Azure as it really is (HOST-CONTRACT.md): session locks that run out,
+// Azure as it really is (docs/host-contract.md): session locks that run out,
 // several host instances, expiry, logs through host.json's filter. Each
 // scenario ends with every order equal to the independent fold.
 
@@ -171,7 +171,7 @@ func TestExpiredSession(t *testing.T) {
 var blockedLine = regexp.MustCompile(`^order blocked .*sessionId=(\S+) missingSeq=(\d+) parked=(\d+) `)
 
 // TestLogsReachApplicationInsights: with the shipped host.json, the lines
-// operators rely on survive the host's log filter (HOST-CONTRACT.md, "Logs"):
+// operators rely on survive the host's log filter (docs/host-contract.md, "Logs"):
 // outcomes, "order blocked"/"order unblocked" and "ledger rejected" from
 // successful calls' Logs (Function.<Name>.User), the reason of a failed call
 // from stderr at Warning (Host.Function.Console); stdout's Information lines

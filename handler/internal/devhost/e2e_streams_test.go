@@ -18,7 +18,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
-// Ledger streams (CONTRACT.md, issue 15): the ledgers queue is
+// Ledger streams (docs/contract.md, issue 15): the ledgers queue is
 // session-enabled and a ledger's stream is its SessionId, so the ledgers of
 // one stream are de-batched one at a time, in the order they were sent,
 // whichever instance takes them; streams run in parallel; a ledger that

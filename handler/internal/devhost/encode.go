@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// The host's encoding of .NET values (HOST-CONTRACT.md), written here
+// The host's encoding of .NET values (docs/host-contract.md), written here
 // independently of the handler's decoder.
 
 // netString: a string is JSON-encoded again, as a JSON string.
@@ -112,7 +112,7 @@ func serviceBusSingle(fn, binding string, m *Message, sessions bool, now time.Ti
 }
 
 // injectBodyProperties copies a JSON object body's top-level properties into
-// Metadata as the host does (Utility.ApplyBindingData, HOST-CONTRACT.md):
+// Metadata as the host does (Utility.ApplyBindingData, docs/host-contract.md):
 // only for a body that is a JSON object; arrays skipped, nulls ignored,
 // objects kept as objects, anything else turned into its invariant .NET
 // string (numbers as written, booleans True/False, ISO dates as

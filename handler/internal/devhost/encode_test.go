@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Body-property injection as the host does it (HOST-CONTRACT.md; the host's
+// Body-property injection as the host does it (docs/host-contract.md; the host's
 // Utility.ApplyBindingData): expectations written from the contract's
 // examples, not from the encoder.
 func TestBodyPropertyInjection(t *testing.T) {

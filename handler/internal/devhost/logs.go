@@ -34,7 +34,7 @@ func parseLevel(s string) (Level, error) {
 }
 
 // Log categories under which the host logs a custom handler's lines
-// (HOST-CONTRACT.md, "Logs").
+// (docs/host-contract.md, "Logs").
 const CategoryConsole = "Host.Function.Console"
 
 // CategoryUser is where the Logs of a successful response go.

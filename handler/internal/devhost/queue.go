@@ -45,7 +45,7 @@ const (
 // receiver after it expired); completing fails and the messages come back.
 var ErrLockLost = errors.New("lock lost: the lock expired before the messages were settled")
 
-// Queue emulates a Service Bus queue (HOST-CONTRACT.md, "What the host does
+// Queue emulates a Service Bus queue (docs/host-contract.md, "What the host does
 // with the message"): FIFO per session; a session locked by one receiver at a
 // time for a limited time; peek-lock with abandon (the same message comes back
 // next, DeliveryCount+1); a lock that expires makes its messages available
@@ -230,7 +230,7 @@ func (q *Queue) release(s *session, l *lock) {
 // expire removes the expired messages of s that no live lock delivered.
 // Service Bus expires a message when a receiver would get it; a message
 // locked for delivery is not touched. In a session queue one expired message
-// expires every waiting message of the session (HOST-CONTRACT.md, "Expiry");
+// expires every waiting message of the session (docs/host-contract.md, "Expiry");
 // without sessions each message expires on its own.
 func (q *Queue) expire(s *session, now time.Time) bool {
 	waiting := func(m *Message) bool { return !s.lock.delivered[m.SequenceNumber] && s.locks[m.SequenceNumber] == nil }

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The queue model against HOST-CONTRACT.md, "What the host does with the
+// The queue model against docs/host-contract.md, "What the host does with the
 // message": session lock lifetime, lock loss, expiry. Durations are short
 // so that the tests run in well under a second each.
 

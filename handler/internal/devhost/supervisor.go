@@ -22,7 +22,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// The host's process rules for its custom handler (HOST-CONTRACT.md,
+// The host's process rules for its custom handler (docs/host-contract.md,
 // "Process and transport"; HttpFunctionInvocationDispatcher, WorkerProcess).
 const (
 	errorBudget       = 3                // ErrorEventsThreshold: the third error in a chain stops the host

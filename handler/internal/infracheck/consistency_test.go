@@ -123,7 +123,7 @@ func TestQueuesAgree(t *testing.T) {
 				t.Errorf("%s: isSessionsEnabled %v, Bicep requiresSession %v", f.name, sessions, got)
 			}
 			if f.name == "LedgerIngest" && !sessions {
-				t.Errorf("%s: the ledgers of a stream are ordered only by a session (CONTRACT.md): isSessionsEnabled must be true", f.name)
+				t.Errorf("%s: the ledgers of a stream are ordered only by a session (docs/contract.md): isSessionsEnabled must be true", f.name)
 			}
 			if mdc := q.literal("properties", "maxDeliveryCount"); mdc != strconv.Itoa(l.MaxDeliveryCount) {
 				t.Errorf("queue %s: maxDeliveryCount %s in Bicep, %d locally", name, mdc, l.MaxDeliveryCount)

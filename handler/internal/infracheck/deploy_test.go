@@ -698,10 +698,10 @@ func checkQueueOwner(d deployFiles) []string {
 func checkLedgerSessions(d deployFiles) []string {
 	var out []string
 	queues := namedResources(d.bicep, "Microsoft.ServiceBus/namespaces/queues")
-	// CONTRACT.md: LedgerIngest (queue ledgers) and OrderProcessor (queue orders) are session triggers.
+	// docs/contract.md: LedgerIngest (queue ledgers) and OrderProcessor (queue orders) are session triggers.
 	for _, q := range []string{"ledgers", "orders"} {
 		if r, ok := queues[q]; !ok || r.literal("properties", "requiresSession") != "true" {
-			out = append(out, fmt.Sprintf("queue %s must be created with requiresSession: true (CONTRACT.md)", q))
+			out = append(out, fmt.Sprintf("queue %s must be created with requiresSession: true (docs/contract.md)", q))
 		}
 	}
 	if !strings.Contains(azdHooks(d.text["azure.yaml"])["preprovision"], "ledgers-precheck") {
