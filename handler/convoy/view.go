@@ -18,16 +18,8 @@ type View struct {
 	BlockedSince string          `json:"blockedSince,omitempty"`
 	Transactions []TxEntry       `json:"transactions"`
 	Total        int64           `json:"total"`
-	Rejected     []RejectionView `json:"rejected"`
+	Rejected     []Rejection     `json:"rejected"`
 	UpdatedAt    string          `json:"updatedAt"`
-}
-
-// RejectionView is one rejected transaction in a View.
-type RejectionView struct {
-	Seq    int64  `json:"seq"`
-	Op     Op     `json:"op"`
-	TxID   string `json:"txId,omitempty"`
-	Reason string `json:"reason"`
 }
 
 // View returns o as OrderStatus shows it.
@@ -35,13 +27,10 @@ func (o *Order) View() View {
 	v := View{
 		OrderID: o.ID, Status: o.Status, Complete: o.Complete, Currency: o.Currency, Data: o.Data, AppliedSeq: o.AppliedSeq,
 		Parked: len(o.Parked), MissingSeq: o.MissingSeq(), Transactions: append([]TxEntry{}, o.Transactions...),
-		Total: o.Total(), Rejected: make([]RejectionView, 0, len(o.Rejected)), UpdatedAt: timestamp(o.UpdatedAt),
+		Total: o.Total(), Rejected: append([]Rejection{}, o.Rejected...), UpdatedAt: timestamp(o.UpdatedAt),
 	}
 	if !o.BlockedSince.IsZero() {
 		v.BlockedSince = timestamp(o.BlockedSince)
-	}
-	for _, r := range o.Rejected {
-		v.Rejected = append(v.Rejected, RejectionView(r))
 	}
 	return v
 }

@@ -1,6 +1,7 @@
 package invocation
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -12,7 +13,6 @@ import (
 // HTTPRequest is the Data.req object of an HTTP trigger invoked without
 // request forwarding.
 type HTTPRequest struct {
-	URL     string
 	Method  string
 	Query   map[string]string
 	Headers http.Header
@@ -21,7 +21,6 @@ type HTTPRequest struct {
 }
 
 type wireHTTPRequest struct {
-	URL     string                     `json:"Url"`
 	Method  string                     `json:"Method"`
 	Query   map[string]json.RawMessage `json:"Query"`
 	Headers map[string]json.RawMessage `json:"Headers"`
@@ -35,17 +34,23 @@ func (r *Request) HTTPRequest(binding string) (HTTPRequest, error) {
 	if !ok {
 		return HTTPRequest{}, fmt.Errorf("no %q binding in Data", binding)
 	}
-	obj, err := DecodeObject(raw)
+	// A real JSON object, or (if the host ever sends it so) a string holding one.
+	if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '"' {
+		inner, err := DecodeString(t)
+		if err != nil {
+			return HTTPRequest{}, fmt.Errorf("binding %s: %w", binding, err)
+		}
+		raw = json.RawMessage(inner)
+	}
+	var w wireHTTPRequest
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return HTTPRequest{}, fmt.Errorf("binding %s: value is not a JSON object", binding)
+	}
+	err := json.Unmarshal(raw, &w)
 	if err != nil {
 		return HTTPRequest{}, fmt.Errorf("binding %s: %w", binding, err)
 	}
-	text, _ := json.Marshal(obj)
-	var w wireHTTPRequest
-	if err := json.Unmarshal(text, &w); err != nil {
-		return HTTPRequest{}, fmt.Errorf("binding %s: %w", binding, err)
-	}
 	req := HTTPRequest{
-		URL:     w.URL,
 		Method:  strings.ToUpper(w.Method),
 		Query:   map[string]string{},
 		Headers: http.Header{},
