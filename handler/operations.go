@@ -164,15 +164,11 @@ func (s *server) skipGap(ctx context.Context, r httpRequest) (int, any, error) {
 	if err != nil || seq < 1 {
 		return 0, nil, fault.Errorf(fault.Invalid, "seq must be the order's missing seq, an integer ≥ 1")
 	}
-	res, err := s.Processor.Skip(ctx, id, seq)
+	res, view, err := s.Processor.Skip(ctx, id, seq)
 	if err != nil {
 		return 0, nil, err
 	}
-	o, err := s.Orders.Load(ctx, id)
-	if err != nil {
-		return 0, nil, fault.Wrap(fault.Unavailable, err, "the gap was skipped; reading the order back failed")
-	}
-	out := SkipResult{OrderID: id, Skipped: seq, Drained: []int64{}, Order: o.View()}
+	out := SkipResult{OrderID: id, Skipped: seq, Drained: []int64{}, Order: view}
 	for _, o := range res.Outcomes {
 		if o.Drained {
 			out.Drained = append(out.Drained, o.Seq)

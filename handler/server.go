@@ -38,7 +38,7 @@ const (
 // OrderProcessor applies order messages (convoy.Processor).
 type OrderProcessor interface {
 	Process(ctx context.Context, orderID string, msgs []convoy.Message) (convoy.Result, error)
-	Skip(ctx context.Context, orderID string, seq int64) (convoy.Result, error)
+	Skip(ctx context.Context, orderID string, seq int64) (convoy.Result, convoy.View, error)
 }
 
 // OrderReader reads an order's stored state (convoy.Store).

@@ -135,10 +135,11 @@ func (p *Processor) apply(ctx context.Context, o *Order, msgs []Message, done *c
 
 // Skip records the order's missing seq as rejected by an operator and drains
 // the parked messages behind it.
-func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result, error) {
+func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result, View, error) {
 	unlock := p.locks.lock(orderID)
 	defer unlock()
 	var res Result
+	var view View // the order as the skip left it: an operator's answer, not every message's
 	var done committed
 	err := p.retry.Do(ctx, func(ctx context.Context) error {
 		p.cache.drop(orderID) // an operator acts on what is stored, not on this instance's view
@@ -168,10 +169,10 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 			a.fail()
 			return err
 		}
-		res = a.finish()
+		res, view = a.finish(), a.o.View()
 		return nil
 	})
-	return res, err
+	return res, view, err
 }
 
 // attempt is one try at applying messages to an order: the order as it

@@ -196,7 +196,7 @@ func TestSkipReportsAFailedCommit(t *testing.T) {
 		}
 		return nil
 	}
-	if _, err := p.Skip(ctx, "o-1", 1); err == nil {
+	if _, _, err := p.Skip(ctx, "o-1", 1); err == nil {
 		t.Fatal("a skip whose commit failed reported success")
 	}
 	store.Fail = nil
@@ -205,7 +205,7 @@ func TestSkipReportsAFailedCommit(t *testing.T) {
 		t.Fatalf("the failed skip changed the order: %+v", o.View())
 	}
 	// With storage back, the same skip succeeds: seq 1 is rejected, seq 3 still waits for seq 2.
-	if _, err := p.Skip(ctx, "o-1", 1); err != nil {
+	if _, _, err := p.Skip(ctx, "o-1", 1); err != nil {
 		t.Fatal(err)
 	}
 	o, _ = store.Load(ctx, "o-1")
