@@ -188,7 +188,11 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 		if len(problems) > 0 {
 			msg += fmt.Sprintf(" (%d problem(s) in its transactions)", len(problems))
 		}
-		return nil, &fault.Error{Code: fault.Invalid, Message: msg, Problems: problems}
+		err := &fault.Error{Code: fault.Invalid, Message: msg, Problems: problems}
+		if l.ID != "" && convoy.CheckID(l.ID) == "" {
+			return nil, &rejection{ledgerID: l.ID, err: err}
+		}
+		return nil, err
 	}
 	l.Hash = l.canonicalHash()
 	return l, nil

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -147,9 +146,9 @@ func (p *Publisher) Publish(ctx context.Context, doc []byte) (Summary, error) {
 func (p *Publisher) PublishQueued(ctx context.Context, doc []byte, sessionID string) (Summary, error) {
 	l, err := Parse(doc, p.opts.Limits)
 	if err == nil && sessionID != "" && l.Stream != sessionID {
-		err = fault.Errorf(fault.Invalid, "the ledger's stream %s is not the SessionId %s it was queued with: "+
+		err = &rejection{ledgerID: l.ID, err: fault.Errorf(fault.Invalid, "the ledger's stream %s is not the SessionId %s it was queued with: "+
 			"send a ledger with its stream as SessionId (convoy publish does), or it is not ordered with its stream",
-			convoy.Quote(l.Stream), convoy.Quote(sessionID))
+			convoy.Quote(l.Stream), convoy.Quote(sessionID))}
 	}
 	if err != nil {
 		return Summary{Outcome: OutcomeRejected, Error: fault.MessageOf(err), Problems: fault.ProblemsOf(err)}, err
@@ -202,13 +201,13 @@ func (p *Publisher) save(ctx context.Context, l *Ledger, rec *Record) error {
 	})
 }
 
-// RecordRejection stores that doc was rejected with err, so that a ledger
+// RecordRejection stores that doc was refused (Publish's error), so that a ledger
 // from the queue is acknowledged once and its problems can be looked up.
 // A ledger without a readable id is recorded under its content hash.
-func (p *Publisher) RecordRejection(ctx context.Context, doc []byte, rejection error) (*Record, error) {
-	id, hash := rejectedID(doc)
-	rec := &Record{ID: id, Hash: hash, Status: StatusRejected, Error: fault.MessageOf(rejection),
-		Problems: fault.ProblemsOf(rejection), UpdatedAt: p.opts.Now().UTC()}
+func (p *Publisher) RecordRejection(ctx context.Context, doc []byte, refused error) (*Record, error) {
+	id, hash := rejectedID(doc, refused)
+	rec := &Record{ID: id, Hash: hash, Status: StatusRejected, Error: fault.MessageOf(refused),
+		Problems: fault.ProblemsOf(refused), UpdatedAt: p.opts.Now().UTC()}
 	return rec, p.retry(ctx, func(ctx context.Context) error {
 		existing, err := p.store.GetLedger(ctx, id)
 		if err != nil {
@@ -370,13 +369,22 @@ func (p *Publisher) retry(ctx context.Context, fn func(context.Context) error) e
 
 // rejectedID is the id a rejected document is recorded under: its ledgerId
 // when readable, else its content hash.
-func rejectedID(doc []byte) (id, hash string) {
+func rejectedID(doc []byte, rejected error) (id, hash string) {
 	hash = contentHash(doc)
-	var top struct {
-		LedgerID string `json:"ledgerId"`
-	}
-	if json.Unmarshal(doc, &top) == nil && convoy.CheckID(top.LedgerID) == "" {
-		return top.LedgerID, hash
+	var r *rejection
+	if errors.As(rejected, &r) {
+		return r.ledgerID, hash
 	}
 	return "sha256-" + strings.ToLower(hash[:32]), hash
 }
+
+// rejection is the error of a ledger refused whole whose ledgerId could be
+// read: it carries the id to the rejection's record, so that recording it
+// does not parse the document again.
+type rejection struct {
+	ledgerID string
+	err      error
+}
+
+func (r *rejection) Error() string { return r.err.Error() }
+func (r *rejection) Unwrap() error { return r.err }
