@@ -171,7 +171,9 @@ func (panicker) Process(context.Context, string, []convoy.Message) (convoy.Resul
 	panic("boom")
 }
 
-func (panicker) Skip(context.Context, string, int64) (convoy.Result, convoy.View, error) { panic("boom") }
+func (panicker) Skip(context.Context, string, int64) (convoy.Result, convoy.View, error) {
+	panic("boom")
+}
 
 func TestLedgerIngest(t *testing.T) {
 	f := newFixture(t)
