@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
@@ -39,7 +37,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, newStore(t, nil))
+	storetest.Run(t, server.NewOrderStore(t, nil))
 }
 
 // countingTransport counts HTTP round trips to Table Storage.
@@ -67,7 +65,7 @@ func msg(seq int64, op convoy.Op, txID string) convoy.Message {
 func TestRoundTripBudget(t *testing.T) {
 	ctx := context.Background()
 	var rt countingTransport
-	store := newStore(t, &rt)
+	store := server.NewOrderStore(t, &rt)
 	p := convoy.NewProcessor(store, convoy.ProcessorOptions{})
 	if _, err := p.Process(ctx, "o-1", []convoy.Message{msg(1, convoy.CreateOrder, "")}); err != nil {
 		t.Fatal(err)
@@ -108,7 +106,7 @@ func TestRoundTripBudget(t *testing.T) {
 // a lost session lock. Every effect happens exactly once.
 func TestConcurrentDuplicateInvocations(t *testing.T) {
 	ctx := context.Background()
-	store := &conflictCounter{Store: newStore(t, nil)}
+	store := &conflictCounter{Store: server.NewOrderStore(t, nil)}
 	const instances, n = 4, 30
 	procs := make([]*convoy.Processor, instances)
 	for i := range procs {
@@ -170,7 +168,7 @@ func TestConcurrentDuplicateInvocations(t *testing.T) {
 // and the message turns out to be a duplicate.
 func TestStaleInstance(t *testing.T) {
 	ctx := context.Background()
-	store := &conflictCounter{Store: newStore(t, nil)}
+	store := &conflictCounter{Store: server.NewOrderStore(t, nil)}
 	a := convoy.NewProcessor(store, convoy.ProcessorOptions{})
 	b := convoy.NewProcessor(store, convoy.ProcessorOptions{})
 	if _, err := b.Process(ctx, "o-1", []convoy.Message{msg(1, convoy.CreateOrder, "")}); err != nil {
@@ -209,7 +207,7 @@ func (c *conflictCounter) Commit(ctx context.Context, o *convoy.Order, base int6
 	return err
 }
 
-func TestReplayStateConformance(t *testing.T) { healtest.Run(t, newStore(t, nil)) }
+func TestReplayStateConformance(t *testing.T) { healtest.Run(t, server.NewOrderStore(t, nil)) }
 
 func TestLedgersConformance(t *testing.T) {
 	ledgertest.Run(t, tablestore.NewLedgers(server.NewTable(t, nil)))
@@ -252,20 +250,4 @@ func TestRejectedLedgerAlwaysRecordable(t *testing.T) {
 	if rec.Status != ledger.StatusRejected || len(rec.Problems) == 0 || rec.Problems[0].Index != 0 || rec.Error == "" {
 		t.Fatalf("record %+v", rec)
 	}
-}
-
-// newStore is a Store on a fresh table of the shared Azurite; transport, if
-// not nil, sees every request of both its clients.
-func newStore(tb testing.TB, transport azurite.Doer) *tablestore.Store {
-	tb.Helper()
-	table, name := server.NewNamedTable(tb, transport)
-	opts := &azcore.ClientOptions{}
-	if transport != nil {
-		opts.Transport = transport
-	}
-	batches, err := tablestore.NewBatchesFromConnectionString(server.ConnectionString(), opts)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return tablestore.New(table, batches.Table(name))
 }

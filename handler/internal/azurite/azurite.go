@@ -21,7 +21,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
 // AccountKey is Azurite's well-known development account key.
@@ -179,6 +182,23 @@ func (s *Server) NewNamedTable(tb testing.TB, transport Doer) (*aztables.Client,
 		tb.Fatalf("create table %s: %v", name, err)
 	}
 	return client, name
+}
+
+// NewOrderStore is the processor's store on a fresh table, built as the
+// program builds it (aztables for reads, tablestore.Batches for commits);
+// transport, if not nil, sees every request of both.
+func (s *Server) NewOrderStore(tb testing.TB, transport Doer) *tablestore.Store {
+	tb.Helper()
+	table, name := s.NewNamedTable(tb, transport)
+	opts := &azcore.ClientOptions{}
+	if transport != nil {
+		opts.Transport = transport
+	}
+	batches, err := tablestore.NewBatchesFromConnectionString(s.ConnectionString(), opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tablestore.New(table, batches.Table(name))
 }
 
 // Doer is the SDK's transport interface (policy.Transporter).

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
@@ -19,7 +17,6 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/localbus"
-	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
 var root = filepath.Join("..", "..", "..")
@@ -61,22 +58,6 @@ func handlerBinary(b *testing.B) string {
 		b.Fatal(shared.binErr)
 	}
 	return filepath.Join(shared.binDir, "convoy")
-}
-
-// newStore is the processor's store on a fresh table of the shared Azurite,
-// built as main.go builds it; transport, if not nil, sees every request.
-func newStore(b *testing.B, transport azurite.Doer) *tablestore.Store {
-	az := sharedAzurite(b)
-	table, name := az.NewNamedTable(b, transport)
-	opts := &azcore.ClientOptions{}
-	if transport != nil {
-		opts.Transport = transport
-	}
-	batches, err := tablestore.NewBatchesFromConnectionString(az.ConnectionString(), opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return tablestore.New(table, batches.Table(name))
 }
 
 func stopShared() {

@@ -47,7 +47,7 @@ type tally struct{ trips, writes int64 }
 // processor on a new table, in calls of at most batch messages per order.
 func run(b *testing.B, name string, msgs []convoy.Message, batch int) tally {
 	counter := &countingTransport{}
-	store := newStore(b, counter)
+	store := sharedAzurite(b).NewOrderStore(b, counter)
 	p := convoy.NewProcessor(store, convoy.ProcessorOptions{})
 	counter.reset()
 	byOrder, ids := groupByOrder(msgs)
