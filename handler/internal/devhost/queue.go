@@ -79,6 +79,10 @@ const maxJournal = 1_000_000
 type session struct {
 	id    string
 	msgs  []*Message
+	// nextExpiry is no later than the earliest ExpiresAt of msgs (zero: none
+	// expires), so that a sweep scans a session's messages only when one may
+	// have expired.
+	nextExpiry time.Time
 	lock  lock            // the session lock (session queues)
 	locks map[int64]*lock // message locks by sequence number (queues without sessions)
 }
@@ -160,6 +164,7 @@ func (q *Queue) Send(msgs []Message) (accepted, duplicates int, err error) {
 		}
 		msg := m
 		s.msgs = append(s.msgs, &msg)
+		s.noteExpiry(&msg)
 		if len(q.sent) < maxJournal {
 			j := m
 			j.Body = nil
@@ -233,6 +238,10 @@ func (q *Queue) release(s *session, l *lock) {
 // expires every waiting message of the session (docs/host-contract.md, "Expiry");
 // without sessions each message expires on its own.
 func (q *Queue) expire(s *session, now time.Time) bool {
+	if s.nextExpiry.IsZero() || now.Before(s.nextExpiry) {
+		return false
+	}
+	defer s.updateNextExpiry()
 	waiting := func(m *Message) bool { return !s.lock.delivered[m.SequenceNumber] && s.locks[m.SequenceNumber] == nil }
 	expired := func(m *Message) bool { return waiting(m) && !m.ExpiresAt.IsZero() && !now.Before(m.ExpiresAt) }
 	hit := false
@@ -256,6 +265,20 @@ func (q *Queue) expire(s *session, now time.Time) bool {
 		i++
 	}
 	return true
+}
+
+// updateNextExpiry recomputes nextExpiry from the session's messages.
+func (s *session) updateNextExpiry() {
+	s.nextExpiry = time.Time{}
+	for _, m := range s.msgs {
+		s.noteExpiry(m)
+	}
+}
+
+func (s *session) noteExpiry(m *Message) {
+	if !m.ExpiresAt.IsZero() && (s.nextExpiry.IsZero() || m.ExpiresAt.Before(s.nextExpiry)) {
+		s.nextExpiry = m.ExpiresAt
+	}
 }
 
 func (q *Queue) deadLetter(s *session, i int, reason string) {
