@@ -100,6 +100,10 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     // Flex may not set WEBSITE_INSTANCE_ID, by which the program recognises
     // App Service: the log format is chosen here, not guessed.
     LogFormat: 'json'
+    // The host drops the handler's stdout (Information) with the shipped
+    // host.json, and outcome lines reach Application Insights through each
+    // successful call's Logs: formatting them on stdout too would be wasted CPU.
+    LogLevel: 'warn'
     APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsightsConnectionString
     APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
   }
