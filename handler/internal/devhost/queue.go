@@ -77,14 +77,14 @@ type Queue struct {
 const maxJournal = 1_000_000
 
 type session struct {
-	id    string
-	msgs  []*Message
+	id   string
+	msgs []*Message
 	// nextExpiry is no later than the earliest ExpiresAt of msgs (zero: none
 	// expires), so that a sweep scans a session's messages only when one may
 	// have expired.
 	nextExpiry time.Time
-	lock  lock            // the session lock (session queues)
-	locks map[int64]*lock // message locks by sequence number (queues without sessions)
+	lock       lock            // the session lock (session queues)
+	locks      map[int64]*lock // message locks by sequence number (queues without sessions)
 }
 
 // lock is a peek-lock: who holds it (a token; 0 for nobody), until when
