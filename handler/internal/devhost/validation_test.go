@@ -56,11 +56,14 @@ func runFakeHandler(mode string) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
 			_, _ = w.Write([]byte(`{"Logs":["lost"]}`))
-		default: // "good"
+		default: // "good", "slowstart"
 			w.Header().Set("Content-Type", "application/json; charset=utf-8")
 			_, _ = w.Write([]byte(`{}`))
 		}
 	})
+	if mode == "slowstart" { // takes a while before it listens, as a cold start does
+		time.Sleep(700 * time.Millisecond)
+	}
 	_ = http.ListenAndServe("127.0.0.1:"+os.Getenv("FUNCTIONS_CUSTOMHANDLER_PORT"), mux)
 }
 
@@ -246,5 +249,19 @@ func TestTimeScale(t *testing.T) {
 	defer h.Stop()
 	if p := h.Queue("work").Properties(); p.LockDuration != 120*time.Millisecond || p.DefaultMessageTimeToLive != 7200*time.Millisecond {
 		t.Fatalf("scaled properties %+v", p)
+	}
+}
+
+// TestReadinessProbe: the host probes GET / until any answer (every 25 ms,
+// for up to 30 s) before it invokes: a handler that listens late still gets
+// its first message, on its first delivery.
+func TestReadinessProbe(t *testing.T) {
+	start := time.Now()
+	h := fakeHost(t, "slowstart", "")
+	if waited := time.Since(start); waited < 700*time.Millisecond {
+		t.Fatalf("Start returned after %s, before the handler listened", waited)
+	}
+	if dead := drain(t, h); len(dead) != 0 || h.Failures() != 0 || h.Invocations() != 1 {
+		t.Fatalf("%d invocations, %d failed, dead letters %+v; want one successful delivery", h.Invocations(), h.Failures(), dead)
 	}
 }
