@@ -37,6 +37,18 @@ func hostJSON(sb map[string]any, fn func(name string, doc map[string]any)) func(
 	}
 }
 
+// slowCalls makes every invocation of function take at least d before it
+// reaches the handler, so that a session is held long enough for its lock
+// to run out however fast the machine is.
+func slowCalls(e *env, function string, d time.Duration) {
+	e.host.InjectFault(func(fn string, _ []*devhost.Message) error {
+		if fn == function {
+			time.Sleep(d)
+		}
+		return nil
+	})
+}
+
 // orderLock sets the orders queue's lock duration.
 func orderLock(d time.Duration) func(*devhost.Options) {
 	return func(o *devhost.Options) {
@@ -58,6 +70,7 @@ func TestBacklogOnThreeInstancesWithLockLoss(t *testing.T) {
 		o.MaxInstances = 3
 		orderLock(500 * time.Millisecond)(o)
 	})
+	slowCalls(e, "OrderProcessor", 30*time.Millisecond) // ~65 messages of 30 ms per session outlast its 1.5 s lock on any machine
 	ledgers := e.publish(ctx, workload(21, "backlog", 4, 200, 12)...)
 	e.waitIdle(ctx)
 	if n := len(e.host.Instances()); n != 3 {
@@ -264,6 +277,7 @@ func TestBatchModeLongSessionWithLockLoss(t *testing.T) {
 		}
 	}))
 	e := startWith(t, app, azurite.Options{}, orderLock(100*time.Millisecond))
+	slowCalls(e, "OrderProcessor", 10*time.Millisecond) // 20 batches per session outlast its 100 ms lock on any machine
 	ledgers := e.publish(ctx, workload(17, "long", 2, 400, 2)...)
 	e.waitIdle(ctx)
 	if e.host.LockLosses() == 0 {
