@@ -15,27 +15,61 @@ import (
 
 // netString: a string is JSON-encoded again, as a JSON string.
 func netString(s string) json.RawMessage {
-	once, _ := json.Marshal(s)
-	twice, _ := json.Marshal(string(once))
-	return twice
+	once := appendString(make([]byte, 0, len(s)+8), s)
+	return appendString(make([]byte, 0, len(once)+16), once)
 }
 
 // netInt: an integer arrives as a JSON string holding the number.
 func netInt(n int64) json.RawMessage {
-	b, _ := json.Marshal(strconv.FormatInt(n, 10))
-	return b
+	b := append(make([]byte, 0, 24), '"')
+	return append(strconv.AppendInt(b, n, 10), '"')
 }
 
 // netUTC: a DateTime (…Utc keys): no zone, no fraction.
 func netUTC(t time.Time) json.RawMessage {
-	b, _ := json.Marshal(t.UTC().Format("2006-01-02T15:04:05"))
-	return b
+	b := append(make([]byte, 0, 24), '"')
+	return append(t.UTC().AppendFormat(b, "2006-01-02T15:04:05"), '"')
 }
 
 // netOffset: a DateTimeOffset: +00:00, no fraction.
 func netOffset(t time.Time) json.RawMessage {
-	b, _ := json.Marshal(t.UTC().Format("2006-01-02T15:04:05") + "+00:00")
-	return b
+	b := append(make([]byte, 0, 32), '"')
+	return append(t.UTC().AppendFormat(b, "2006-01-02T15:04:05"), "+00:00\""...)
+}
+
+// appendString appends s as a JSON string exactly as json.Marshal writes
+// it: printable ASCII is written here (every invocation's metadata, so it
+// stays cheap), anything else goes through json.Marshal.
+func appendString[T string | []byte](dst []byte, s T) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(string(s))
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			dst = append(dst, '\\')
+		}
+		dst = append(dst, s[i])
+	}
+	return append(dst, '"')
+}
+
+// appendObject appends an object of JSON values (compact, as every value
+// here is), in the map's order: the host's order is its own, and a handler
+// must not depend on it.
+func appendObject(dst []byte, m map[string]json.RawMessage) []byte {
+	dst = append(dst, '{')
+	for k, v := range m {
+		if len(dst) > 0 && dst[len(dst)-1] != '{' {
+			dst = append(dst, ',')
+		}
+		dst = append(appendString(dst, k), ':')
+		dst = append(dst, v...)
+	}
+	return append(dst, '}')
 }
 
 // netArray: every batch value is a JSON string holding a JSON array.
@@ -59,8 +93,11 @@ func EncodeInvocation(f Function, msgs []*Message, now time.Time) []byte {
 	} else {
 		inv = serviceBusSingle(f.Name, f.Trigger.Name, msgs[0], f.Trigger.IsSessionsEnabled, now)
 	}
-	body, _ := json.Marshal(inv) // raw messages and plain maps: cannot fail
-	return body
+	body := append(make([]byte, 0, 4096), `{"Data":`...)
+	body = appendObject(body, inv.Data)
+	body = append(body, `,"Metadata":`...)
+	body = appendObject(body, inv.Metadata)
+	return append(body, '}')
 }
 
 // invocation is the body of POST /<FunctionName>.
@@ -70,21 +107,29 @@ type invocation struct {
 }
 
 func sysMetadata(fn string, now time.Time) json.RawMessage {
-	return raw(map[string]string{"MethodName": fn, "UtcNow": now.UTC().Format("2006-01-02T15:04:05.0000000Z"), "RandGuid": uuid.NewString()})
+	return appendObject(nil, map[string]json.RawMessage{"MethodName": appendString(nil, fn),
+		"UtcNow": appendString(nil, now.UTC().Format("2006-01-02T15:04:05.0000000Z")), "RandGuid": appendString(nil, uuid.NewString())})
 }
 
 // sessionLock is the session actions object: the lock's expiry as a DateTimeOffset.
 func sessionLock(now time.Time) json.RawMessage {
-	return raw(map[string]any{"SessionLockedUntil": now.Add(time.Minute).UTC().Format("2006-01-02T15:04:05") + "+00:00"})
+	return append(append([]byte(`{"SessionLockedUntil":`), netOffset(now.Add(time.Minute))...), '}')
 }
+
+// The metadata objects that carry nothing a handler can use.
+var (
+	emptyObject  = json.RawMessage(`{}`)
+	singleClient = raw(map[string]any{"FullyQualifiedNamespace": "localhost", "IsClosed": false, "Identifier": "devhost"})
+	batchClient  = raw(map[string]any{"FullyQualifiedNamespace": "localhost", "IsClosed": false})
+)
 
 // serviceBusSingle encodes one message for a "cardinality": "one" trigger.
 func serviceBusSingle(fn, binding string, m *Message, sessions bool, now time.Time) invocation {
 	md := map[string]json.RawMessage{
-		"MessageReceiver": raw(map[string]any{}),
-		"MessageActions":  raw(map[string]any{}),
-		"ReceiveActions":  raw(map[string]any{}),
-		"Client":          raw(map[string]any{"FullyQualifiedNamespace": "localhost", "IsClosed": false, "Identifier": "devhost"}),
+		"MessageReceiver": emptyObject,
+		"MessageActions":  emptyObject,
+		"ReceiveActions":  emptyObject,
+		"Client":          singleClient,
 		"EnqueuedTimeUtc": netUTC(m.EnqueuedTime),
 		"EnqueuedTime":    netOffset(m.EnqueuedTime),
 		"ExpiresAtUtc":    netUTC(m.EnqueuedTime.Add(time.Hour)),
@@ -98,7 +143,8 @@ func serviceBusSingle(fn, binding string, m *Message, sessions bool, now time.Ti
 	if props == nil {
 		props = map[string]any{}
 	}
-	md["ApplicationProperties"], md["UserProperties"] = raw(props), raw(props)
+	p := raw(props)
+	md["ApplicationProperties"], md["UserProperties"] = p, p
 	for k, v := range map[string]string{"MessageId": m.MessageID, "ContentType": m.ContentType, "SessionId": m.SessionID} {
 		if v != "" { // null values are omitted
 			md[k] = netString(v)
@@ -142,7 +188,9 @@ func injectBodyProperties(md map[string]json.RawMessage, body []byte) {
 func netValue(v json.RawMessage) json.RawMessage {
 	switch {
 	case v[0] == '{':
-		return v
+		var compact bytes.Buffer
+		_ = json.Compact(&compact, v) // a value of a body that decoded: valid
+		return compact.Bytes()
 	case v[0] == '"':
 		var s string
 		_ = json.Unmarshal(v, &s)
@@ -204,12 +252,12 @@ func serviceBusBatch(fn, binding string, msgs []*Message, now time.Time) invocat
 		"EnqueuedTimeUtcArray":       netArray(enqueued),
 		"ApplicationPropertiesArray": netArray(props),
 		"UserPropertiesArray":        netArray(props),
-		"MessageReceiver":            raw(map[string]any{}),
-		"ReceiveActions":             raw(map[string]any{}),
-		"MessageActions":             raw(map[string]any{}),
+		"MessageReceiver":            emptyObject,
+		"ReceiveActions":             emptyObject,
+		"MessageActions":             emptyObject,
 		"SessionActions":             sessionLock(now),
 		"MessageSession":             sessionLock(now),
-		"Client":                     raw(map[string]any{"FullyQualifiedNamespace": "localhost", "IsClosed": false}),
+		"Client":                     batchClient,
 		"sys":                        sysMetadata(fn, now),
 	}
 	return invocation{Data: map[string]json.RawMessage{binding: netArray(bodies)}, Metadata: md}

@@ -1,7 +1,9 @@
 package devhost
 
 import (
+	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +74,44 @@ func TestBatchEncoding(t *testing.T) {
 	}
 	if got := string(inv.Data["message"]); got != `"[\"{\\\"x\\\":1}\",\"{\\\"x\\\":2}\"]"` {
 		t.Errorf("Data.message = %s", got)
+	}
+}
+
+// The invocation is written without encoding/json on its hot path; these
+// hold it to what encoding/json writes for the same values.
+func FuzzEncodingAsJSONMarshal(f *testing.F) {
+	for _, s := range []string{"", "o-1", `{"transaction":{"op":"CreateOrder"}}`, "a\"b\\c", "<&>", "é\u2028", "\x00\x7f", "\xff"} {
+		f.Add(s, "k")
+	}
+	f.Fuzz(func(t *testing.T, s, key string) {
+		once, _ := json.Marshal(s)
+		twice, _ := json.Marshal(string(once))
+		if got := netString(s); !bytes.Equal(got, twice) {
+			t.Fatalf("netString(%q) = %s, want %s", s, got, twice)
+		}
+		m := map[string]json.RawMessage{key: netString(s), "SequenceNumber": netInt(int64(len(s))), "z": emptyObject}
+		var got, want map[string]any // the same members, in any order
+		if err := json.Unmarshal(appendObject(nil, m), &got); err != nil {
+			t.Fatalf("appendObject wrote no JSON object: %v", err)
+		}
+		marshalled, _ := json.Marshal(m)
+		_ = json.Unmarshal(marshalled, &want)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("appendObject = %v, want %v", got, want)
+		}
+	})
+}
+
+func TestTimesAsJSONMarshal(t *testing.T) {
+	at := time.Date(2025, 1, 15, 10, 20, 30, 120_000_000, time.FixedZone("x", 3600))
+	for got, want := range map[string]string{
+		string(netUTC(at)):      `"2025-01-15T09:20:30"`,
+		string(netOffset(at)):   `"2025-01-15T09:20:30+00:00"`,
+		string(netInt(-17)):     `"-17"`,
+		string(sessionLock(at)): `{"SessionLockedUntil":"2025-01-15T09:21:30+00:00"}`,
+	} {
+		if got != want {
+			t.Errorf("got %s, want %s", got, want)
+		}
 	}
 }

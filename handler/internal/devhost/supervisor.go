@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"os"
@@ -58,12 +59,29 @@ type Instance struct {
 	errors      []time.Time   // handler errors counted towards the budget
 	stopped     string        // why the instance's host stopped; "" while it runs
 	restarts    atomic.Int64
+	client      *http.Client // the host process's one HttpClient for invocations
 }
 
 func newInstance(h *Host, id int) *Instance {
-	in := &Instance{ID: id, host: h, changed: make(chan struct{})}
+	in := &Instance{ID: id, host: h, changed: make(chan struct{}), client: invocationClient(h.app.FunctionTimeout)}
 	in.ctx, in.cancel = context.WithCancel(h.ctx)
 	return in
+}
+
+// invocationClient is the host's HttpClient for a custom handler
+// (DefaultHttpWorkerService.CreateHttpClient): one per host process, a plain
+// HttpClientHandler whose pool keeps every connection alive (.NET sets no
+// per-server limit; idle ones close after a minute), with a timeout of
+// functionTimeout + 1 min. Go's default transport would keep only 2 idle
+// connections per host and open new ones under concurrent sessions.
+func invocationClient(functionTimeout time.Duration) *http.Client {
+	return &http.Client{
+		Timeout: functionTimeout + time.Minute,
+		Transport: &http.Transport{
+			MaxIdleConnsPerHost: math.MaxInt,
+			IdleConnTimeout:     time.Minute,
+		},
+	}
 }
 
 func (in *Instance) logf(format string, args ...any) {
@@ -139,6 +157,7 @@ func (in *Instance) stop() {
 	in.cancel()
 	in.KillHandler()
 	in.wg.Wait()
+	in.client.CloseIdleConnections()
 }
 
 // startHandler starts the handler as the host does: the executable of
@@ -206,6 +225,16 @@ var errNoHandler = errors.New("the instance has no handler: it exited with code 
 var errHostStopped = errors.New("the instance's host stopped")
 
 // readyPort waits until the handler answers and returns its port.
+// currentPort is the handler's port if it is ready now.
+func (in *Instance) currentPort() (int, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if !in.ready {
+		return 0, errNoHandler
+	}
+	return in.handlerPort, nil
+}
+
 func (in *Instance) readyPort(ctx context.Context) (int, error) {
 	for {
 		in.mu.Lock()
@@ -342,9 +371,10 @@ func (in *Instance) killForTimeout(port int) {
 }
 
 // call POSTs an invocation to the handler and judges the answer as the host
-// does: 2xx, Content-Type application/json, a JSON object. The request is
-// sent without a deadline (the host's HttpClient waits functionTimeout + 1
-// min); the host stops waiting at functionTimeout and restarts the handler.
+// does: 2xx, Content-Type application/json, a JSON object. The host's
+// HttpClient would wait functionTimeout + 1 min, but the host stops waiting
+// at functionTimeout (+ grace) and restarts the handler, which ends the
+// request; here the request carries that deadline.
 // A 2xx with an empty or null body never completes: it waits out
 // functionTimeout too. Logs of a successful call go to Function.<Name>.User.
 func (in *Instance) call(ctx context.Context, function, path string, body []byte) (map[string]json.RawMessage, error) {
@@ -365,71 +395,65 @@ func (in *Instance) call(ctx context.Context, function, path string, body []byte
 
 func (in *Instance) roundTrip(ctx context.Context, path string, body []byte) (map[string]json.RawMessage, error) {
 	timeout := in.host.app.FunctionTimeout
-	deadline := time.NewTimer(timeout + timeoutGrace)
-	defer deadline.Stop()
-	wait, cancel := context.WithTimeout(ctx, restartWait)
-	defer cancel()
-	port, err := in.readyPort(wait)
+	deadline := time.Now().Add(timeout + timeoutGrace)
+	port, err := in.currentPort()
 	if err != nil {
-		return nil, fmt.Errorf("no handler to invoke: %w", err)
-	}
-	type answer struct {
-		status int
-		ctype  string
-		text   []byte
-		err    error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d%s", port, path), bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json; charset=utf-8")
-		req.Header.Set("X-Azure-Functions-InvocationId", uuid.NewString())
-		req.Header.Set("X-Azure-Functions-HostVersion", hostVersion)
-		req.Header.Set("User-Agent", "Azure-Functions-Host/"+hostVersion)
-		client := &http.Client{Timeout: timeout + time.Minute}
-		resp, err := client.Do(req)
+		wait, cancel := context.WithTimeout(ctx, restartWait)
+		port, err = in.readyPort(wait)
+		cancel()
 		if err != nil {
-			done <- answer{err: err}
-			return
+			return nil, fmt.Errorf("no handler to invoke: %w", err)
 		}
-		defer resp.Body.Close()
-		text, err := io.ReadAll(resp.Body)
-		done <- answer{status: resp.StatusCode, ctype: resp.Header.Get("Content-Type"), text: text, err: err}
-	}()
-	var a answer
-	select {
-	case a = <-done:
-	case <-deadline.C:
+	}
+	// The host stops waiting at the deadline whatever ctx does; the request
+	// ends with it (and the handler is restarted).
+	call, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(call, http.MethodPost, "http://127.0.0.1:"+strconv.Itoa(port)+path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	req.Header.Set("X-Azure-Functions-InvocationId", uuid.NewString())
+	req.Header.Set("X-Azure-Functions-HostVersion", hostVersion)
+	req.Header.Set("User-Agent", "Azure-Functions-Host/"+hostVersion)
+	var status int
+	var ctype string
+	var text []byte
+	resp, err := in.client.Do(req)
+	if err == nil {
+		status, ctype = resp.StatusCode, resp.Header.Get("Content-Type")
+		text, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err != nil && call.Err() != nil {
 		in.logf("%s outlived functionTimeout (%s) and its %s grace: restarting the handler", path, timeout, timeoutGrace)
 		in.killForTimeout(port)
 		return nil, fmt.Errorf("timeout after %s", timeout)
 	}
-	if a.err != nil {
-		if errors.Is(a.err, syscall.ECONNREFUSED) {
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
 			in.markDown(port)
 			in.mu.Lock()
 			exited := in.exited
 			in.mu.Unlock()
 			go in.probe(port, exited) // ready again if it was only a hiccup
 		}
-		return nil, a.err
+		return nil, err
 	}
 	var out map[string]json.RawMessage
-	mt, _, _ := mime.ParseMediaType(a.ctype)
-	trimmed := bytes.TrimSpace(a.text)
+	mt, _, _ := mime.ParseMediaType(ctype)
+	trimmed := bytes.TrimSpace(text)
 	switch {
-	case a.status < 200 || a.status > 299:
-		return nil, fmt.Errorf("status %d: %s", a.status, clip(a.text))
+	case status < 200 || status > 299:
+		return nil, fmt.Errorf("status %d: %s", status, clip(text))
 	case len(trimmed) == 0 || string(trimmed) == "null":
 		// ReadAsAsync gives null and the invocation's result is never set.
-		in.logf("%s answered %d with an empty or null body: the host waits out functionTimeout (%s), then restarts the handler", path, a.status, timeout)
-		<-deadline.C
+		in.logf("%s answered %d with an empty or null body: the host waits out functionTimeout (%s), then restarts the handler", path, status, timeout)
+		<-call.Done()
 		in.killForTimeout(port)
-		return nil, fmt.Errorf("status %d with an empty or null body: timed out after %s", a.status, timeout)
+		return nil, fmt.Errorf("status %d with an empty or null body: timed out after %s", status, timeout)
 	case mt != "application/json" && mt != "text/json":
-		return nil, fmt.Errorf("Content-Type %q is not application/json", a.ctype)
-	case json.Unmarshal(a.text, &out) != nil:
-		return nil, fmt.Errorf("the response is not a JSON object: %s", clip(a.text))
+		return nil, fmt.Errorf("Content-Type %q is not application/json", ctype)
+	case json.Unmarshal(text, &out) != nil:
+		return nil, fmt.Errorf("the response is not a JSON object: %s", clip(text))
 	}
 	return out, nil
 }
