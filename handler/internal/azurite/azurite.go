@@ -231,3 +231,6 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// PID is the Azurite process's id (the benchmarks read its CPU time).
+func (s *Server) PID() int { return s.cmd.Process.Pid }
