@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -16,20 +17,30 @@ import (
 // invocation id, then whatever the function adds) and the lines that go back
 // to the host in Logs.
 type call struct {
-	req  *invocation.Request
-	log  *slog.Logger
-	logs []string
+	req   *invocation.Request
+	log   *slog.Logger
+	attrs []any // the invocation's: function, invocation id
+	logs  []string
+}
+
+// logAt logs a line with the invocation's attributes first. (Not a
+// Logger.With per invocation: it formats them even when nothing is logged.)
+func (c *call) logAt(level slog.Level, msg string, attrs ...any) {
+	if ctx := context.Background(); c.log.Enabled(ctx, level) {
+		c.log.Log(ctx, level, msg, append(c.attrs[:len(c.attrs):len(c.attrs)], attrs...)...)
+	}
 }
 
 // outcome logs one line of the invocation's outcome and returns it to the host
 // in Logs too (the host writes successful calls' Logs to the function's log).
 func (c *call) outcome(level slog.Level, msg string, attrs ...any) {
-	c.log.Log(context.Background(), level, msg, attrs...)
-	line := msg
+	c.logAt(level, msg, attrs...)
+	var line strings.Builder
+	line.WriteString(msg)
 	for i := 0; i+1 < len(attrs); i += 2 {
-		line += fmt.Sprintf(" %v=%v", attrs[i], attrs[i+1])
+		fmt.Fprintf(&line, " %v=%v", attrs[i], attrs[i+1])
 	}
-	c.logs = append(c.logs, line)
+	c.logs = append(c.logs, line.String())
 }
 
 // invocationFunc handles one decoded invocation; its Outputs and ReturnValue
@@ -42,7 +53,7 @@ type invocationFunc func(ctx context.Context, c *call) (outputs map[string]any, 
 func (s *server) invocation(name string, fn invocationFunc) echo.HandlerFunc {
 	return func(ec echo.Context) error {
 		r := ec.Request()
-		c := &call{log: s.Logger.With("function", name, "invocationId", r.Header.Get("X-Azure-Functions-InvocationId"))}
+		c := &call{log: s.Logger, attrs: []any{"function", name, "invocationId", r.Header.Get("X-Azure-Functions-InvocationId")}}
 		outputs, err := s.decodeAndRun(ec, c, fn)
 		if err != nil {
 			status, body := errorResponse(err)
@@ -51,7 +62,7 @@ func (s *server) invocation(name string, fn invocationFunc) echo.HandlerFunc {
 				// fails must not look like a success whatever the cause.
 				status = http.StatusInternalServerError
 			}
-			c.log.Error("invocation failed", "class", string(fault.CodeOf(err)), "error", err)
+			c.logAt(slog.LevelError, "invocation failed", "class", string(fault.CodeOf(err)), "error", err)
 			return ec.JSON(status, invocation.Response{Outputs: map[string]any{}, Logs: c.logs, Error: body.Error})
 		}
 		if outputs == nil {

@@ -28,11 +28,10 @@ func (s *server) processOrders(ctx context.Context, c *call) (map[string]any, er
 	var order []string // sessions in order of first appearance
 	bySession := map[string][]convoy.Message{}
 	for i, m := range raw {
-		log := c.log.With("sessionId", m.SessionID, "messageId", m.MessageID, "deliveryCount", m.DeliveryCount)
 		msg, err := orderMessage(m)
 		if err != nil {
 			c.outcome(slog.LevelWarn, "unreadable message", "index", i, "sessionId", m.SessionID, "messageId", m.MessageID, "error", err)
-			log.Debug("unreadable message body", "body", string(m.Body))
+			c.logAt(slog.LevelDebug, "unreadable message body", "sessionId", m.SessionID, "messageId", m.MessageID, "deliveryCount", m.DeliveryCount, "body", string(m.Body))
 			unreadable = append(unreadable, err)
 			continue
 		}

@@ -5,10 +5,10 @@
 package handler
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 
@@ -122,7 +122,12 @@ func tooLarge(limit int64) error {
 
 // readBody reads the request body, classifying an over-limit body.
 func (s *server) readBody(c echo.Context) ([]byte, error) {
-	body, err := io.ReadAll(c.Request().Body)
+	var buf bytes.Buffer
+	if n := c.Request().ContentLength; n > 0 && n <= s.MaxRequestBytes {
+		buf.Grow(int(n) + bytes.MinRead) // one read past the end sees EOF without growing
+	}
+	_, err := buf.ReadFrom(c.Request().Body)
+	body := buf.Bytes()
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):

@@ -27,6 +27,29 @@ type Request struct {
 // Parse decodes an invocation body. It fails when the body is not a JSON
 // object or has no Data object.
 func Parse(body []byte) (*Request, error) {
+	if r, ok := parseServiceBus(body); ok {
+		return r, nil
+	}
+	return parse(body)
+}
+
+// parseServiceBus decodes a Service Bus invocation in one pass; ok is false
+// for anything else (an HTTP envelope, or a body parse rejects with its
+// reason). Where ok, its result is parse's.
+func parseServiceBus(body []byte) (r *Request, ok bool) {
+	var sb struct {
+		Data     map[string]json.RawMessage `json:"Data"`
+		Metadata *serviceBusMetadata        `json:"Metadata"`
+	}
+	if json.Unmarshal(body, &sb) != nil || sb.Data == nil || sb.Metadata == nil || !sb.Metadata.isServiceBus() {
+		return nil, false
+	}
+	return &Request{Data: sb.Data, Metadata: sb.Metadata.keys()}, true
+}
+
+// parse decodes any invocation body in two passes: the envelope, then the
+// Metadata.
+func parse(body []byte) (*Request, error) {
 	var wire struct {
 		Data     map[string]json.RawMessage `json:"Data"`
 		Metadata json.RawMessage            `json:"Metadata"`
@@ -66,9 +89,19 @@ func decodeMetadata(raw json.RawMessage) (map[string]json.RawMessage, error) {
 	if err := json.Unmarshal(raw, &sb); err != nil {
 		return nil, err
 	}
-	if isNull(sb.MessageId) && isNull(sb.MessageIdArray) {
+	if !sb.isServiceBus() {
 		return md, json.Unmarshal(raw, &md)
 	}
+	return sb.keys(), nil
+}
+
+func (sb *serviceBusMetadata) isServiceBus() bool {
+	return !isNull(sb.MessageId) || !isNull(sb.MessageIdArray)
+}
+
+// keys returns the keys present.
+func (sb *serviceBusMetadata) keys() map[string]json.RawMessage {
+	md := make(map[string]json.RawMessage, 10)
 	for k, v := range map[string]json.RawMessage{
 		"SessionId": sb.SessionId, "MessageId": sb.MessageId, "DeliveryCount": sb.DeliveryCount,
 		"ApplicationProperties": sb.ApplicationProperties, "UserProperties": sb.UserProperties,
@@ -79,7 +112,7 @@ func decodeMetadata(raw json.RawMessage) (map[string]json.RawMessage, error) {
 			md[k] = v
 		}
 	}
-	return md, nil
+	return md
 }
 
 // MetadataString returns the metadata string under key; ok is false when the

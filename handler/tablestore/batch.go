@@ -86,7 +86,8 @@ func (b *Batches) newBody() *batchBody {
 	id := uuid.New()
 	body := &batchBody{batch: "batch_" + id.String(), changeset: "changeset_" + id.String(), tableURL: b.endpoint + "/" + url.PathEscape(b.table)}
 	body.buf.Grow(2048)
-	fmt.Fprintf(&body.buf, "--%s\r\nContent-Type: multipart/mixed; boundary=%s\r\n\r\n", body.batch, body.changeset)
+	body.line("--", body.batch)
+	body.line("Content-Type: multipart/mixed; boundary=", body.changeset, "\r\n")
 	return body
 }
 
@@ -94,12 +95,13 @@ func (b *Batches) newBody() *batchBody {
 // OData key), and headers; the caller writes the entity's JSON, if any.
 func (b *batchBody) op(method, pk, rk string, extra string) *entityJSON {
 	w := &b.buf
-	fmt.Fprintf(w, "--%s\r\nContent-Transfer-Encoding: binary\r\nContent-Type: application/http\r\n\r\n", b.changeset)
+	b.line("--", b.changeset)
+	b.line("Content-Transfer-Encoding: binary")
+	b.line("Content-Type: application/http", "\r\n")
 	if method == http.MethodPost {
-		fmt.Fprintf(w, "POST %s HTTP/1.1\r\n", b.tableURL)
+		b.line("POST ", b.tableURL, " HTTP/1.1")
 	} else {
-		fmt.Fprintf(w, "%s %s(PartitionKey='%s',RowKey='%s') HTTP/1.1\r\n", method, b.tableURL,
-			url.PathEscape(escape(pk)), url.PathEscape(escape(rk)))
+		b.line(method, " ", b.tableURL, "(PartitionKey='", url.PathEscape(escape(pk)), "',RowKey='", url.PathEscape(escape(rk)), "') HTTP/1.1")
 	}
 	w.WriteString("Accept: application/json;odata=minimalmetadata\r\nDataServiceVersion: 3.0\r\n")
 	w.WriteString(extra)
@@ -114,6 +116,14 @@ func (b *batchBody) op(method, pk, rk string, extra string) *entityJSON {
 	return e
 }
 
+// line writes parts and a line break.
+func (b *batchBody) line(parts ...string) {
+	for _, p := range parts {
+		b.buf.WriteString(p)
+	}
+	b.buf.WriteString("\r\n")
+}
+
 // Operations of an entity-group transaction.
 func (b *batchBody) insert(pk, rk string) *entityJSON {
 	return b.op(http.MethodPost, pk, rk, "Prefer: return-no-content\r\n")
@@ -122,7 +132,8 @@ func (b *batchBody) upsert(pk, rk string) *entityJSON { return b.op(http.MethodP
 func (b *batchBody) delete(pk, rk string)             { b.op(http.MethodDelete, pk, rk, "If-Match: *\r\n") }
 
 func (b *batchBody) close() []byte {
-	fmt.Fprintf(&b.buf, "--%s--\r\n\r\n--%s--\r\n", b.changeset, b.batch)
+	b.line("--", b.changeset, "--\r\n")
+	b.line("--", b.batch, "--")
 	return b.buf.Bytes()
 }
 
@@ -221,7 +232,7 @@ func (b *Batches) submit(ctx context.Context, body *batchBody) error {
 	if resp.StatusCode != http.StatusAccepted {
 		return runtime.NewResponseError(resp)
 	}
-	answer, err := io.ReadAll(resp.Body)
+	answer, err := runtime.Payload(resp) // the pipeline has read it already
 	if err != nil {
 		return err
 	}
