@@ -169,6 +169,9 @@ func (p *Publisher) PublishQueued(ctx context.Context, doc []byte, sessionID str
 	if err := p.send(ctx, l, plan, rec); err != nil {
 		return sum, err
 	}
+	if rec.Status == StatusPublished { // with the last checkpoint
+		return sum, nil
+	}
 	rec.Status, rec.UpdatedAt = StatusPublished, p.opts.Now().UTC()
 	return sum, p.save(ctx, l, rec)
 }
@@ -299,8 +302,9 @@ func (p *Publisher) allocate(ctx context.Context, l *Ledger) (plan, error) {
 }
 
 // send sends the plan from the record's checkpoint on, saving the checkpoint
-// after each batch. A crash re-sends at most one batch, with the same
-// MessageIds (duplicate detection) and seqs (the processor drops duplicates).
+// after each batch; the last one also marks the ledger published (one write).
+// A crash re-sends at most one batch, with the same MessageIds (duplicate
+// detection) and seqs (the processor drops duplicates).
 func (p *Publisher) send(ctx context.Context, l *Ledger, pl plan, rec *Record) error {
 	total := len(pl.index)
 	for next := rec.Sent; next < total; {
@@ -313,6 +317,9 @@ func (p *Publisher) send(ctx context.Context, l *Ledger, pl plan, rec *Record) e
 			return fmt.Errorf("send ledger %q from message %d: %w", l.ID, next, err)
 		}
 		rec.Sent, rec.UpdatedAt = end, p.opts.Now().UTC()
+		if end == total {
+			rec.Status = StatusPublished
+		}
 		if err := p.save(ctx, l, rec); err != nil {
 			return err
 		}
