@@ -32,10 +32,10 @@ import (
 //
 // This VM's speed drifts by tens of percent over seconds, so each subject
 // run is bracketed by baseline runs right before and after it (averaged),
-// and single mode is measured in 3 rounds, reported by their median and
+// and single mode is measured in 5 rounds, reported by their median and
 // range.
 func BenchmarkThroughput(b *testing.B) {
-	const sessions, perOrder, rounds = 8, 500, 3
+	const sessions, perOrder, rounds = 8, 400, 5
 	total := sessions * perOrder
 	az := sharedAzurite(b)
 	for i := range b.N {
