@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/convoy-dev/convoy/handler/fault"
@@ -135,6 +136,21 @@ func TestContinuationValidation(t *testing.T) {
 		if _, err := replay.ParseContinuation(bad); fault.CodeOf(err) != fault.Invalid {
 			t.Errorf("token %q: %v, want an Invalid fault", bad, err)
 		}
+	}
+	// A token too long is refused for its length alone: the same JSON padded
+	// with spaces parses while its encoding is short, and not once it is
+	// longer than 512 characters (valid + valid + ... is refused anyway, as
+	// JSON followed by more).
+	padded := func(n int) string { return enc(`{"v":1,"calls":1` + strings.Repeat(" ", n) + `}`) }
+	if short := padded(300); len(short) > 512 {
+		t.Fatalf("%d characters", len(short))
+	} else if _, err := replay.ParseContinuation(short); err != nil {
+		t.Fatalf("a well-formed token of %d characters: %v", len(short), err)
+	}
+	if long := padded(400); len(long) <= 512 {
+		t.Fatalf("%d characters", len(long))
+	} else if _, err := replay.ParseContinuation(long); fault.CodeOf(err) != fault.Invalid {
+		t.Errorf("a well-formed token of %d characters: %v, want an Invalid fault", len(long), err)
 	}
 }
 
