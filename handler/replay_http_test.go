@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -89,19 +90,34 @@ func TestReplayIncompleteStatus(t *testing.T) {
 	}
 }
 
-// TestReplayAllParams: max and continuation are validated with clear 400s.
+// recordingReplayer records the calls of ReplayAll and validates nothing
+// itself: what it refuses, the handler refused.
+type recordingReplayer struct {
+	fakeReplayer
+	calls *[]string
+}
+
+func (r recordingReplayer) ReplayAll(_ context.Context, max int, token string) (replay.Progress, error) {
+	*r.calls = append(*r.calls, fmt.Sprintf("max=%d continuation=%q", max, token))
+	return r.progress, nil
+}
+
+// TestReplayAllParams: max and continuation are validated with clear 400s,
+// before the replayer is called (it opens a dead-letter receiver).
 func TestReplayAllParams(t *testing.T) {
-	r := fakeReplayer{progress: replay.Progress{Done: true}}
+	var calls []string
+	r := recordingReplayer{fakeReplayer{progress: replay.Progress{Done: true}}, &calls}
 	for _, q := range []string{"max=0", "max=-1", "max=abc", "max=1e3", "max=99999999999", "continuation=%25%25", "continuation=e30", "continuation=" + strings.Repeat("A", 600)} {
 		rec := serveReplay(t, r, http.MethodPost, "/api/deadletters/replay?"+q)
 		var body map[string]any
 		_ = json.Unmarshal(rec.Body.Bytes(), &body)
-		if rec.Code != 400 || body["error"] == nil {
-			t.Errorf("?%s: %d %v, want 400 with an error", q, rec.Code, body)
+		if rec.Code != 400 || body["error"] == nil || len(calls) != 0 {
+			t.Errorf("?%s: %d %v, replayer called %v; want 400 with an error, the replayer not called", q, rec.Code, body, calls)
 		}
+		calls = nil
 	}
-	if rec := serveReplay(t, r, http.MethodPost, "/api/deadletters/replay?max=10&code=adminkey"); rec.Code != 200 {
-		t.Fatalf("valid query: %d %s", rec.Code, rec.Body.String())
+	if rec := serveReplay(t, r, http.MethodPost, "/api/deadletters/replay?max=10&code=adminkey"); rec.Code != 200 || fmt.Sprint(calls) != `[max=10 continuation=""]` {
+		t.Fatalf("valid query: %d %s, replayer called %v", rec.Code, rec.Body.String(), calls)
 	}
 }
 
