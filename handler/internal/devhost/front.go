@@ -189,7 +189,7 @@ func (h *Host) envelope(w http.ResponseWriter, r *http.Request, in *Instance, f 
 		Body       string            `json:"body"`
 		Headers    map[string]string `json:"headers"`
 	}
-	_ = json.Unmarshal(out["Outputs"], &outputs)
+	_ = json.Unmarshal(out.Outputs, &outputs)
 	res := outputs["res"]
 	for k, v := range res.Headers {
 		w.Header().Set(k, v)

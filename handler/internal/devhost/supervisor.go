@@ -377,7 +377,7 @@ func (in *Instance) killForTimeout(port int) {
 // request; here the request carries that deadline.
 // A 2xx with an empty or null body never completes: it waits out
 // functionTimeout too. Logs of a successful call go to Function.<Name>.User.
-func (in *Instance) call(ctx context.Context, function, path string, body []byte) (map[string]json.RawMessage, error) {
+func (in *Instance) call(ctx context.Context, function, path string, body []byte) (*result, error) {
 	h := in.host
 	h.invocations.Add(1)
 	out, err := in.roundTrip(ctx, path, body)
@@ -386,14 +386,22 @@ func (in *Instance) call(ctx context.Context, function, path string, body []byte
 		return nil, err
 	}
 	var logs []string
-	_ = json.Unmarshal(out["Logs"], &logs)
+	_ = json.Unmarshal(out.Logs, &logs)
 	for _, line := range logs {
 		in.trace(Trace{Category: CategoryUser(function), Level: LevelInformation, Message: line})
 	}
 	return out, nil
 }
 
-func (in *Instance) roundTrip(ctx context.Context, path string, body []byte) (map[string]json.RawMessage, error) {
+// result is the host's HttpScriptInvocationResult: its properties match
+// case-insensitively, as Json.NET reads them.
+type result struct {
+	Outputs     json.RawMessage
+	Logs        json.RawMessage
+	ReturnValue json.RawMessage
+}
+
+func (in *Instance) roundTrip(ctx context.Context, path string, body []byte) (*result, error) {
 	timeout := in.host.app.FunctionTimeout
 	deadline := time.Now().Add(timeout + timeoutGrace)
 	port, err := in.currentPort()
@@ -438,7 +446,7 @@ func (in *Instance) roundTrip(ctx context.Context, path string, body []byte) (ma
 		}
 		return nil, err
 	}
-	var out map[string]json.RawMessage
+	var out result
 	mt, _, _ := mime.ParseMediaType(ctype)
 	trimmed := bytes.TrimSpace(text)
 	switch {
@@ -455,7 +463,7 @@ func (in *Instance) roundTrip(ctx context.Context, path string, body []byte) (ma
 	case json.Unmarshal(text, &out) != nil:
 		return nil, fmt.Errorf("the response is not a JSON object: %s", clip(text))
 	}
-	return out, nil
+	return &out, nil
 }
 
 const hostVersion = "4.1036.1.23224"
