@@ -3,6 +3,8 @@ package devhost
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,12 +89,10 @@ func raw(v any) json.RawMessage {
 // EncodeInvocation returns the body the host POSTs to /<f.Name> to deliver
 // msgs to a Service Bus trigger (msgs[0] alone unless f takes batches), at now.
 func EncodeInvocation(f Function, msgs []*Message, now time.Time) []byte {
-	var inv invocation
-	if f.Batch() {
-		inv = serviceBusBatch(f.Name, f.Trigger.Name, msgs, now)
-	} else {
-		inv = serviceBusSingle(f.Name, f.Trigger.Name, msgs[0], f.Trigger.IsSessionsEnabled, now)
+	if !f.Batch() {
+		return serviceBusSingle(f.Name, f.Trigger.Name, msgs[0], f.Trigger.IsSessionsEnabled, now)
 	}
+	inv := serviceBusBatch(f.Name, f.Trigger.Name, msgs, now)
 	body := append(make([]byte, 0, 4096), `{"Data":`...)
 	body = appendObject(body, inv.Data)
 	body = append(body, `,"Metadata":`...)
@@ -116,6 +116,15 @@ func sessionLock(now time.Time) json.RawMessage {
 	return append(append([]byte(`{"SessionLockedUntil":`), netOffset(now.Add(time.Minute))...), '}')
 }
 
+// propertiesJSON is a message's application properties as JSON: an object,
+// empty if it has none.
+func propertiesJSON(props map[string]any) json.RawMessage {
+	if props == nil {
+		props = map[string]any{}
+	}
+	return raw(props)
+}
+
 // The metadata objects that carry nothing a handler can use.
 var (
 	emptyObject  = json.RawMessage(`{}`)
@@ -123,65 +132,109 @@ var (
 	batchClient  = raw(map[string]any{"FullyQualifiedNamespace": "localhost", "IsClosed": false})
 )
 
-// serviceBusSingle encodes one message for a "cardinality": "one" trigger.
-func serviceBusSingle(fn, binding string, m *Message, sessions bool, now time.Time) invocation {
-	md := map[string]json.RawMessage{
-		"MessageReceiver": emptyObject,
-		"MessageActions":  emptyObject,
-		"ReceiveActions":  emptyObject,
-		"Client":          singleClient,
-		"EnqueuedTimeUtc": netUTC(m.EnqueuedTime),
-		"EnqueuedTime":    netOffset(m.EnqueuedTime),
-		"ExpiresAtUtc":    netUTC(m.EnqueuedTime.Add(time.Hour)),
-		"ExpiresAt":       netOffset(m.EnqueuedTime.Add(time.Hour)),
-		"SequenceNumber":  netInt(m.SequenceNumber),
-		"DeliveryCount":   netInt(int64(m.DeliveryCount)),
-		"LockToken":       netString(uuid.NewString()),
-		"sys":             sysMetadata(fn, now),
+// serviceBusSingle encodes one message for a "cardinality": "one" trigger,
+// writing the body straight out (it is built for every delivery).
+func serviceBusSingle(fn, binding string, m *Message, sessions bool, now time.Time) []byte {
+	w := metadataWriter{b: make([]byte, 0, 1536+3*len(m.Body)), injected: bodyProperties(m.Body)}
+	w.b = append(w.b, `{"Data":{`...)
+	w.b = append(appendString(w.b, binding), ':')
+	w.b = appendNetString(w.b, m.Body)
+	w.b = append(w.b, `},"Metadata":{`...)
+	for _, k := range []string{"MessageReceiver", "MessageActions", "ReceiveActions"} {
+		w.raw(k, emptyObject)
 	}
-	props := m.Properties
-	if props == nil {
-		props = map[string]any{}
+	w.raw("Client", singleClient)
+	w.raw("EnqueuedTimeUtc", netUTC(m.EnqueuedTime))
+	w.raw("EnqueuedTime", netOffset(m.EnqueuedTime))
+	w.raw("ExpiresAtUtc", netUTC(m.EnqueuedTime.Add(time.Hour)))
+	w.raw("ExpiresAt", netOffset(m.EnqueuedTime.Add(time.Hour)))
+	w.raw("SequenceNumber", netInt(m.SequenceNumber))
+	w.raw("DeliveryCount", netInt(int64(m.DeliveryCount)))
+	w.raw("LockToken", netString(uuid.NewString()))
+	w.raw("sys", sysMetadata(fn, now))
+	p := m.properties
+	if p == nil { // a Message the queue did not accept (tests)
+		p = propertiesJSON(m.Properties)
 	}
-	p := raw(props)
-	md["ApplicationProperties"], md["UserProperties"] = p, p
-	for k, v := range map[string]string{"MessageId": m.MessageID, "ContentType": m.ContentType, "SessionId": m.SessionID} {
-		if v != "" { // null values are omitted
-			md[k] = netString(v)
+	w.raw("ApplicationProperties", p)
+	w.raw("UserProperties", p)
+	for _, kv := range [][2]string{{"MessageId", m.MessageID}, {"ContentType", m.ContentType}, {"SessionId", m.SessionID}} {
+		if kv[1] != "" { // null values are omitted
+			w.raw(kv[0], netString(kv[1]))
 		}
 	}
 	if sessions {
-		md["SessionActions"], md["MessageSession"] = sessionLock(now), sessionLock(now)
+		lock := sessionLock(now)
+		w.raw("SessionActions", lock)
+		w.raw("MessageSession", lock)
 	}
-	injectBodyProperties(md, m.Body)
-	return invocation{Data: map[string]json.RawMessage{binding: netString(string(m.Body))}, Metadata: md}
+	for k, v := range w.injected {
+		w.member(k)
+		w.b = append(w.b, v...)
+	}
+	return append(w.b, "}}"...)
 }
 
-// injectBodyProperties copies a JSON object body's top-level properties into
-// Metadata as the host does (Utility.ApplyBindingData, docs/host-contract.md):
-// only for a body that is a JSON object; arrays skipped, nulls ignored,
-// objects kept as objects, anything else turned into its invariant .NET
-// string (numbers as written, booleans True/False, ISO dates as
-// MM/dd/yyyy HH:mm:ss) and then double-encoded like every string; the key
-// keeps the body's spelling and case-insensitively replaces real metadata.
-func injectBodyProperties(md map[string]json.RawMessage, body []byte) {
+// metadataWriter writes Metadata's members; a member whose key a body
+// property replaces (case-insensitively) is left out.
+type metadataWriter struct {
+	b        []byte
+	members  int
+	injected map[string]json.RawMessage
+}
+
+func (w *metadataWriter) raw(key string, v json.RawMessage) {
+	for k := range w.injected {
+		if strings.EqualFold(k, key) {
+			return
+		}
+	}
+	w.member(key)
+	w.b = append(w.b, v...)
+}
+
+func (w *metadataWriter) member(key string) {
+	if w.members > 0 {
+		w.b = append(w.b, ',')
+	}
+	w.members++
+	w.b = append(appendString(w.b, key), ':')
+}
+
+// appendNetString appends s JSON-encoded twice (netString).
+func appendNetString(dst, s []byte) []byte {
+	return appendString(dst, appendString(make([]byte, 0, len(s)+8), s))
+}
+
+// bodyProperties are the top-level properties of a JSON object body that
+// the host copies into Metadata (Utility.ApplyBindingData,
+// docs/host-contract.md), as it passes them on: only for a body that is a
+// JSON object; arrays skipped, nulls ignored, objects kept as objects,
+// anything else turned into its invariant .NET string (numbers as written,
+// booleans True/False, ISO dates as MM/dd/yyyy HH:mm:ss) and then
+// double-encoded like every string; the key keeps the body's spelling and
+// case-insensitively replaces real metadata (and, of two body keys equal
+// but for case, one is kept).
+func bodyProperties(body []byte) map[string]json.RawMessage {
 	var obj map[string]json.RawMessage
 	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' || json.Unmarshal(t, &obj) != nil {
-		return
+		return nil
 	}
-	for k, v := range obj {
-		v = bytes.TrimSpace(v)
+	out := make(map[string]json.RawMessage, len(obj))
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		v := bytes.TrimSpace(obj[k])
 		// The host also leaves out of Metadata every key ending in "trigger".
 		if len(v) == 0 || v[0] == '[' || string(v) == "null" || strings.HasSuffix(strings.ToLower(k), "trigger") {
 			continue
 		}
-		for existing := range md {
+		for existing := range out {
 			if strings.EqualFold(existing, k) {
-				delete(md, existing)
+				delete(out, existing)
 			}
 		}
-		md[k] = netValue(v)
+		out[k] = netValue(v)
 	}
+	return out
 }
 
 // netValue is a JSON token as the host passes a body property on.

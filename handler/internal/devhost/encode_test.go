@@ -13,18 +13,30 @@ import (
 // Utility.ApplyBindingData): expectations written from the contract's
 // examples, not from the encoder.
 func TestBodyPropertyInjection(t *testing.T) {
-	md := map[string]json.RawMessage{"SessionId": netString("o-1"), "MessageId": netString("m-1")}
+	f := Function{Name: "Fn", Trigger: Binding{Name: "message", IsSessionsEnabled: true}}
+	metadata := func(body string) map[string]json.RawMessage {
+		m := &Message{MessageID: "m-1", SessionID: "o-1", SequenceNumber: 7, DeliveryCount: 1, Body: []byte(body)}
+		var inv struct{ Data, Metadata map[string]json.RawMessage }
+		if err := json.Unmarshal(EncodeInvocation(f, []*Message{m}, time.Now()), &inv); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := string(inv.Data["message"]), string(netString(body)); got != want {
+			t.Errorf("Data.message = %s, want %s", got, want)
+		}
+		return inv.Metadata
+	}
 	body := `{"sessionId":"o-9","Count":5,"ratio":1.5,"ok":true,"when":"2024-04-06T15:30:00Z","list":[1,2],"gone":null,` +
-		`"transaction":{"orderId":"o-1"},"myTrigger":"x"}`
-	injectBodyProperties(md, []byte(body))
+		`"transaction":{ "orderId" : "o-1" },"myTrigger":"x"}`
+	md := metadata(body)
 	want := map[string]string{
-		"sessionId":   `"\"o-9\""`,                 // replaces SessionId, keeps the body's spelling
-		"Count":       `"\"5\""`,                   // numbers become strings, double-encoded
-		"ratio":       `"\"1.5\""`,                 //
-		"ok":          `"\"True\""`,                // .NET's bool.ToString()
-		"when":        `"\"04/06/2024 15:30:00\""`, // Json.NET reads it as a DateTime; invariant culture
-		"transaction": `{"orderId":"o-1"}`,         // objects stay objects
-		"MessageId":   string(netString("m-1")),    // untouched
+		"sessionId":      `"\"o-9\""`,                 // replaces SessionId, keeps the body's spelling
+		"Count":          `"\"5\""`,                   // numbers become strings, double-encoded
+		"ratio":          `"\"1.5\""`,                 //
+		"ok":             `"\"True\""`,                // .NET's bool.ToString()
+		"when":           `"\"04/06/2024 15:30:00\""`, // Json.NET reads it as a DateTime; invariant culture
+		"transaction":    `{"orderId":"o-1"}`,         // objects stay objects
+		"MessageId":      `"\"m-1\""`,                 // untouched
+		"SequenceNumber": `"7"`,                       // untouched
 	}
 	for k, v := range want {
 		if string(md[k]) != v {
@@ -36,11 +48,11 @@ func TestBodyPropertyInjection(t *testing.T) {
 			t.Errorf("Metadata[%s] is present: %s", absent, md[absent])
 		}
 	}
-	before := len(md)
-	injectBodyProperties(md, []byte(`[{"SessionId":"x"}]`)) // not an object: nothing
-	injectBodyProperties(md, []byte(`not json`))
-	if len(md) != before {
-		t.Error("a body that is not a JSON object was injected")
+	plain := len(metadata(`{}`))
+	for _, notObject := range []string{`[{"SessionId":"x"}]`, `not json`, `"text"`} {
+		if md := metadata(notObject); len(md) != plain || string(md["SessionId"]) != `"\"o-1\""` {
+			t.Errorf("a body %s that is not a JSON object was injected: %d keys, SessionId %s", notObject, len(md), md["SessionId"])
+		}
 	}
 }
 

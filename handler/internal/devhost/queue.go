@@ -2,6 +2,7 @@ package devhost
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -33,6 +34,8 @@ type Message struct {
 	ExpiresAt        time.Time // zero: never
 	DeliveryCount    int       // deliveries so far; 1 during the first
 	DeadLetterReason string
+
+	properties json.RawMessage // Properties as JSON, written once when the queue accepts the message
 }
 
 // Dead-letter reasons, as Service Bus writes them.
@@ -151,6 +154,7 @@ func (q *Queue) Send(msgs []Message) (accepted, duplicates int, err error) {
 		}
 		q.seq++
 		m.SequenceNumber, m.EnqueuedTime, m.DeliveryCount, m.DeadLetterReason = q.seq, now, 0, ""
+		m.properties = propertiesJSON(m.Properties)
 		if ttl := m.TimeToLive; ttl > 0 || q.props.DefaultMessageTimeToLive > 0 {
 			if ttl <= 0 || (q.props.DefaultMessageTimeToLive > 0 && q.props.DefaultMessageTimeToLive < ttl) {
 				ttl = q.props.DefaultMessageTimeToLive // the queue's default caps a message's own TTL
