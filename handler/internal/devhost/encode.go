@@ -64,10 +64,12 @@ func appendString[T string | []byte](dst []byte, s T) []byte {
 // must not depend on it.
 func appendObject(dst []byte, m map[string]json.RawMessage) []byte {
 	dst = append(dst, '{')
+	first := true
 	for k, v := range m {
-		if len(dst) > 0 && dst[len(dst)-1] != '{' {
+		if !first {
 			dst = append(dst, ',')
 		}
+		first = false
 		dst = append(appendString(dst, k), ':')
 		dst = append(dst, v...)
 	}

@@ -224,7 +224,6 @@ func (in *Instance) markDown(port int) {
 var errNoHandler = errors.New("the instance has no handler: it exited with code 0 and the host does not restart it")
 var errHostStopped = errors.New("the instance's host stopped")
 
-// readyPort waits until the handler answers and returns its port.
 // currentPort is the handler's port if it is ready now.
 func (in *Instance) currentPort() (int, error) {
 	in.mu.Lock()
@@ -235,6 +234,7 @@ func (in *Instance) currentPort() (int, error) {
 	return in.handlerPort, nil
 }
 
+// readyPort waits until the handler answers and returns its port.
 func (in *Instance) readyPort(ctx context.Context) (int, error) {
 	for {
 		in.mu.Lock()
