@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,5 +65,28 @@ func TestInvocationsReuseConnections(t *testing.T) {
 	wg.Wait()
 	if n := opened.Load(); n > sessions {
 		t.Errorf("%d invocations in %d sessions opened %d connections; want at most one per session", sessions*perSession, sessions, n)
+	}
+}
+
+// An answer is read as Json.NET reads HttpScriptInvocationResult: property
+// names in any case; Logs a list of strings, other scalars as their text.
+func TestReadResult(t *testing.T) {
+	for answer, want := range map[string][]string{
+		`{"Logs":["a","b"]}`:                       {"a", "b"},
+		`{"logs":["a",5,1.5,true,false,null]}`:     {"a", "5", "1.5", "True", "False"},
+		`{"Outputs":{"res":{}},"ReturnValue":[1]}`: nil,
+		`{"Outputs":null,"Logs":null}`:             nil,
+	} {
+		r, err := readResult([]byte(answer))
+		if err != nil {
+			t.Errorf("%s: %v", answer, err)
+		} else if !slices.Equal(r.logs, want) {
+			t.Errorf("%s: logs %q, want %q", answer, r.logs, want)
+		}
+	}
+	for _, answer := range []string{`[]`, `"x"`, `{"Logs":"x"}`, `{"Logs":[["x"]]}`, `{"Logs":[{}]}`, `{"Outputs":[1]}`, `{"Outputs":"x"}`} {
+		if _, err := readResult([]byte(answer)); err == nil {
+			t.Errorf("%s was read as an invocation result", answer)
+		}
 	}
 }

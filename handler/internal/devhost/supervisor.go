@@ -385,9 +385,7 @@ func (in *Instance) call(ctx context.Context, function, path string, body []byte
 		h.failures.Add(1)
 		return nil, err
 	}
-	var logs []string
-	_ = json.Unmarshal(out.Logs, &logs)
-	for _, line := range logs {
+	for _, line := range out.logs {
 		in.trace(Trace{Category: CategoryUser(function), Level: LevelInformation, Message: line})
 	}
 	return out, nil
@@ -399,6 +397,44 @@ type result struct {
 	Outputs     json.RawMessage
 	Logs        json.RawMessage
 	ReturnValue json.RawMessage
+
+	logs []string
+}
+
+// readResult reads an answer as Json.NET reads it into
+// HttpScriptInvocationResult: a JSON object whose Outputs, if not null, is an
+// object (IDictionary<string, object>) and whose Logs, if not null, is an
+// array (List<string>) of strings or other scalars, which become their text
+// (numbers as written, booleans True/False); anything else fails the call.
+func readResult(text []byte) (*result, error) {
+	var out result
+	if err := json.Unmarshal(text, &out); err != nil {
+		return nil, errors.New("it is not a JSON object")
+	}
+	if o := bytes.TrimSpace(out.Outputs); len(o) > 0 && string(o) != "null" && o[0] != '{' {
+		return nil, fmt.Errorf("Outputs is %s, not an object", clip(o))
+	}
+	if l := bytes.TrimSpace(out.Logs); len(l) > 0 && string(l) != "null" {
+		var lines []json.RawMessage
+		if err := json.Unmarshal(l, &lines); err != nil {
+			return nil, fmt.Errorf("Logs is %s, not an array", clip(l))
+		}
+		for _, line := range lines {
+			switch v := bytes.TrimSpace(line); {
+			case v[0] == '"':
+				var s string
+				_ = json.Unmarshal(v, &s)
+				out.logs = append(out.logs, s)
+			case v[0] == '{' || v[0] == '[':
+				return nil, fmt.Errorf("Logs holds %s, not a string", clip(v))
+			case string(v) == "true", string(v) == "false":
+				out.logs = append(out.logs, strings.ToUpper(string(v[:1]))+string(v[1:]))
+			case string(v) != "null":
+				out.logs = append(out.logs, string(v))
+			}
+		}
+	}
+	return &out, nil
 }
 
 func (in *Instance) roundTrip(ctx context.Context, path string, body []byte) (*result, error) {
@@ -446,7 +482,6 @@ func (in *Instance) roundTrip(ctx context.Context, path string, body []byte) (*r
 		}
 		return nil, err
 	}
-	var out result
 	mt, _, _ := mime.ParseMediaType(ctype)
 	trimmed := bytes.TrimSpace(text)
 	switch {
@@ -460,10 +495,12 @@ func (in *Instance) roundTrip(ctx context.Context, path string, body []byte) (*r
 		return nil, fmt.Errorf("status %d with an empty or null body: timed out after %s", status, timeout)
 	case mt != "application/json" && mt != "text/json":
 		return nil, fmt.Errorf("Content-Type %q is not application/json", ctype)
-	case json.Unmarshal(text, &out) != nil:
-		return nil, fmt.Errorf("the response is not a JSON object: %s", clip(text))
 	}
-	return &out, nil
+	out, err := readResult(text)
+	if err != nil {
+		return nil, fmt.Errorf("the response is not an invocation result (%v): %s", err, clip(text))
+	}
+	return out, nil
 }
 
 const hostVersion = "4.1036.1.23224"

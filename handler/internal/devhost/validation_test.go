@@ -52,6 +52,15 @@ func runFakeHandler(mode string) {
 			_, _ = w.Write([]byte("null"))
 		case "slow": // outlives functionTimeout
 			time.Sleep(time.Minute)
+		case "badlogs": // Json.NET cannot read a string into List<string>
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"Outputs":{},"Logs":"one line"}`))
+		case "badoutputs": // nor an array into IDictionary<string, object>
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"Outputs":[1],"Logs":[]}`))
+		case "looselogs": // names in any case, scalars read as their text
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"outputs":null,"logs":["a",5,true,null]}`))
 		case "status":
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
@@ -74,7 +83,7 @@ func TestResponseValidation(t *testing.T) {
 	for _, tc := range []struct {
 		mode string
 		ok   bool
-	}{{"good", true}, {"text", false}, {"badjson", false}, {"status", false}} {
+	}{{"good", true}, {"looselogs", true}, {"text", false}, {"badjson", false}, {"status", false}, {"badlogs", false}, {"badoutputs", false}} {
 		t.Run(tc.mode, func(t *testing.T) {
 			h := fakeHost(t, tc.mode, "")
 			dead := drain(t, h)
