@@ -69,11 +69,12 @@ func TestInvocationsReuseConnections(t *testing.T) {
 }
 
 // An answer is read as Json.NET reads HttpScriptInvocationResult: property
-// names in any case; Logs a list of strings, other scalars as their text.
+// names in any case; Logs a list of strings, other scalars as their JSON text
+// (JsonTextReader.ReadAsString gives "true" for true, a number as written).
 func TestReadResult(t *testing.T) {
 	for answer, want := range map[string][]string{
 		`{"Logs":["a","b"]}`:                       {"a", "b"},
-		`{"logs":["a",5,1.5,true,false,null]}`:     {"a", "5", "1.5", "True", "False"},
+		`{"logs":["a",5,1.5e3,true,false,null]}`:   {"a", "5", "1.5e3", "true", "false"},
 		`{"Outputs":{"res":{}},"ReturnValue":[1]}`: nil,
 		`{"Outputs":null,"Logs":null}`:             nil,
 	} {

@@ -404,8 +404,8 @@ type result struct {
 // readResult reads an answer as Json.NET reads it into
 // HttpScriptInvocationResult: a JSON object whose Outputs, if not null, is an
 // object (IDictionary<string, object>) and whose Logs, if not null, is an
-// array (List<string>) of strings or other scalars, which become their text
-// (numbers as written, booleans True/False); anything else fails the call.
+// array (List<string>) of strings or other scalars, which become their JSON
+// text (JsonTextReader.ReadAsString); anything else fails the call.
 func readResult(text []byte) (*result, error) {
 	var out result
 	if err := json.Unmarshal(text, &out); err != nil {
@@ -427,8 +427,6 @@ func readResult(text []byte) (*result, error) {
 				out.logs = append(out.logs, s)
 			case v[0] == '{' || v[0] == '[':
 				return nil, fmt.Errorf("Logs holds %s, not a string", clip(v))
-			case string(v) == "true", string(v) == "false":
-				out.logs = append(out.logs, strings.ToUpper(string(v[:1]))+string(v[1:]))
 			case string(v) != "null":
 				out.logs = append(out.logs, string(v))
 			}
