@@ -412,12 +412,12 @@ func readResult(text []byte) (*result, error) {
 		return nil, errors.New("it is not a JSON object")
 	}
 	if o := bytes.TrimSpace(out.Outputs); len(o) > 0 && string(o) != "null" && o[0] != '{' {
-		return nil, fmt.Errorf("Outputs is %s, not an object", clip(o))
+		return nil, fmt.Errorf("its Outputs is %s, not an object", clip(o))
 	}
 	if l := bytes.TrimSpace(out.Logs); len(l) > 0 && string(l) != "null" {
 		var lines []json.RawMessage
 		if err := json.Unmarshal(l, &lines); err != nil {
-			return nil, fmt.Errorf("Logs is %s, not an array", clip(l))
+			return nil, fmt.Errorf("its Logs is %s, not an array", clip(l))
 		}
 		for _, line := range lines {
 			switch v := bytes.TrimSpace(line); {
@@ -426,7 +426,7 @@ func readResult(text []byte) (*result, error) {
 				_ = json.Unmarshal(v, &s)
 				out.logs = append(out.logs, s)
 			case v[0] == '{' || v[0] == '[':
-				return nil, fmt.Errorf("Logs holds %s, not a string", clip(v))
+				return nil, fmt.Errorf("its Logs hold %s, not a string", clip(v))
 			case string(v) != "null":
 				out.logs = append(out.logs, string(v))
 			}
