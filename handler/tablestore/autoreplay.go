@@ -85,23 +85,5 @@ func (s *Store) PutReplayState(ctx context.Context, st heal.State, etag string) 
 // ReplayStates implements heal.StateStore: one paged query.
 func (s *Store) ReplayStates(ctx context.Context, limit int) ([]heal.State, bool, error) {
 	filter := fmt.Sprintf("PartitionKey eq '%s'", autoReplayPartition)
-	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
-	var out []heal.State
-	for pager.More() && len(out) <= limit {
-		page, err := pager.NextPage(ctx)
-		if tableCode(err) == aztables.TableNotFound {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, classify(err, "list auto-replay states")
-		}
-		for _, raw := range page.Entities {
-			st, err := decodeState(raw)
-			if err != nil {
-				return nil, false, err
-			}
-			out = append(out, st)
-		}
-	}
-	return out[:min(limit, len(out))], len(out) > limit, nil
+	return listUpTo(ctx, s.table, filter, limit, "list auto-replay states", decodeState)
 }

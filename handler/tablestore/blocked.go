@@ -45,28 +45,14 @@ func (s *Store) ClearBlocked(ctx context.Context, orderID string, since time.Tim
 // ScanBlocked implements convoy.BlockedIndex: one query.
 func (s *Store) ScanBlocked(ctx context.Context, after string, limit int) ([]convoy.BlockedEntry, bool, error) {
 	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey gt '%s'", blockedPartition, escape(after))
-	top := int32(limit + 1)
-	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Top: &top})
-	var out []convoy.BlockedEntry
-	for pager.More() && len(out) <= limit {
-		page, err := pager.NextPage(ctx)
-		if tableCode(err) == aztables.TableNotFound {
-			return nil, false, nil
+	return listUpTo(ctx, s.table, filter, limit, "list blocked orders", func(raw []byte) (convoy.BlockedEntry, error) {
+		var e aztables.EDMEntity
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return convoy.BlockedEntry{}, fault.Wrap(fault.Internal, err, "decode blocked entry")
 		}
-		if err != nil {
-			return nil, false, classify(err, "list blocked orders")
-		}
-		for _, raw := range page.Entities {
-			var e aztables.EDMEntity
-			if err := json.Unmarshal(raw, &e); err != nil {
-				return nil, false, fault.Wrap(fault.Internal, err, "decode blocked entry")
-			}
-			p := props(e.Properties)
-			out = append(out, convoy.BlockedEntry{Key: e.RowKey, OrderID: p.str("OrderId"), Since: p.time("Since")})
-		}
-	}
-	more := len(out) > limit
-	return out[:min(limit, len(out))], more, nil
+		p := props(e.Properties)
+		return convoy.BlockedEntry{Key: e.RowKey, OrderID: p.str("OrderId"), Since: p.time("Since")}, nil
+	})
 }
 
 // Head implements convoy.BlockedIndex: a point read of the head row.

@@ -243,6 +243,35 @@ func (p props) time(k string) time.Time {
 	return time.Time{}
 }
 
+// listUpTo reads the entities filter selects, page by page, until it has
+// more than limit (so that the caller knows there are more); a missing table
+// holds none.
+func listUpTo[T any](ctx context.Context, table *aztables.Client, filter string, limit int, what string, decode func([]byte) (T, error)) ([]T, bool, error) {
+	top := int32(min(limit+1, maxPageSize))
+	pager := table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Top: &top})
+	var out []T
+	for pager.More() && len(out) <= limit {
+		page, err := pager.NextPage(ctx)
+		if tableCode(err) == aztables.TableNotFound {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, classify(err, what)
+		}
+		for _, raw := range page.Entities {
+			v, err := decode(raw)
+			if err != nil {
+				return nil, false, err
+			}
+			out = append(out, v)
+		}
+	}
+	return out[:min(limit, len(out))], len(out) > limit, nil
+}
+
+// maxPageSize is the most entities the Table service returns per page ($top).
+const maxPageSize = 1000
+
 func markerKey(version int64) string { return fmt.Sprintf("%s%019d", markerPrefix, version) }
 
 func seqKey(prefix string, seq int64) string { return fmt.Sprintf("%s%019d", prefix, seq) }
