@@ -16,10 +16,7 @@ import (
 // independently of the handler's decoder.
 
 // netString: a string is JSON-encoded again, as a JSON string.
-func netString(s string) json.RawMessage {
-	once := appendString(make([]byte, 0, len(s)+8), s)
-	return appendString(make([]byte, 0, len(once)+16), once)
-}
+func netString(s string) json.RawMessage { return appendNetString(nil, s) }
 
 // netInt: an integer arrives as a JSON string holding the number.
 func netInt(n int64) json.RawMessage {
@@ -204,7 +201,7 @@ func (w *metadataWriter) member(key string) {
 }
 
 // appendNetString appends s JSON-encoded twice (netString).
-func appendNetString(dst, s []byte) []byte {
+func appendNetString[T string | []byte](dst []byte, s T) []byte {
 	return appendString(dst, appendString(make([]byte, 0, len(s)+8), s))
 }
 

@@ -391,14 +391,14 @@ func (in *Instance) call(ctx context.Context, function, path string, body []byte
 	return out, nil
 }
 
-// result is the host's HttpScriptInvocationResult: its properties match
-// case-insensitively, as Json.NET reads them.
+// result is what the emulation reads of the host's
+// HttpScriptInvocationResult (its ReturnValue, any JSON, is not used): its
+// properties match case-insensitively, as Json.NET reads them.
 type result struct {
-	Outputs     json.RawMessage
-	Logs        json.RawMessage
-	ReturnValue json.RawMessage
+	Outputs json.RawMessage
+	Logs    json.RawMessage
 
-	logs []string
+	logs []string // Logs as the host reads them
 }
 
 // readResult reads an answer as Json.NET reads it into
