@@ -21,6 +21,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/convoy-dev/convoy/handler/internal/bench/commitshape"
 )
 
 func main() {
@@ -48,7 +50,7 @@ func main() {
 			defer wg.Done()
 			order := fmt.Sprintf("%s-%05d", *prefix, s)
 			for seq := int64(1); seq <= int64(*messages); seq++ {
-				if _, err := client.SubmitTransaction(ctx, commit(order, seq), nil); err != nil {
+				if _, err := client.SubmitTransaction(ctx, commitshape.Actions(order, seq), nil); err != nil {
 					errs <- err
 					return
 				}
@@ -63,25 +65,6 @@ func main() {
 	out, _ := json.Marshal(map[string]any{"cpuSeconds": (cpu() - before).Seconds(), "seconds": time.Since(t0).Seconds(),
 		"messages": *sessions * *messages})
 	fmt.Println(string(out))
-}
-
-// commit is what the processor writes for an order's seq-th message, an
-// AddTransaction: the same rows, properties and EDM types (tablestore).
-func commit(order string, seq int64) []aztables.TransactionAction {
-	now := time.Now().UTC()
-	entity := func(rowKey string, props map[string]any) []byte {
-		data, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: order, RowKey: rowKey}, Properties: props})
-		return data
-	}
-	return []aztables.TransactionAction{
-		{ActionType: aztables.TransactionTypeAdd, Entity: entity(fmt.Sprintf("v:%019d", seq),
-			map[string]any{"AppliedSeq": aztables.EDMInt64(seq), "At": aztables.EDMDateTime(now)})},
-		{ActionType: aztables.TransactionTypeInsertReplace, Entity: entity("h", map[string]any{
-			"Parked": int32(0), "Status": "open", "Complete": false, "Currency": "EUR", "AppliedSeq": aztables.EDMInt64(seq),
-			"Version": aztables.EDMInt64(seq), "UpdatedAt": aztables.EDMDateTime(now)})},
-		{ActionType: aztables.TransactionTypeInsertReplace, Entity: entity(fmt.Sprintf("t:%010d", seq-1),
-			map[string]any{"TxId": fmt.Sprintf("t-%d", seq), "Amount": aztables.EDMInt64(seq)})},
-	}
 }
 
 func cpu() time.Duration {
