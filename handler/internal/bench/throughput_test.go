@@ -43,17 +43,17 @@ func BenchmarkThroughput(b *testing.B) {
 	for i := range b.N {
 		// Each baseline writes to partitions named as the orders of the run it
 		// brackets: the commit's shape includes its keys (commitshape).
-		keys := orderIDs(fmt.Sprintf("batch%d", i), sessions)
-		before := rawWrites(b, az, keys, total, conditionalUpdate)
-		batch := pipeline(b, az, fmt.Sprintf("batch%d", i), sessions, perOrder, true)
-		raw := (before.rate + rawWrites(b, az, keys, total, conditionalUpdate).rate) / 2
+		batchName := fmt.Sprintf("batch%d", i)
+		before := rawWrites(b, az, orderIDs(batchName, sessions), total, conditionalUpdate)
+		batch := pipeline(b, az, batchName, sessions, perOrder, true)
+		raw := (before.rate + rawWrites(b, az, orderIDs(batchName, sessions), total, conditionalUpdate).rate) / 2
 
 		var ratios, singles, rawTxs, azSingle, azTx []float64
-		tx := rawWrites(b, az, orderIDs(fmt.Sprintf("single%dr0", i), sessions), total, commitShapedTransaction)
+		round := func(r int) string { return fmt.Sprintf("single%dr%d", i, r) }
+		tx := rawWrites(b, az, orderIDs(round(0), sessions), total, commitShapedTransaction)
 		for r := range rounds {
-			name := fmt.Sprintf("single%dr%d", i, r)
-			single := pipeline(b, az, name, sessions, perOrder, false)
-			after := rawWrites(b, az, orderIDs(name, sessions), total, commitShapedTransaction)
+			single := pipeline(b, az, round(r), sessions, perOrder, false)
+			after := rawWrites(b, az, orderIDs(round(r), sessions), total, commitShapedTransaction)
 			rawTx := (tx.rate + after.rate) / 2
 			ratios = append(ratios, single.rate/rawTx)
 			singles, rawTxs = append(singles, single.rate), append(rawTxs, rawTx)
