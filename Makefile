@@ -3,12 +3,16 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 AZURITE_VERSION := 3.35.0
+# The JavaScript Service Bus SDK: the conformance suite's independent client.
+SERVICEBUS_JS_VERSION := 7.9.5
 STATICCHECK     := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TOOLS           := $(CURDIR)/.tools
 AZURITE_TABLE   := $(TOOLS)/node_modules/.bin/azurite-table
 BINARY          := bin/convoy
 FUNCTIONS       := $(notdir $(wildcard functions/*))
 GO_SOURCES      := $(shell find . -name '*.go' -not -path './.tools/*') go.mod go.sum
+
+SERVICEBUS_JS   := $(TOOLS)/node_modules/@azure/service-bus/package.json
 
 export AZURITE_TABLE
 
@@ -17,12 +21,12 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
-tools: $(AZURITE_TABLE) ## install project-local tools (Azurite from npm into .tools/)
+tools: $(AZURITE_TABLE) $(SERVICEBUS_JS) ## install project-local tools (Azurite and the JavaScript Service Bus SDK from npm into .tools/)
 
-$(AZURITE_TABLE):
+$(AZURITE_TABLE) $(SERVICEBUS_JS) &:
 	@mkdir -p $(TOOLS)
-	npm install --prefix $(TOOLS) --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION)
-	@touch $@
+	npm install --prefix $(TOOLS) --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION) @azure/service-bus@$(SERVICEBUS_JS_VERSION)
+	@touch $(AZURITE_TABLE) $(SERVICEBUS_JS)
 
 .PHONY: build
 build: $(BINARY) ## build the handler: a static linux/amd64 binary in bin/

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/convoy-dev/convoy/handler/internal/amqp"
 )
 
 // QueueProperties are the Service Bus queue properties the emulation models.
@@ -34,6 +36,13 @@ type Message struct {
 	ExpiresAt        time.Time // zero: never
 	DeliveryCount    int       // deliveries so far; 1 during the first
 	DeadLetterReason string
+	// DeadLetterDescription is the receiver's description of why it
+	// dead-lettered the message (empty for the broker's own reasons).
+	DeadLetterDescription string
+	// AMQP is the message as an AMQP client sent it (nil when it came from
+	// the emulation itself): the AMQP face delivers it with the broker's
+	// annotations added, every other section as sent.
+	AMQP *amqp.Message
 
 	properties json.RawMessage // Properties as JSON, written once when the queue accepts the message
 }
@@ -71,6 +80,7 @@ type Queue struct {
 	// deadLocks are the dead-letter sub-queue's message locks by sequence number.
 	deadLocks map[int64]*lock
 	seen      map[string]time.Time // MessageId → when first accepted
+	states    map[string][]byte    // session state by SessionId
 	sent      []Message            // journal of accepted messages (bodies dropped), for tools and checks
 	expired   int                  // messages expired so far
 	now       func() time.Time
@@ -114,7 +124,7 @@ func NewQueue(name string, p QueueProperties) *Queue {
 		p.LockDuration = time.Minute
 	}
 	return &Queue{Name: name, props: p, changed: make(chan struct{}), sessions: map[string]*session{},
-		seen: map[string]time.Time{}, now: time.Now}
+		seen: map[string]time.Time{}, states: map[string][]byte{}, now: time.Now}
 }
 
 // Properties returns the queue's properties.
@@ -133,9 +143,9 @@ func (q *Queue) Send(msgs []Message) (accepted, duplicates int, err error) {
 	for i, m := range msgs {
 		switch {
 		case q.props.RequiresSession && m.SessionID == "":
-			return 0, 0, fmt.Errorf("message %d has no SessionId; queue %s requires sessions", i, q.Name)
+			return 0, 0, &SendError{Condition: amqp.ErrNotAllowed, Text: fmt.Sprintf("message %d: The SessionId was not set on a message, and it cannot be sent to the entity. Entities that have session support enabled can only receive messages that have the SessionId set to a valid value (queue %s).", i, q.Name)}
 		case len(m.MessageID) > MaxMessageIDLength:
-			return 0, 0, fmt.Errorf("message %d: MessageId of %d characters; Service Bus allows %d", i, len(m.MessageID), MaxMessageIDLength)
+			return 0, 0, &SendError{Condition: CondArgumentOutOfRange, Text: fmt.Sprintf("message %d: MessageId of %d characters; Service Bus allows %d", i, len(m.MessageID), MaxMessageIDLength)}
 		}
 	}
 	q.mu.Lock()
@@ -171,7 +181,7 @@ func (q *Queue) Send(msgs []Message) (accepted, duplicates int, err error) {
 		s.noteExpiry(&msg)
 		if len(q.sent) < maxJournal {
 			j := m
-			j.Body = nil
+			j.Body, j.AMQP = nil, nil
 			q.sent = append(q.sent, j)
 		}
 		accepted++
@@ -180,6 +190,31 @@ func (q *Queue) Send(msgs []Message) (accepted, duplicates int, err error) {
 		q.notify()
 	}
 	return accepted, duplicates, nil
+}
+
+// SendError is a send Service Bus refuses, with the AMQP error condition it
+// answers with: amqp:not-allowed for a message without a SessionId on a
+// session queue (.NET's InvalidOperationException, whose text this is),
+// com.microsoft:argument-out-of-range for a MessageId over 128 characters.
+type SendError struct {
+	Condition amqp.Symbol
+	Text      string
+}
+
+func (e *SendError) Error() string { return e.Text }
+
+// uncount takes back the delivery counted for message seq: a receiver
+// released it without taking it (azservicebus's releaser answers messages
+// that arrived between two receive calls with released).
+func (q *Queue) uncount(seq int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, s := range q.sessions {
+		if i := indexOf(s.msgs, seq); i >= 0 && s.msgs[i].DeliveryCount > 0 {
+			s.msgs[i].DeliveryCount--
+			return
+		}
+	}
 }
 
 // wait blocks until the queue changes, timeout passes or ctx ends; false when ctx ended.
@@ -285,9 +320,11 @@ func (s *session) noteExpiry(m *Message) {
 	}
 }
 
-func (q *Queue) deadLetter(s *session, i int, reason string) {
+func (q *Queue) deadLetter(s *session, i int, reason string) { q.deadLetterAs(s, i, reason, "") }
+
+func (q *Queue) deadLetterAs(s *session, i int, reason, description string) {
 	m := s.msgs[i]
-	m.DeadLetterReason = reason
+	m.DeadLetterReason, m.DeadLetterDescription = reason, description
 	q.dead = append(q.dead, m)
 	s.msgs = append(s.msgs[:i], s.msgs[i+1:]...)
 }
@@ -359,14 +396,22 @@ func (l *SessionLock) Next(ctx context.Context, max int, idle time.Duration) ([]
 			l.q.mu.Unlock()
 			return nil, ErrLockLost
 		}
-		if n := min(max, len(l.s.msgs)); n > 0 {
-			out := make([]*Message, n)
-			for i, m := range l.s.msgs[:n] {
-				m.DeliveryCount++
-				l.s.lock.delivered[m.SequenceNumber] = true
-				c := *m
-				out[i] = &c
+		// The head of the session, less what this lock delivered and has
+		// not settled (a receiver with more credit than one message).
+		var out []*Message
+		for _, m := range l.s.msgs {
+			if len(out) == max {
+				break
 			}
+			if l.s.lock.delivered[m.SequenceNumber] {
+				continue
+			}
+			m.DeliveryCount++
+			l.s.lock.delivered[m.SequenceNumber] = true
+			c := *m
+			out = append(out, &c)
+		}
+		if len(out) > 0 {
 			l.q.mu.Unlock()
 			return out, nil
 		}
@@ -530,8 +575,12 @@ type LockedDeadLetter struct {
 // sortedDead returns the dead letters in sequence-number order, under q.mu.
 func (q *Queue) sortedDead() []*Message {
 	out := append([]*Message(nil), q.dead...)
-	sort.Slice(out, func(a, b int) bool { return out[a].SequenceNumber < out[b].SequenceNumber })
+	sortBySeq(out)
 	return out
+}
+
+func sortBySeq(msgs []*Message) {
+	sort.Slice(msgs, func(a, b int) bool { return msgs[a].SequenceNumber < msgs[b].SequenceNumber })
 }
 
 // sweepDead drops the expired dead-letter locks, under q.mu.

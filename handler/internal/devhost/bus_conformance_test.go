@@ -1,0 +1,84 @@
+package devhost
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// jsModules is the node_modules folder holding @azure/service-bus:
+// $SERVICEBUS_JS_MODULES, else the project-local install under .tools/ (the
+// Makefile's tools target).
+func jsModules(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("SERVICEBUS_JS_MODULES")
+	if dir == "" {
+		root, err := filepath.Abs("../../..")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = filepath.Join(root, ".tools", "node_modules")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "@azure", "service-bus", "package.json")); err != nil {
+		t.Fatalf("@azure/service-bus not found in %s: run `make tools` (it installs it from npm into .tools/)", dir)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatal("node is not installed: the JavaScript Service Bus SDK runs on it")
+	}
+	return dir
+}
+
+// TestJavaScriptSDKConformance holds the emulation to Service Bus with a
+// client nobody here wrote: testdata/conformance/conformance.mjs drives
+// @azure/service-bus, with expectations taken from Service Bus's
+// documentation (each check names its page).
+func TestJavaScriptSDKConformance(t *testing.T) {
+	modules := jsModules(t)
+	queues := map[string]*Queue{
+		"orders": NewQueue("orders", QueueProperties{RequiresSession: true, RequiresDuplicateDetection: true, LockDuration: 30 * time.Second}),
+		"plain":  NewQueue("plain", QueueProperties{LockDuration: 30 * time.Second}),
+	}
+	b, err := StartBus("127.0.0.1:0", queues, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	// The script resolves @azure/service-bus from its own folder.
+	dir := t.TempDir()
+	script, err := os.ReadFile("testdata/conformance/conformance.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "conformance.mjs"), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "conformance.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SERVICEBUS_CONNECTION_STRING="+b.ConnectionString(), "QUEUE=orders", "PLAIN_QUEUE=plain")
+	out, err := cmd.CombinedOutput()
+	t.Logf("conformance.mjs:\n%s", out)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) || err != nil {
+		t.Fatalf("the JavaScript SDK's checks failed: %v", err)
+	}
+	if n := strings.Count(string(out), "\nok ") + boolInt(strings.HasPrefix(string(out), "ok ")); n < 10 {
+		t.Fatalf("only %d checks passed", n)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
