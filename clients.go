@@ -216,13 +216,16 @@ func (c *clients) orderStore(table string) *tablestore.Store {
 	return tablestore.New(c.tables.NewClient(table), c.batches.Table(table))
 }
 
+// serviceBus is the program's one azservicebus client, with the SDK's own
+// retries cut to a blip (servicebus.RetryOptions): every call the handler
+// makes has its own deadline and retries, if at all, within it.
 func serviceBus(c settings.Connection) (*azservicebus.Client, error) {
 	if !c.UsesIdentity() {
-		return azservicebus.NewClientFromConnectionString(c.ConnectionString, nil)
+		return azservicebus.NewClientFromConnectionString(c.ConnectionString, servicebus.ClientOptions())
 	}
 	cred, err := credential(c)
 	if err != nil {
 		return nil, err
 	}
-	return azservicebus.NewClient(c.Endpoint, cred, nil)
+	return azservicebus.NewClient(c.Endpoint, cred, servicebus.ClientOptions())
 }

@@ -20,6 +20,7 @@ import (
 type DeadLetters struct {
 	queue    string
 	receiver *azservicebus.Receiver
+	opened   bool // a Peek or Receive succeeded: the connection and links are up
 }
 
 var _ replay.Source = (*DeadLetters)(nil)
@@ -44,22 +45,35 @@ func (d *DeadLetters) Close(ctx context.Context) error { return d.receiver.Close
 
 // Receive implements replay.Source: none when nothing arrives within a few seconds.
 func (d *DeadLetters) Receive(ctx context.Context, max int) ([]replay.DeadLetter, error) {
+	if !d.opened {
+		// ReceiveMessages opens the connection and links within its wait,
+		// so a namespace that accepts TCP and never answers would look
+		// like an empty sub-queue. A peek of one message opens them first,
+		// within OperationTimeout, and fails as what it is.
+		if _, err := d.Peek(ctx, 0, 1); err != nil {
+			return nil, err
+		}
+	}
 	wait, cancel := context.WithTimeout(ctx, receiveWait)
 	defer cancel()
 	msgs, err := d.receiver.ReceiveMessages(wait, max, nil)
 	if err != nil && !(errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
 		return nil, classify(err, "receive dead letters of queue "+d.queue)
 	}
+	d.opened = true
 	return deadLetters(msgs), nil
 }
 
 // Peek implements replay.Source with PeekMessages: up to max dead letters
 // from sequence number from on, locked by any receiver or not, none locked.
 func (d *DeadLetters) Peek(ctx context.Context, from int64, max int) ([]replay.DeadLetter, error) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	msgs, err := d.receiver.PeekMessages(ctx, max, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
 	if err != nil {
 		return nil, classify(err, "peek dead letters of queue "+d.queue)
 	}
+	d.opened = true
 	out := deadLetters(msgs)
 	for i := range out {
 		out[i].Handle = nil // a peeked message cannot be settled
@@ -86,6 +100,8 @@ func deadLetters(msgs []*azservicebus.ReceivedMessage) []replay.DeadLetter {
 
 // Complete implements replay.Source.
 func (d *DeadLetters) Complete(ctx context.Context, m replay.DeadLetter) error {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	if err := d.receiver.CompleteMessage(ctx, m.Handle.(*azservicebus.ReceivedMessage), nil); err != nil {
 		return classify(err, "complete dead letter "+m.MessageID)
 	}
@@ -94,5 +110,7 @@ func (d *DeadLetters) Complete(ctx context.Context, m replay.DeadLetter) error {
 
 // Abandon implements replay.Source.
 func (d *DeadLetters) Abandon(ctx context.Context, m replay.DeadLetter) error {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	return d.receiver.AbandonMessage(ctx, m.Handle.(*azservicebus.ReceivedMessage), nil)
 }

@@ -113,5 +113,8 @@ func classify(err error, what string) error {
 	if errors.Is(err, azservicebus.ErrMessageTooLarge) {
 		return fault.Wrap(fault.TooLarge, err, what)
 	}
+	if why := unreachable(err); why != "" {
+		what += ": " + why
+	}
 	return fault.Wrap(fault.Unavailable, err, what)
 }
