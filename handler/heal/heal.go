@@ -48,7 +48,16 @@ type Options struct {
 	MaxOrders   int           // orders replayed per run (default 50)
 	MaxScan     int           // replay.Options.MaxScan
 	MaxBlocked  int           // blocked orders a summary reads (default 10,000)
-	Now         func() time.Time
+	// PeekTimeout bounds the one read of the dead-letter sub-queue behind
+	// Explain, Summarize and each run's figures (0: the caller's deadline
+	// only). What was read by then is used, marked incomplete; nothing read
+	// means the sub-queue could not be read.
+	PeekTimeout time.Duration
+	// OrderTimeout bounds the replay of one order in a run, and a run starts
+	// no order with less than this left before its own deadline (0: no bound
+	// but the run's).
+	OrderTimeout time.Duration
+	Now          func() time.Time
 }
 
 func (o Options) backoff(attempts int) time.Duration {
@@ -130,7 +139,7 @@ func (h *Healer) Explain(ctx context.Context, orders []convoy.BlockedOrder) []Bl
 	for i, o := range orders {
 		out[i].BlockedOrder = o
 		if err != nil {
-			out[i].Missing = Missing{Where: WhereUnknown, Why: "the dead-letter queue could not be read: " + cut(err.Error())}
+			out[i].Missing = Missing{Where: WhereUnknown, Why: err.Error()}
 			continue
 		}
 		out[i].Missing = dls.Missing(o.OrderID, o.MissingSeq, o.AppliedSeq)
@@ -141,14 +150,77 @@ func (h *Healer) Explain(ctx context.Context, orders []convoy.BlockedOrder) []Bl
 	return out
 }
 
+// deadLetters is one read of the dead-letter sub-queue within PeekTimeout;
+// its error is an *UnreadableError.
+//
+// The read runs on its own goroutine and is given up at the deadline even
+// if it has not returned: azservicebus holds one lock per client while it
+// opens a connection, and opening a receiver waits for that lock without a
+// context, so a read could otherwise wait for another call's connection
+// attempt (bounded by that call's own deadline) past its own. A read given
+// up ends, and closes its source, when the SDK lets it.
 func (h *Healer) deadLetters(ctx context.Context) (*DeadLetters, error) {
-	src, _, close, err := h.open()
-	if err != nil {
-		return nil, err
+	if h.opts.PeekTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.opts.PeekTimeout)
+		defer cancel()
 	}
-	defer close()
-	return ReadDeadLetters(ctx, src, 10*max(h.opts.MaxScan, replay.DefaultMaxScan))
+	type result struct {
+		d   *DeadLetters
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		src, _, close, err := h.open()
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer close()
+		d, err := ReadDeadLetters(ctx, src, 10*max(h.opts.MaxScan, replay.DefaultMaxScan))
+		done <- result{d, err}
+	}()
+	var r result
+	if deadline, ok := ctx.Deadline(); ok {
+		// A read that stops at the deadline by itself returns what it read
+		// (ReadDeadLetters): give it a moment to.
+		giveUp := time.NewTimer(time.Until(deadline) + 250*time.Millisecond)
+		defer giveUp.Stop()
+		select {
+		case r = <-done:
+		case <-giveUp.C:
+			r.err = context.DeadlineExceeded
+		}
+	} else {
+		r = <-done
+	}
+	if r.err != nil {
+		return nil, &UnreadableError{Err: r.err, Within: h.opts.PeekTimeout}
+	}
+	return r.d, nil
 }
+
+// UnreadableError is a dead-letter sub-queue that could not be read at all:
+// Service Bus refused, failed or did not answer within PeekTimeout.
+type UnreadableError struct {
+	Err    error
+	Within time.Duration // PeekTimeout, when there was one
+}
+
+// Error names the cause in one short sentence (it is the "why" of a blocked
+// order whose missing message cannot be looked for).
+func (e *UnreadableError) Error() string {
+	why := fault.MessageOf(e.Err)
+	if len(why) > 240 { // room for a queue name and the network error
+		why = why[:240] + "…"
+	}
+	if errors.Is(e.Err, context.DeadlineExceeded) && e.Within > 0 {
+		why = fmt.Sprintf("Service Bus did not answer within %s", e.Within)
+	}
+	return "the dead-letter queue could not be read: " + why
+}
+
+func (e *UnreadableError) Unwrap() error { return e.Err }
 
 // Summary is the health of every order at a glance.
 type Summary struct {
@@ -161,8 +233,13 @@ type Summary struct {
 	// MissingBy counts blocked orders by where their missing message is
 	// ("deadLetter/transient", "deadLetter/permanent", "notDeadLettered", …).
 	MissingBy   map[string]int `json:"missingBy"`
-	DeadLetters *DeadLetters   `json:"deadLetters"`
-	AutoReplay  AutoReplay     `json:"autoReplay"`
+	DeadLetters *DeadLetters   `json:"deadLetters"` // null when the sub-queue could not be read
+	// DeadLettersUnreadable says why the dead-letter sub-queue could not be
+	// read (DeadLetters is then null, every blocked order counts under
+	// MissingBy "unknown" and the auto-replay figures that come from the
+	// sub-queue, Pending and Retrying, are 0).
+	DeadLettersUnreadable string     `json:"deadLettersUnreadable,omitempty"`
+	AutoReplay            AutoReplay `json:"autoReplay"`
 }
 
 // AutoReplay are the automatic replay's figures.
@@ -182,9 +259,14 @@ type AutoReplay struct {
 }
 
 // Summarize reads the blocked orders (up to MaxBlocked), the dead-letter
-// sub-queue and the replay states.
+// sub-queue and the replay states. A dead-letter sub-queue that cannot be
+// read (Service Bus down) is no error: the summary then says so
+// (DeadLettersUnreadable) and has every figure that storage gives.
 func (h *Healer) Summarize(ctx context.Context) (Summary, error) {
 	s, _, _, err := h.summarize(ctx)
+	if u := (*UnreadableError)(nil); errors.As(err, &u) {
+		return s, nil
+	}
 	return s, err
 }
 
@@ -208,9 +290,9 @@ func (h *Healer) summarize(ctx context.Context) (Summary, *DeadLetters, map[stri
 			break
 		}
 	}
-	dls, err := h.deadLetters(ctx)
-	if err != nil {
-		return s, nil, nil, err
+	dls, dlErr := h.deadLetters(ctx)
+	if dlErr != nil {
+		s.DeadLettersUnreadable = dlErr.Error()
 	}
 	s.DeadLetters = dls
 	isBlocked := map[string]bool{}
@@ -221,7 +303,10 @@ func (h *Healer) summarize(ctx context.Context) (Summary, *DeadLetters, map[stri
 		if s.OldestBlockedSince == "" || o.BlockedSince < s.OldestBlockedSince {
 			s.OldestBlockedSince = o.BlockedSince
 		}
-		m := dls.Missing(o.OrderID, o.MissingSeq, o.AppliedSeq)
+		m := Missing{Where: WhereUnknown}
+		if dls != nil {
+			m = dls.Missing(o.OrderID, o.MissingSeq, o.AppliedSeq)
+		}
 		key := m.Where
 		if m.Cause != "" {
 			key += "/" + m.Cause
@@ -242,10 +327,12 @@ func (h *Healer) summarize(ctx context.Context) (Summary, *DeadLetters, map[stri
 		s.AutoReplay.Replayed += st.Replayed
 		byOrder[st.OrderID] = st
 	}
-	for _, c := range dls.transientOrders() {
-		s.AutoReplay.Pending++
-		if st, ok := byOrder[c.orderID]; ok && st.Attempts > 0 && st.Seq == c.seq {
-			s.AutoReplay.Retrying++
+	if dls != nil {
+		for _, c := range dls.transientOrders() {
+			s.AutoReplay.Pending++
+			if st, ok := byOrder[c.orderID]; ok && st.Attempts > 0 && st.Seq == c.seq {
+				s.AutoReplay.Retrying++
+			}
 		}
 	}
 	h.mu.Lock()
@@ -253,6 +340,9 @@ func (h *Healer) summarize(ctx context.Context) (Summary, *DeadLetters, map[stri
 		s.AutoReplay.BreakerOpen, s.AutoReplay.OpenUntil = true, h.openUntil.UTC().Format(time.RFC3339)
 	}
 	h.mu.Unlock()
+	if dlErr != nil {
+		return s, nil, nil, dlErr
+	}
 	return s, dls, isBlocked, nil
 }
 
@@ -294,8 +384,12 @@ type Run struct {
 func (h *Healer) RunOnce(ctx context.Context) Run {
 	r := Run{Replayed: []Replay{}}
 	s, dls, blocked, err := h.summarize(ctx)
+	if u := (*UnreadableError)(nil); errors.As(err, &u) {
+		r.Paused = h.trip("Service Bus is failing: " + u.Error())
+		return r
+	}
 	if err != nil {
-		r.Paused = h.trip("storage or Service Bus is failing: " + cut(err.Error()))
+		r.Paused = h.trip("storage is failing: " + cut(err.Error()))
 		return r
 	}
 	r.Summary = &s
@@ -335,8 +429,8 @@ func (h *Healer) RunOnce(ctx context.Context) Run {
 	defer close()
 	done := 0
 	for _, c := range todo {
-		if done >= h.opts.MaxOrders || ctx.Err() != nil {
-			break
+		if done >= h.opts.MaxOrders || ctx.Err() != nil || !h.timeForOne(ctx) {
+			break // the rest wait for the next run
 		}
 		rep, failed, err := h.replayOrder(ctx, src, sender, c, now, &r)
 		if err != nil {
@@ -356,9 +450,21 @@ func (h *Healer) RunOnce(ctx context.Context) Run {
 	return r
 }
 
-// replayOrder claims and replays one order; nil when it was not its turn.
-// failed reports an error of storage or Service Bus (trip the breaker).
+// timeForOne reports whether ctx leaves an order's replay its OrderTimeout.
+func (h *Healer) timeForOne(ctx context.Context) bool {
+	deadline, ok := ctx.Deadline()
+	return !ok || h.opts.OrderTimeout <= 0 || time.Until(deadline) >= h.opts.OrderTimeout
+}
+
+// replayOrder claims and replays one order, within OrderTimeout; nil when it
+// was not its turn. failed reports an error of storage or Service Bus (trip
+// the breaker).
 func (h *Healer) replayOrder(ctx context.Context, src replay.Source, sender convoy.Sender, c candidate, now time.Time, r *Run) (*Replay, bool, error) {
+	if h.opts.OrderTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.opts.OrderTimeout)
+		defer cancel()
+	}
 	st, etag, ok, err := h.states.ReplayState(ctx, c.orderID)
 	if err != nil {
 		return nil, true, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -279,5 +280,120 @@ func TestTwoRunsAtOnce(t *testing.T) {
 	}
 	if len(seen) != 20 || len(f.q.msgs) != 0 {
 		t.Fatalf("re-sent %d of 20, %d left dead-lettered", len(seen), len(f.q.msgs))
+	}
+}
+
+// stalling is a dead-letter sub-queue on a Service Bus that stops answering:
+// its first pages peeks answer, later ones wait until their context ends.
+type stalling struct {
+	*dlq
+	pages int
+}
+
+func (s *stalling) Peek(ctx context.Context, from int64, max int) ([]replay.DeadLetter, error) {
+	if s.pages > 0 {
+		s.pages--
+		return s.dlq.Peek(ctx, from, max)
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// block parks seq 2 of each order: each is blocked, waiting for seq 1.
+func (f *fixture) block(t *testing.T, orders ...string) []convoy.BlockedOrder {
+	t.Helper()
+	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store})
+	for _, id := range orders {
+		amount := int64(5)
+		m := convoy.Message{Seq: 2, MessageID: "L:" + id + ":2", Tx: convoy.Transaction{OrderID: id, Op: convoy.AddTransaction, TxID: "t-2", Amount: &amount}}
+		if _, err := p.Process(context.Background(), id, []convoy.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := convoy.ListBlocked(context.Background(), f.store, "", 100)
+	if err != nil || len(page.Orders) != len(orders) {
+		t.Fatalf("blocked %+v, %v", page.Orders, err)
+	}
+	return page.Orders
+}
+
+// TestDeadLettersWithinPeekTimeout: with Service Bus silent, Explain and
+// Summarize answer once PeekTimeout has passed, the missing messages
+// "unknown" with why, the summary with every figure storage gives; a run
+// pauses. A Service Bus that stops part-way leaves what was read usable.
+// An opener that does not return (the SDK waiting for its connection lock)
+// is given up at the deadline too.
+func TestDeadLettersWithinPeekTimeout(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	blocked := f.block(t, "o-1", "o-2")
+	f.q.add("o-1", 1, heal.ReasonMaxDelivery, "")
+	src := &stalling{dlq: f.q}
+	h := heal.New(f.store, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) {
+		return src, f.sender, func() {}, nil
+	}, heal.Options{PeekTimeout: 100 * time.Millisecond, Now: f.clock.now})
+	within := func(what string, fn func()) {
+		t.Helper()
+		start := time.Now()
+		fn()
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("%s took %s with PeekTimeout 100ms", what, took)
+		}
+	}
+	within("Explain", func() {
+		for _, o := range h.Explain(ctx, blocked) {
+			if o.Missing.Where != heal.WhereUnknown || !strings.Contains(o.Missing.Why, "did not answer within 100ms") {
+				t.Errorf("%s: %+v, want unknown: did not answer within 100ms", o.OrderID, o.Missing)
+			}
+		}
+	})
+	within("Summarize", func() {
+		s, err := h.Summarize(ctx)
+		if err != nil || s.BlockedOrders != 2 || s.ParkedMessages != 2 || s.MissingBy[heal.WhereUnknown] != 2 || s.DeadLetters != nil ||
+			!strings.Contains(s.DeadLettersUnreadable, "did not answer within 100ms") {
+			t.Errorf("summary %+v, %v", s, err)
+		}
+	})
+	within("RunOnce", func() {
+		if r := h.RunOnce(ctx); !strings.Contains(r.Paused, "Service Bus is failing") || len(r.Replayed) != 0 || len(f.sent()) != 0 {
+			t.Errorf("run %+v", r)
+		}
+	})
+
+	// One page, then silence: o-1's missing message is in that page.
+	src.pages = 1
+	within("Explain after one page", func() {
+		got := h.Explain(ctx, blocked)
+		if got[0].Missing.Where != heal.WhereDeadLetter || got[1].Missing.Where != heal.WhereUnknown || !strings.Contains(got[1].Missing.Why, "read only in part") {
+			t.Errorf("%+v / %+v, want o-1's in the dead-letter queue and o-2's unknown (read in part)", got[0].Missing, got[1].Missing)
+		}
+	})
+
+	stuck := make(chan struct{})
+	defer close(stuck)
+	h = heal.New(f.store, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) {
+		<-stuck
+		return f.q, f.sender, func() {}, nil
+	}, heal.Options{PeekTimeout: 100 * time.Millisecond})
+	within("Explain with a stuck opener", func() {
+		if got := h.Explain(ctx, blocked); got[0].Missing.Where != heal.WhereUnknown {
+			t.Errorf("%+v, want unknown", got[0].Missing)
+		}
+	})
+}
+
+// TestRunLeavesOrdersForTheNextRun: a run starts no order's replay with less
+// than OrderTimeout left before its deadline; it does not pause for that.
+func TestRunLeavesOrdersForTheNextRun(t *testing.T) {
+	f := newFixture()
+	f.q.add("o-1", 2, heal.ReasonMaxDelivery, "")
+	h := f.healer(heal.Options{OrderTimeout: time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if r := h.RunOnce(ctx); len(r.Replayed) != 0 || r.Paused != "" || len(f.sent()) != 0 {
+		t.Fatalf("run with 30 s left and a 1 min budget per order: %+v", r)
+	}
+	if r := h.RunOnce(context.Background()); len(r.Replayed) != 1 {
+		t.Fatalf("run without a deadline: %+v", r)
 	}
 }

@@ -55,10 +55,14 @@ type DeadLetters struct {
 	Permanent int `json:"permanent"`
 	// Complete: the peek read the whole sub-queue.
 	Complete bool `json:"complete"`
+	// unread says why the peek stopped before the end ("" when it did not,
+	// or stopped at its limit).
+	unread string
 }
 
 // ReadDeadLetters peeks the whole sub-queue (locking nothing), up to limit
-// messages.
+// messages. When ctx ends after at least one page was read, what was read is
+// returned, not Complete; an error means nothing could be read.
 func ReadDeadLetters(ctx context.Context, src replay.Source, limit int) (*DeadLetters, error) {
 	if limit <= 0 {
 		limit = defaultPeekLimit
@@ -67,6 +71,10 @@ func ReadDeadLetters(ctx context.Context, src replay.Source, limit int) (*DeadLe
 	var from int64
 	for d.Total < limit {
 		batch, err := src.Peek(ctx, from, min(250, limit-d.Total))
+		if err != nil && d.Total > 0 && ctx.Err() != nil {
+			d.unread = fmt.Sprintf("the dead-letter queue was read only in part (%d messages) before the deadline", d.Total)
+			break
+		}
 		if err != nil {
 			return nil, fmt.Errorf("peek dead letters: %w", err)
 		}
@@ -119,7 +127,11 @@ func (d *DeadLetters) Missing(orderID string, seq, appliedSeq int64) Missing {
 		return Missing{Where: WhereDeadLetterNoSeq, MessageID: noSeq.id, DeadLetterReason: noSeq.reason, Cause: c.Class, Why: c.Why}
 	}
 	if !d.Complete {
-		return Missing{Where: WhereUnknown, Why: "the dead-letter queue holds more than one peek reads"}
+		why := d.unread
+		if why == "" {
+			why = "the dead-letter queue holds more than one peek reads"
+		}
+		return Missing{Where: WhereUnknown, Why: why}
 	}
 	return Missing{Where: WhereNotDeadLettered, Why: "not in the dead-letter queue: never published (resend its ledger), or still on its way"}
 }
