@@ -53,9 +53,11 @@ func (s *server) httpFunction(e *echo.Echo, name, method, route string, fn httpF
 				return err
 			}
 		}
-		status, body, err := fn(ec.Request().Context(), r)
+		ctx, cancel := s.withDeadline(ec.Request().Context(), name)
+		defer cancel()
+		status, body, err := fn(ctx, r)
 		if err != nil {
-			return err // handleError
+			return s.pastDeadline(ctx, name, err) // handleError
 		}
 		body, headers := unwrapHeaders(body)
 		for k, v := range headers {
@@ -80,7 +82,7 @@ func (s *server) httpFunction(e *echo.Echo, name, method, route string, fn httpF
 		}
 		status, body, err := fn(ctx, r)
 		if err != nil {
-			status, body = errorResponse(err)
+			status, body = errorResponse(s.pastDeadline(ctx, name, err))
 		}
 		body, headers := unwrapHeaders(body)
 		if page, ok := body.(htmlPage); ok {

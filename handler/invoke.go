@@ -47,14 +47,18 @@ func (c *call) outcome(level slog.Level, msg string, attrs ...any) {
 // are returned, an error fails the invocation.
 type invocationFunc func(ctx context.Context, c *call) (outputs map[string]any, err error)
 
-// invocation adapts fn to POST /<name>: it decodes the envelope and answers
-// as the host requires (application/json; non-2xx fails the invocation, so
-// Service Bus abandons the message and redelivers it).
+// invocation adapts fn to POST /<name>: it decodes the envelope, runs fn
+// within the function's deadline (deadlines) and answers as the host
+// requires (application/json; non-2xx fails the invocation, so Service Bus
+// abandons the message and redelivers it).
 func (s *server) invocation(name string, fn invocationFunc) echo.HandlerFunc {
 	return func(ec echo.Context) error {
 		r := ec.Request()
 		c := &call{log: s.Logger, attrs: []any{"function", name, "invocationId", r.Header.Get("X-Azure-Functions-InvocationId")}}
-		outputs, err := s.decodeAndRun(ec, c, fn)
+		ctx, cancel := s.withDeadline(r.Context(), name)
+		defer cancel()
+		outputs, err := s.decodeAndRun(ctx, ec, c, fn)
+		err = s.pastDeadline(ctx, name, err)
 		if err != nil {
 			status, body := errorResponse(err)
 			if status < 500 {
@@ -72,7 +76,7 @@ func (s *server) invocation(name string, fn invocationFunc) echo.HandlerFunc {
 	}
 }
 
-func (s *server) decodeAndRun(ec echo.Context, c *call, fn invocationFunc) (map[string]any, error) {
+func (s *server) decodeAndRun(ctx context.Context, ec echo.Context, c *call, fn invocationFunc) (map[string]any, error) {
 	body, err := s.readBody(ec)
 	if err != nil {
 		return nil, err
@@ -80,5 +84,5 @@ func (s *server) decodeAndRun(ec echo.Context, c *call, fn invocationFunc) (map[
 	if c.req, err = invocation.Parse(body); err != nil {
 		return nil, fault.Wrap(fault.Invalid, err, "unreadable invocation")
 	}
-	return fn(ec.Request().Context(), c)
+	return fn(ctx, c)
 }

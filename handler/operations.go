@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -31,14 +32,33 @@ const retryAfterSeconds = 60
 // again later finishes the job); the scan limit reached: 409 (running again
 // the same way cannot: replay every dead letter, or raise ReplayScanLimit).
 func incompleteAnswer(inc *replay.Incomplete, report any) (int, any) {
-	body := map[string]any{}
-	raw, _ := json.Marshal(report)
-	_ = json.Unmarshal(raw, &body)
-	body["error"] = inc.Reason
+	body := withError(report, inc.Reason)
 	if inc.LockedElsewhere() {
 		return http.StatusServiceUnavailable, withHeaders{Body: body, Headers: map[string]string{"Retry-After": strconv.Itoa(retryAfterSeconds)}}
 	}
 	return http.StatusConflict, body
+}
+
+// failedAnswer is the answer of a replay that failed part-way (Service Bus or
+// storage unavailable, its deadline reached): the error's status and JSON
+// error shape, with the report of what was done before it beside it. What
+// was replayed stays replayed; the rest stays dead-lettered.
+func failedAnswer(err error, report any) (int, any) {
+	status, e := errorResponse(err)
+	body := withError(report, e.Error)
+	if status == http.StatusServiceUnavailable {
+		return status, withHeaders{Body: body, Headers: map[string]string{"Retry-After": strconv.Itoa(retryAfterSeconds)}}
+	}
+	return status, body
+}
+
+// withError is report's JSON object with "error" beside its fields.
+func withError(report any, msg string) map[string]any {
+	body := map[string]any{}
+	raw, _ := json.Marshal(report)
+	_ = json.Unmarshal(raw, &body)
+	body["error"] = msg
+	return body
 }
 
 // blockedOrders is BlockedOrders: GET /api/orders?blocked=true.
@@ -77,17 +97,30 @@ func (s *server) replayOrder(ctx context.Context, r httpRequest) (int, any, erro
 		return 0, nil, fault.Errorf(fault.Invalid, "orderId %s", why)
 	}
 	rep, err := s.Replay.Replay(ctx, id)
-	s.Logger.Info("dead letters replayed by operator", "orderId", id, "replayed", len(rep.Replayed),
+	s.Logger.Log(context.Background(), levelOf(err), "dead letters replayed by operator", "orderId", id, "replayed", len(rep.Replayed),
 		"duplicates", len(rep.Duplicates), "unplaceable", len(rep.Unplaceable), "scanned", rep.Scanned,
 		"incomplete", rep.Incomplete != nil, "error", err)
 	if err != nil {
-		return 0, nil, err
+		status, body := failedAnswer(s.pastDeadline(ctx, FnReplayOrder, err), rep)
+		return status, body, nil
 	}
 	if rep.Incomplete != nil {
 		status, body := incompleteAnswer(rep.Incomplete, rep)
 		return status, body, nil
 	}
 	return http.StatusOK, rep, nil
+}
+
+// levelOf is the level of a replay's log line: an error when it failed with
+// a 5xx (its answer carries the report, so handleError does not log it).
+func levelOf(err error) slog.Level {
+	if err == nil {
+		return slog.LevelInfo
+	}
+	if status, _ := errorResponse(err); status >= 500 {
+		return slog.LevelError
+	}
+	return slog.LevelInfo
 }
 
 // maxReplayAllParam bounds ReplayDeadLetters' max query parameter (the
@@ -105,11 +138,12 @@ func (s *server) replayDeadLetters(ctx context.Context, r httpRequest) (int, any
 		return 0, nil, err
 	}
 	p, err := s.Replay.ReplayAll(ctx, max, token)
-	s.Logger.Info("dead letters replayed by operator (all orders)", "scanned", p.Scanned, "replayed", p.Replayed,
+	s.Logger.Log(context.Background(), levelOf(err), "dead letters replayed by operator (all orders)", "scanned", p.Scanned, "replayed", p.Replayed,
 		"orders", p.Orders, "duplicates", p.Duplicates, "unplaceable", p.Unplaceable, "done", p.Done,
 		"totalReplayed", p.Totals.Replayed, "incomplete", p.Incomplete != nil, "error", err)
 	if err != nil {
-		return 0, nil, err
+		status, body := failedAnswer(s.pastDeadline(ctx, FnReplayAll, err), p)
+		return status, body, nil
 	}
 	if p.Incomplete != nil {
 		status, body := incompleteAnswer(p.Incomplete, p)

@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/convoy-dev/convoy/handler"
+	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -138,4 +141,38 @@ func FuzzReplayAllQuery(f *testing.F) {
 			t.Fatalf("max %q continuation %q: %d %v", max, token, rec.Code, body)
 		}
 	})
+}
+
+// TestReplayFailureCarriesItsReport: a replay that fails part-way (Service
+// Bus unavailable) answers the error's status in the JSON error shape with
+// the report of what it did beside it; one that runs into its function's
+// deadline answers 503 naming the deadline, not a 500, as soon as it passes.
+func TestReplayFailureCarriesItsReport(t *testing.T) {
+	done := replay.Replayed{Seq: 2, MessageID: "L:1", NewMessageID: "L:1#replay-7"}
+	partly := replayFunc(func(_ context.Context, id string) (replay.Report, error) {
+		return replay.Report{OrderID: id, Replayed: []replay.Replayed{done}, Scanned: 3},
+			fault.Wrap(fault.Unavailable, errors.New("dial tcp: connection refused"), "re-send seq 3 of order \"o-1\": Service Bus could not be reached")
+	})
+	rec := serveReplay(t, partly, http.MethodPost, "/api/orders/o-1/replay")
+	var body map[string]any
+	_ = json.Unmarshal(rec.Body.Bytes(), &body)
+	replayed, _ := body["replayed"].([]any)
+	if rec.Code != 503 || rec.Header().Get("Retry-After") == "" || !strings.Contains(fmt.Sprint(body["error"]), "could not be reached") ||
+		len(replayed) != 1 || body["orderId"] != "o-1" || body["scanned"] != 3.0 {
+		t.Fatalf("failed replay: %d %v, want 503 with the error and the report of seq 2 replayed", rec.Code, body)
+	}
+
+	stuck := replayFunc(func(ctx context.Context, id string) (replay.Report, error) {
+		<-ctx.Done()
+		return replay.Report{OrderID: id, Replayed: []replay.Replayed{}}, ctx.Err()
+	})
+	rec = httptest.NewRecorder()
+	start := time.Now()
+	handler.New(handler.Deps{Replay: stuck, Deadlines: map[string]time.Duration{handler.FnReplayOrder: 50 * time.Millisecond}}).
+		ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/orders/o-1/replay", nil))
+	body = nil
+	_ = json.Unmarshal(rec.Body.Bytes(), &body)
+	if took := time.Since(start); rec.Code != 503 || !strings.Contains(fmt.Sprint(body["error"]), "deadline of 50ms") || body["orderId"] != "o-1" || took > 5*time.Second {
+		t.Fatalf("replay past its deadline: %d %v after %s, want 503 naming the deadline at once", rec.Code, body, took)
+	}
 }

@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -56,6 +58,9 @@ type Deps struct {
 	Heal            Healer // automatic replay, the summary, the blocked orders' causes (optional)
 	Logger          *slog.Logger
 	MaxRequestBytes int64 // default 64 MiB
+	// Deadlines replace the deadlines of the functions they name (default:
+	// deadlines.go's, which serve uses).
+	Deadlines map[string]time.Duration
 }
 
 type server struct {
@@ -70,6 +75,10 @@ func New(d Deps) *echo.Echo {
 	if d.MaxRequestBytes <= 0 {
 		d.MaxRequestBytes = settings.DefaultMaxRequestBytes
 	}
+	all := make(map[string]time.Duration, len(deadlines))
+	maps.Copy(all, deadlines)
+	maps.Copy(all, d.Deadlines)
+	d.Deadlines = all
 	s := &server{Deps: d}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
