@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/labstack/echo/v4"
 
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
@@ -32,26 +35,10 @@ func serve() error {
 		return err
 	}
 	defer c.close()
-
-	store := c.orderStore(cfg.OrdersTable)
-	processor := convoy.NewProcessor(store, convoy.ProcessorOptions{
-		CacheSize: cfg.OrderCacheSize,
-		Retry:     fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
-		Index:     store,
-	})
-	publisher, err := c.publisher(cfg, nil)
+	e, err := newServer(cfg, c, log)
 	if err != nil {
 		return err
 	}
-	rep := replayer{c: c, queue: cfg.OrdersQueue, opts: replay.Options{MaxScan: cfg.ReplayScanLimit, Orders: store}}
-	ar := cfg.AutoReplay
-	healer := heal.New(store, store, store, func() (replay.Source, convoy.Sender, func(), error) {
-		src, sender, close, err := rep.source()
-		return src, sender, close, err
-	}, heal.Options{Disabled: !ar.Enabled, BackoffBase: ar.BackoffBase, BackoffMax: ar.BackoffMax, BreakerBase: ar.BreakerBase,
-		MaxOrders: ar.MaxOrders, MaxScan: cfg.ReplayScanLimit})
-	e := handler.New(handler.Deps{Processor: processor, Orders: store, Ledgers: publisher, Blocked: store,
-		Replay: rep, Heal: healer, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes})
 
 	// 127.0.0.1 only: the host always calls http://127.0.0.1:PORT.
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port)))
@@ -86,4 +73,29 @@ func serve() error {
 	}
 	log.Info("stopped")
 	return signalStop{sig}
+}
+
+// newServer is the custom handler's echo server on clients c: the processor,
+// the publisher, replay and automatic replay on the orders table and queue.
+func newServer(cfg settings.Settings, c *clients, log *slog.Logger) (*echo.Echo, error) {
+	store := c.orderStore(cfg.OrdersTable)
+	processor := convoy.NewProcessor(store, convoy.ProcessorOptions{
+		CacheSize: cfg.OrderCacheSize,
+		Retry:     fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
+		Index:     store,
+	})
+	publisher, err := c.publisher(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	rep := replayer{c: c, queue: cfg.OrdersQueue, opts: replay.Options{MaxScan: cfg.ReplayScanLimit, Orders: store}}
+	ar := cfg.AutoReplay
+	healer := heal.New(store, store, store, func() (replay.Source, convoy.Sender, func(), error) {
+		src, sender, close, err := rep.source()
+		return src, sender, close, err
+	}, heal.Options{Disabled: !ar.Enabled, BackoffBase: ar.BackoffBase, BackoffMax: ar.BackoffMax, BreakerBase: ar.BreakerBase,
+		MaxOrders: ar.MaxOrders, MaxScan: cfg.ReplayScanLimit,
+		PeekTimeout: handler.DeadLetterPeekDeadline, OrderTimeout: handler.AutoReplayOrderDeadline})
+	return handler.New(handler.Deps{Processor: processor, Orders: store, Ledgers: publisher, Blocked: store,
+		Replay: rep, Heal: healer, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes}), nil
 }
