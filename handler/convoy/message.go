@@ -188,7 +188,7 @@ func MeasureTransaction(ledgerID string, index int, last bool, t Transaction) (i
 }
 
 // Sender sends order messages in batches sized to the entity's limit.
-// Implementations: servicebus (azservicebus) and localbus (the emulation).
+// Implementation: servicebus (azservicebus), in Azure and against the local emulation alike.
 type Sender interface {
 	NewBatch(ctx context.Context) (Batch, error)
 	SendBatch(ctx context.Context, b Batch) error

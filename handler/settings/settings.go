@@ -7,7 +7,6 @@ package settings
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -34,13 +33,10 @@ type Connection struct {
 	Endpoint         string // fully qualified namespace (Service Bus) or table service URI (Storage)
 	ClientID         string // user-assigned managed identity; empty for DefaultAzureCredential / system identity
 	Credential       string // "managedidentity" forces ManagedIdentityCredential
-	// Local is the address (host:port) of convoy-devhost's queue emulation,
-	// from ServiceBusConnection=local://host:port: development only.
-	Local string
 }
 
 // UsesIdentity reports whether the connection authenticates with Microsoft Entra ID.
-func (c Connection) UsesIdentity() bool { return c.ConnectionString == "" && c.Local == "" }
+func (c Connection) UsesIdentity() bool { return c.ConnectionString == "" }
 
 // Settings is everything the program reads from its environment.
 type Settings struct {
@@ -264,20 +260,17 @@ func (r *reader) name(setting, def string, valid func(string) string) string {
 // connection string) wins; otherwise the __fullyQualifiedNamespace group.
 func (r *reader) serviceBus() Connection {
 	const base = "ServiceBusConnection"
-	if addr, ok := strings.CutPrefix(r.get(base), "local://"); ok {
-		if inAzure(r.lookup) {
-			r.fail(base, "local:// is the local development transport (convoy-devhost); it is refused in Azure")
-		}
-		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" || !isLoopback(strings.Split(addr, ":")[0]) {
-			r.fail(base, "%q is not local://127.0.0.1:<port>", "local://"+addr)
-		}
-		return Connection{Local: addr}
+	if strings.HasPrefix(r.get(base), "local://") {
+		r.fail(base, "local:// is no longer a transport: the local emulation speaks AMQP; use the connection string convoy-devhost prints (Endpoint=sb://127.0.0.1:<port>;…;UseDevelopmentEmulator=true)")
+		return Connection{}
 	}
 	if cs := r.get(base); cs != "" {
 		kv, err := parseConnectionString(cs)
 		switch {
 		case err != nil:
 			r.fail(base, "%v", err)
+		case strings.EqualFold(kv["usedevelopmentemulator"], "true") && inAzure(r.lookup):
+			r.fail(base, "UseDevelopmentEmulator=true points at a local Service Bus emulator; it is refused in Azure")
 		case !strings.HasPrefix(strings.ToLower(kv["endpoint"]), "sb://"):
 			r.fail(base, "Endpoint=sb://<namespace>/ is missing")
 		case kv["sharedaccesskeyname"] == "" && kv["sharedaccesssignature"] == "":

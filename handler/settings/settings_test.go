@@ -75,18 +75,22 @@ func TestErrorsNameEverySetting(t *testing.T) {
 	}
 }
 
-func TestLocalTransport(t *testing.T) {
-	s, err := settings.Load(env(map[string]string{"ServiceBusConnection": "local://127.0.0.1:7071", "StateStorage": "UseDevelopmentStorage=true"}))
-	if err != nil || s.ServiceBus.Local != "127.0.0.1:7071" || s.ServiceBus.UsesIdentity() {
-		t.Fatalf("local transport: %+v, %v", s.ServiceBus, err)
+// TestEmulatorConnection: the local emulation is reached with the Service Bus
+// emulator's connection string, refused in Azure; local:// is gone, with a
+// message that says what to use instead.
+func TestEmulatorConnection(t *testing.T) {
+	const emulator = "Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
+	s, err := settings.Load(env(map[string]string{"ServiceBusConnection": emulator, "StateStorage": "UseDevelopmentStorage=true"}))
+	if err != nil || s.ServiceBus.ConnectionString != emulator || s.ServiceBus.UsesIdentity() {
+		t.Fatalf("emulator connection: %+v, %v", s.ServiceBus, err)
 	}
-	_, err = settings.Load(env(map[string]string{"ServiceBusConnection": "local://127.0.0.1:7071", "StateStorage": "UseDevelopmentStorage=true", "WEBSITE_INSTANCE_ID": "x"}))
+	_, err = settings.Load(env(map[string]string{"ServiceBusConnection": emulator, "StateStorage": "UseDevelopmentStorage=true", "WEBSITE_INSTANCE_ID": "x"}))
 	if err == nil || !strings.Contains(err.Error(), "refused in Azure") {
-		t.Fatalf("local:// in Azure: %v", err)
+		t.Fatalf("the emulator in Azure: %v", err)
 	}
-	_, err = settings.Load(env(map[string]string{"ServiceBusConnection": "local://example.com:80", "StateStorage": "UseDevelopmentStorage=true"}))
-	if err == nil {
-		t.Fatal("local:// to a remote host accepted")
+	_, err = settings.Load(env(map[string]string{"ServiceBusConnection": "local://127.0.0.1:7071", "StateStorage": "UseDevelopmentStorage=true"}))
+	if err == nil || !strings.Contains(err.Error(), "UseDevelopmentEmulator=true") {
+		t.Fatalf("local:// accepted or not explained: %v", err)
 	}
 }
 
@@ -131,9 +135,9 @@ func TestLogFormatOnFlex(t *testing.T) {
 		if s.LogFormat != "json" {
 			t.Errorf("%v: LogFormat %q, want json", azure, s.LogFormat)
 		}
-		azure["ServiceBusConnection"] = "local://127.0.0.1:5672"
+		azure["ServiceBusConnection"] = "Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true"
 		if _, err := settings.Load(env(azure)); err == nil {
-			t.Errorf("%v: local:// accepted in Azure", azure)
+			t.Errorf("%v: the emulator accepted in Azure", azure)
 		}
 	}
 }

@@ -80,6 +80,8 @@ type Config struct {
 	// OnFrame, when set, sees every frame received after the open (tests and
 	// fault injection); returning false drops the connection without a word.
 	OnFrame func(Frame) bool
+	// Trace, when set, receives one line per frame in and out.
+	Trace io.Writer
 }
 
 // Handler gives links their meaning.
@@ -216,6 +218,7 @@ func Serve(nc net.Conn, cfg Config) error {
 			c.Close(&Error{Condition: ErrFramingError, Description: err.Error()})
 			return err
 		}
+		c.trace("<-", f)
 		if cfg.OnFrame != nil && !cfg.OnFrame(f) {
 			return nil
 		}
@@ -362,7 +365,15 @@ func (c *Conn) write(f Frame) error {
 	return c.writeLocked(f)
 }
 
+func (c *Conn) trace(dir string, f Frame) {
+	if c.cfg.Trace == nil || f.Body == nil {
+		return
+	}
+	fmt.Fprintf(c.cfg.Trace, "amqp %p %s ch%d %#x %v (+%d bytes)\n", c, dir, f.Channel, f.Body.Code, f.Body.Fields, len(f.Payload))
+}
+
 func (c *Conn) writeLocked(f Frame) error {
+	c.trace("->", f)
 	var err error
 	if c.buf, err = AppendFrame(c.buf[:0], f); err != nil {
 		return err

@@ -16,7 +16,6 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/ledger"
-	"github.com/convoy-dev/convoy/handler/localbus"
 )
 
 var root = filepath.Join("..", "..", "..")
@@ -107,11 +106,10 @@ func orderMessages(b *testing.B, ledgerID string, n int, orders []string) []conv
 	return sender.Messages()
 }
 
-// hostMessage is m as the queue emulation delivers it (via the local transport's wire form).
+// hostMessage is m as the queue emulation delivers it.
 func hostMessage(m convoy.OrderMessage) *devhost.Message {
-	w := localbus.ToWire(m)
-	return &devhost.Message{MessageID: w.MessageID, SessionID: w.SessionID, ContentType: w.ContentType,
-		Properties: w.ApplicationProperties, Body: []byte(w.Body), DeliveryCount: 1}
+	return &devhost.Message{MessageID: m.MessageID, SessionID: m.SessionID, ContentType: convoy.ContentType,
+		Properties: m.Properties(), Body: m.Body, DeliveryCount: 1}
 }
 
 func orderIDs(prefix string, n int) []string {

@@ -15,12 +15,14 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/bench/commitshape"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
-	"github.com/convoy-dev/convoy/handler/localbus"
+	"github.com/convoy-dev/convoy/handler/servicebus"
 )
 
 // BenchmarkThroughput (figure 3): OrderProcessor messages per second through
@@ -139,8 +141,16 @@ func pipeline(b *testing.B, az *azurite.Server, name string, sessions, perOrder 
 	defer h.Stop()
 	ids := orderIDs(name, sessions)
 	msgs := orderMessages(b, name, sessions*perOrder, ids)
-	sender := localbus.NewSender(strings.TrimPrefix(h.URL(), "http://"), "orders")
 	ctx := b.Context()
+	bus, err := azservicebus.NewClientFromConnectionString(h.ServiceBusConnectionString(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bus.Close(ctx)
+	sender, err := servicebus.NewSender(bus, "orders")
+	if err != nil {
+		b.Fatal(err)
+	}
 
 	pid := h.Instances()[0].HandlerPID()
 	cpu0, az0 := processCPU(b, pid), processCPU(b, az.PID())
@@ -182,7 +192,7 @@ func processCPU(b *testing.B, pid int) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
-func send(b *testing.B, ctx context.Context, sender *localbus.Sender, msgs []convoy.OrderMessage) {
+func send(b *testing.B, ctx context.Context, sender *servicebus.Sender, msgs []convoy.OrderMessage) {
 	batch, _ := sender.NewBatch(ctx)
 	for _, m := range msgs {
 		if batch.Add(m) == convoy.ErrBatchFull {

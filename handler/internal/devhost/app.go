@@ -3,8 +3,8 @@
 // of the Service Bus queues it is triggered by, faithful to docs/host-contract.md.
 // It reads the staged app (host.json, <Name>/function.json), starts the real
 // handler binary the way the host does, invokes it with the host's encoding,
-// serves HTTP functions at /api/<route> like `func start`, and exposes the
-// queues at /devhost/queues/… for senders (local:// transport) and tools.
+// serves HTTP functions at /api/<route> like `func start`, and serves the
+// queues over AMQP 1.0 (bus.go) to the handler and any Service Bus client.
 package devhost
 
 import (

@@ -264,7 +264,7 @@ func TestCommands(t *testing.T) {
 	defer h.Stop()
 	run := func(stdin string, args ...string) (string, string, error) {
 		cmd := exec.Command(binary, args...)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "ServiceBusConnection=local://" + strings.TrimPrefix(h.URL(), "http://"),
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "ServiceBusConnection=" + h.ServiceBusConnectionString(),
 			"StateStorage=" + az.ConnectionString()}
 		cmd.Dir = t.TempDir() // no local.settings.json there
 		cmd.Stdin = strings.NewReader(stdin)

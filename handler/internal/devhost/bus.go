@@ -6,9 +6,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +31,7 @@ type Bus struct {
 	keyName string
 	key     string
 	log     *log.Logger
+	trace   io.Writer // DEVHOST_AMQP_TRACE=1: every frame, to stderr
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -86,6 +89,9 @@ func StartBus(addr string, queues map[string]*Queue, logger *log.Logger) (*Bus, 
 	}
 	b := &Bus{queues: map[string]*Queue{}, keyName: BusKeyName, key: BusKey, log: logger, ln: ln,
 		addr: ln.Addr().String(), conns: map[*busConn]struct{}{}, faultC: make(chan struct{})}
+	if os.Getenv("DEVHOST_AMQP_TRACE") == "1" {
+		b.trace = os.Stderr
+	}
 	for name, q := range queues {
 		b.queues[strings.ToLower(name)] = q
 	}
@@ -204,6 +210,7 @@ func (b *Bus) serve(nc net.Conn) {
 		// connection strings and authenticate on $cbs.
 		Mechanisms: []amqp.Symbol{"MSSBCBS", "PLAIN", "ANONYMOUS"},
 		Handler:    c,
+		Trace:      b.trace,
 		OnFrame: func(amqp.Frame) bool {
 			if f, _ := b.currentFault(); f.Stall {
 				c.stall()

@@ -16,12 +16,13 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/convoytest"
 	"github.com/convoy-dev/convoy/handler/ledger"
-	"github.com/convoy-dev/convoy/handler/localbus"
+	"github.com/convoy-dev/convoy/handler/servicebus"
 	"github.com/convoy-dev/convoy/handler/settings"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
@@ -66,8 +67,15 @@ func RunDemo(ctx context.Context, o DemoOptions) error {
 	fmt.Fprintf(out, "convoy demo: Azurite on 127.0.0.1:%d, the handler %s under the local host and Service Bus emulation at %s\n\n",
 		az.Port, filepath.Join(o.AppDir, "convoy"), h.URL())
 
-	addr := strings.TrimPrefix(h.URL(), "http://")
-	ledgersQueue := localbus.NewSender(addr, "ledgers")
+	bus, err := azservicebus.NewClientFromConnectionString(h.ServiceBusConnectionString(), nil)
+	if err != nil {
+		return err
+	}
+	defer bus.Close(context.Background())
+	ledgersQueue, err := servicebus.NewSender(bus, "ledgers")
+	if err != nil {
+		return err
+	}
 	var docs []*ledger.Ledger
 	var late *lateLedger
 	for _, file := range files {
@@ -82,7 +90,7 @@ func RunDemo(ctx context.Context, o DemoOptions) error {
 		docs = append(docs, l)
 		name := filepath.Base(file)
 		if name == o.Late {
-			if late, err = stallPublisher(ctx, az, addr, doc); err != nil {
+			if late, err = stallPublisher(ctx, az, bus, doc); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "%-20s a second publisher allocated its seqs for %d orders, then stalled before sending\n", name, len(l.Orders()))
@@ -122,14 +130,18 @@ type lateLedger struct {
 	done    chan error
 }
 
-func stallPublisher(ctx context.Context, az *azurite.Server, addr string, doc []byte) (*lateLedger, error) {
+func stallPublisher(ctx context.Context, az *azurite.Server, bus *azservicebus.Client, doc []byte) (*lateLedger, error) {
 	svc, err := aztables.NewServiceClientFromConnectionString(az.ConnectionString(), nil)
 	if err != nil {
 		return nil, err
 	}
 	late := &lateLedger{release: make(chan struct{}), done: make(chan error, 1)}
 	allocated := make(chan struct{})
-	sender := &gatedSender{Sender: localbus.NewSender(addr, "orders"), reached: allocated, release: late.release}
+	orders, err := servicebus.NewSender(bus, "orders")
+	if err != nil {
+		return nil, err
+	}
+	sender := &gatedSender{Sender: orders, reached: allocated, release: late.release}
 	pub := ledger.NewPublisher(tablestore.NewLedgers(svc.NewClient(settings.DefaultLedgersTable)), sender, ledger.PublisherOptions{})
 	go func() {
 		_, err := pub.Publish(ctx, doc)
@@ -146,7 +158,7 @@ func stallPublisher(ctx context.Context, az *azurite.Server, addr string, doc []
 // gatedSender signals when the publisher first wants a batch (its seqs are
 // allocated by then) and holds it until release.
 type gatedSender struct {
-	*localbus.Sender
+	*servicebus.Sender
 	reached chan struct{}
 	release chan struct{}
 	once    bool

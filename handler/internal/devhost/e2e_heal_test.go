@@ -2,16 +2,16 @@ package devhost_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/ledger"
-	"github.com/convoy-dev/convoy/handler/localbus"
 )
 
 // Automatic ordered replay (AutoReplay, a timer) on the emulation: an
@@ -33,16 +33,14 @@ func healSettings(o *devhost.Options) {
 // poison sends an order whose seq 2 can never be read (its amount is text).
 func (e *env) poison(t *testing.T, order string) {
 	t.Helper()
-	msg := func(seq int64, body string) localbus.WireMessage {
-		return localbus.WireMessage{MessageID: fmt.Sprintf("P-%s:%d", order, seq), SessionID: order, ContentType: "application/json",
-			ApplicationProperties: map[string]any{"ledgerId": "P", "seq": seq}, Body: body}
+	msg := func(seq int64, body string) *azservicebus.Message {
+		return rawOrderMessage(fmt.Sprintf("P-%s:%d", order, seq), order, "P", seq, body)
 	}
-	raw, _ := json.Marshal([]localbus.WireMessage{
+	e.send(context.Background(), "orders",
 		msg(1, fmt.Sprintf(`{"transaction":{"orderId":%q,"op":"CreateOrder","currency":"EUR"}}`, order)),
 		msg(2, fmt.Sprintf(`{"transaction":{"orderId":%q,"op":"AddTransaction","txId":"t-1","amount":"a lot"}}`, order)),
 		msg(3, fmt.Sprintf(`{"transaction":{"orderId":%q,"op":"AddTransaction","txId":"t-2","amount":5}}`, order)),
-	})
-	postJSON(t, e.host.URL()+localbus.MessagesPath("orders"), raw)
+	)
 }
 
 // foldOf compares the orders of ledgers with their fold (not the poisoned

@@ -15,11 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/ledger"
-	"github.com/convoy-dev/convoy/handler/localbus"
+	"github.com/convoy-dev/convoy/handler/servicebus"
 )
 
 // The end-to-end fault suite: the real handler binary, staged like `make
@@ -68,6 +70,7 @@ type env struct {
 	host *devhost.Host
 	log  *bytes.Buffer
 	mu   sync.Mutex
+	bus  *azservicebus.Client // to the emulated namespace, as any producer connects
 }
 
 func start(t *testing.T, app string, az azurite.Options) *env {
@@ -127,12 +130,58 @@ func tail(s string, n int) string {
 	return s
 }
 
-func (e *env) addr() string { return strings.TrimPrefix(e.host.URL(), "http://") }
+// client is an azservicebus client of the emulated namespace.
+func (e *env) client() *azservicebus.Client {
+	e.t.Helper()
+	if e.bus == nil {
+		var err error
+		if e.bus, err = azservicebus.NewClientFromConnectionString(e.host.ServiceBusConnectionString(), nil); err != nil {
+			e.t.Fatal(err)
+		}
+		bus := e.bus
+		e.t.Cleanup(func() { _ = bus.Close(context.Background()) })
+	}
+	return e.bus
+}
+
+// send sends messages to queue in one batch with azservicebus, as any producer would.
+func (e *env) send(ctx context.Context, queue string, msgs ...*azservicebus.Message) {
+	e.t.Helper()
+	s, err := e.client().NewSender(queue, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	b, err := s.NewMessageBatch(ctx, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, m := range msgs {
+		if err := b.AddMessage(m, nil); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	if err := s.SendMessageBatch(ctx, b, nil); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// rawOrderMessage is an order message with any body, as a producer of our
+// own could send it.
+func rawOrderMessage(messageID, order, ledgerID string, seq int64, body string) *azservicebus.Message {
+	contentType := "application/json"
+	return &azservicebus.Message{MessageID: &messageID, SessionID: &order, ContentType: &contentType,
+		ApplicationProperties: map[string]any{"ledgerId": ledgerID, "seq": seq}, Body: []byte(body)}
+}
 
 // publish sends ledger documents to the ledgers queue, as `convoy publish` does.
 func (e *env) publish(ctx context.Context, docs ...[]byte) []*ledger.Ledger {
 	e.t.Helper()
-	sender := localbus.NewSender(e.addr(), "ledgers")
+	sender, err := servicebus.NewSender(e.client(), "ledgers")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer sender.Close(ctx)
 	var out []*ledger.Ledger
 	for _, doc := range docs {
 		l, err := ledger.Parse(doc, ledger.Limits{})
@@ -263,29 +312,20 @@ func TestDuplicates(t *testing.T) {
 	ledgers := e.publish(ctx, doc, doc)
 	e.waitIdle(ctx)
 	// The same ledger under another MessageId reaches the handler: a no-op.
-	raw, _ := json.Marshal([]localbus.WireMessage{{MessageID: "resent-" + ledgers[0].ID, SessionID: ledgers[0].Stream, Body: string(doc)}})
-	postJSON(t, e.host.URL()+localbus.MessagesPath("ledgers"), raw)
+	resentID := "resent-" + ledgers[0].ID
+	e.send(ctx, "ledgers", &azservicebus.Message{MessageID: &resentID, SessionID: &ledgers[0].Stream, Body: doc})
 	// Every order message again, under new MessageIds.
-	var again []localbus.WireMessage
+	var again []*azservicebus.Message
 	seqs := map[string]int64{}
 	for i, entry := range ledgers[0].Entries {
 		seqs[entry.OrderID]++
 		body, _ := convoy.EncodeBody(entry.Transaction)
-		again = append(again, localbus.ToWire(convoy.OrderMessage{SessionID: entry.OrderID, MessageID: fmt.Sprintf("again-%d", i),
+		again = append(again, servicebus.ToMessage(convoy.OrderMessage{SessionID: entry.OrderID, MessageID: fmt.Sprintf("again-%d", i),
 			LedgerID: ledgers[0].ID, Seq: seqs[entry.OrderID], Last: entry.Last, Body: body}))
 	}
-	raw, _ = json.Marshal(again)
-	postJSON(t, e.host.URL()+localbus.MessagesPath("orders"), raw)
+	e.send(ctx, "orders", again...)
 	e.waitIdle(ctx)
 	e.checkFold(ctx, ledgers[:1])
-}
-
-func postJSON(t *testing.T, url string, body []byte) {
-	t.Helper()
-	resp, err := httpPost(url, body)
-	if err != nil || resp != 200 {
-		t.Fatalf("POST %s: %d %v", url, resp, err)
-	}
 }
 
 // TestHandlerKilled: handlers are killed with SIGKILL mid-flight on two
@@ -338,17 +378,15 @@ func TestStorageRestart(t *testing.T) {
 func TestPoisonMessage(t *testing.T) {
 	ctx := timeout(t, time.Minute)
 	e := start(t, stage(t, nil), azurite.Options{})
-	msg := func(seq int64, body string) localbus.WireMessage {
-		return localbus.WireMessage{MessageID: fmt.Sprintf("P:%d", seq), SessionID: "poisoned", ContentType: "application/json",
-			ApplicationProperties: map[string]any{"ledgerId": "P", "seq": seq}, Body: body}
+	msg := func(seq int64, body string) *azservicebus.Message {
+		return rawOrderMessage(fmt.Sprintf("P:%d", seq), "poisoned", "P", seq, body)
 	}
-	raw, _ := json.Marshal([]localbus.WireMessage{
+	e.send(ctx, "orders",
 		msg(1, `{"transaction":{"orderId":"poisoned","op":"CreateOrder","currency":"EUR"}}`),
 		msg(2, `{"transaction":{"orderId":"poisoned","op":"AddTransaction","txId":"t-1","amount":"a lot"}}`),
 		msg(3, `{"transaction":{"orderId":"poisoned","op":"AddTransaction","txId":"t-2","amount":5}}`),
 		msg(4, `{"transaction":{"orderId":"poisoned","op":"AddTransaction","txId":"t-3","amount":7}}`),
-	})
-	postJSON(t, e.host.URL()+localbus.MessagesPath("orders"), raw)
+	)
 	e.waitIdle(ctx)
 	dead := e.host.Queue("orders").DeadLetters()
 	if len(dead) != 1 || dead[0].MessageID != "P:2" || dead[0].DeliveryCount != 10 {

@@ -18,7 +18,7 @@ import (
 )
 
 // routes: HTTP functions at /<prefix>/<route> (forwarded or enveloped, per
-// host.json) and the queue API at /devhost/queues/….
+// host.json) and the read-only queue view at /devhost/queues/….
 func (h *Host) routes() http.Handler {
 	mux := http.NewServeMux()
 	for _, f := range h.app.Functions {

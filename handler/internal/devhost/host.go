@@ -17,8 +17,11 @@ type Options struct {
 	AppDir   string            // the staged app (make stage → dist/)
 	Settings map[string]string // app settings, as in local.settings.json Values
 	Queues   map[string]QueueProperties
-	Port     int       // front end port; 0 picks a free one
-	Log      io.Writer // the emulation's and the handler's output; default discard
+	Port     int // front end port; 0 picks a free one
+	// ServiceBusPort is the emulated namespace's AMQP port (plain TCP, as
+	// the Service Bus emulator's); 0 picks a free one.
+	ServiceBusPort int
+	Log            io.Writer // the emulation's and the handler's output; default discard
 	// MaxInstances caps target-based scale-out (default 1): each instance
 	// runs its own handler process and competes for sessions and messages.
 	// MinInstances are started up front (default 1; at most MaxInstances).
@@ -42,6 +45,7 @@ type Host struct {
 	quiet     bool // Options.Log discards: the handler's lines are not formatted
 	log       *log.Logger
 	queues    map[string]*Queue
+	bus       *Bus
 	telemetry *Telemetry
 	front     *http.Server
 	frontURL  string
@@ -86,9 +90,6 @@ func Start(opts Options) (*Host, error) {
 	for k, v := range opts.Settings {
 		settings[k] = v
 	}
-	// The handler publishes to this emulation, never to a real namespace.
-	settings["ServiceBusConnection"] = "local://" + frontLn.Addr().String()
-	h.opts.Settings = settings
 	if h.app, err = LoadApp(opts.AppDir, settings); err != nil {
 		frontLn.Close()
 		return nil, err
@@ -116,6 +117,14 @@ func Start(opts Options) (*Host, error) {
 				f.Name, f.Trigger.IsSessionsEnabled, q.Name, q.Properties().RequiresSession)
 		}
 	}
+	// The handler reaches the queues as it reaches Service Bus in Azure:
+	// azservicebus over AMQP, here to the emulated namespace.
+	if h.bus, err = StartBus(fmt.Sprintf("127.0.0.1:%d", opts.ServiceBusPort), h.queues, h.log); err != nil {
+		frontLn.Close()
+		return nil, fmt.Errorf("the Service Bus emulation: %w", err)
+	}
+	settings["ServiceBusConnection"] = h.bus.ConnectionString()
+	h.opts.Settings = settings
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	for i := range opts.MinInstances {
 		in := newInstance(h, i)
@@ -148,6 +157,13 @@ func (h *Host) URL() string { return h.frontURL }
 // Queue returns an emulated queue by name, or nil.
 func (h *Host) Queue(name string) *Queue { return h.queues[name] }
 
+// Bus is the emulated namespace's AMQP face.
+func (h *Host) Bus() *Bus { return h.bus }
+
+// ServiceBusConnectionString is what a Service Bus client connects to the
+// emulation with (the handler is given it as ServiceBusConnection).
+func (h *Host) ServiceBusConnectionString() string { return h.bus.ConnectionString() }
+
 // Instances returns the instances started so far, in order.
 func (h *Host) Instances() []*Instance {
 	h.mu.Lock()
@@ -179,6 +195,7 @@ func (h *Host) Stop() {
 		defer cancel()
 		_ = h.front.Shutdown(ctx)
 	}
+	h.bus.Close()
 	if d := h.telemetry.DroppedSummary(); d != "" {
 		h.log.Printf("lines Application Insights would not have received (host.json logging.logLevel): %s", d)
 	}

@@ -1,20 +1,10 @@
 package devhost_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"testing"
 )
-
-func httpPost(url string, body []byte) (int, error) {
-	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
-}
 
 // get and post call a function through the front end and decode its JSON answer.
 func (e *env) get(t *testing.T, path string, out any) int {

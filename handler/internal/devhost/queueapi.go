@@ -3,23 +3,16 @@ package devhost
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
-	"time"
-
-	"github.com/convoy-dev/convoy/handler/localbus"
 )
 
-// queueRoutes: the emulated queues for senders (the local:// transport of
-// package localbus) and tools, at /devhost/queues/….
+// queueRoutes: a read-only view of the emulated queues for a developer's
+// browser, at /devhost/queues/…. Clients send and receive over AMQP (bus.go),
+// with any Service Bus SDK, as in Azure.
 func (h *Host) queueRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /devhost/queues/{queue}/messages", h.sendMessages)
 	mux.HandleFunc("GET /devhost/queues/{queue}", h.queueStats)
 	mux.HandleFunc("GET /devhost/queues/{queue}/deadletter", h.peekDeadLetters)
-	mux.HandleFunc("POST /devhost/queues/{queue}/deadletter/receive", h.receiveDeadLetters)
-	mux.HandleFunc("DELETE /devhost/queues/{queue}/deadletter/{seq}", h.settleDeadLetter)
-	mux.HandleFunc("POST /devhost/queues/{queue}/deadletter/{seq}/abandon", h.settleDeadLetter)
 }
 
 // MaxMessageIDLength is Service Bus's limit on a MessageId.
@@ -33,38 +26,29 @@ func (h *Host) queueFor(w http.ResponseWriter, r *http.Request) *Queue {
 	return q
 }
 
-func (h *Host) sendMessages(w http.ResponseWriter, r *http.Request) {
-	q := h.queueFor(w, r)
-	if q == nil {
-		return
-	}
-	var wire []localbus.WireMessage
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<30)).Decode(&wire); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "body is not a JSON array of messages: " + err.Error()})
-		return
-	}
-	msgs := make([]Message, len(wire))
-	for i, m := range wire {
-		msgs[i] = Message{MessageID: m.MessageID, SessionID: m.SessionID, ContentType: m.ContentType, Properties: m.ApplicationProperties, Body: []byte(m.Body)}
-	}
-	accepted, dups, err := q.Send(msgs)
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		return
-	}
-	writeJSON(w, http.StatusOK, localbus.SendResult{Accepted: accepted, Duplicates: dups})
-}
-
 func (h *Host) queueStats(w http.ResponseWriter, r *http.Request) {
 	if q := h.queueFor(w, r); q != nil {
 		writeJSON(w, http.StatusOK, q.Stats())
 	}
 }
 
-func wireDeadLetter(m Message) localbus.WireDeadLetter {
-	return localbus.WireDeadLetter{SequenceNumber: m.SequenceNumber, MessageID: m.MessageID, SessionID: m.SessionID,
+// DeadLetterView is a dead letter as the inspection API shows it.
+type DeadLetterView struct {
+	SequenceNumber        int64          `json:"sequenceNumber"`
+	MessageID             string         `json:"messageId"`
+	SessionID             string         `json:"sessionId,omitempty"`
+	ContentType           string         `json:"contentType,omitempty"`
+	ApplicationProperties map[string]any `json:"applicationProperties,omitempty"`
+	Body                  string         `json:"body"`
+	DeliveryCount         int            `json:"deliveryCount"`
+	DeadLetterReason      string         `json:"deadLetterReason,omitempty"`
+	DeadLetterDescription string         `json:"deadLetterErrorDescription,omitempty"`
+}
+
+func viewDeadLetter(m Message) DeadLetterView {
+	return DeadLetterView{SequenceNumber: m.SequenceNumber, MessageID: m.MessageID, SessionID: m.SessionID,
 		ContentType: m.ContentType, ApplicationProperties: m.Properties, Body: string(m.Body), DeliveryCount: m.DeliveryCount,
-		DeadLetterReason: m.DeadLetterReason}
+		DeadLetterReason: m.DeadLetterReason, DeadLetterDescription: m.DeadLetterDescription}
 }
 
 // intParam reads an optional integer query parameter within [lo, hi];
@@ -100,64 +84,11 @@ func (h *Host) peekDeadLetters(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	out := []localbus.WireDeadLetter{}
+	out := []DeadLetterView{}
 	for _, m := range q.PeekDeadLetters(from, int(max)) {
-		out = append(out, wireDeadLetter(m))
+		out = append(out, viewDeadLetter(m))
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// receiveDeadLetters: POST …/deadletter/receive?max=N locks up to N dead
-// letters that no one holds (ReceiveMessages in peek-lock mode).
-func (h *Host) receiveDeadLetters(w http.ResponseWriter, r *http.Request) {
-	q := h.queueFor(w, r)
-	if q == nil {
-		return
-	}
-	max, ok := intParam(w, r, "max", 0, 1, maxDeadLetters)
-	if !ok {
-		return
-	}
-	if max == 0 {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "max (how many dead letters to receive) is required"})
-		return
-	}
-	out := []localbus.WireDeadLetter{}
-	for _, m := range q.ReceiveDeadLetters(int(max)) {
-		wm := wireDeadLetter(m.Message)
-		wm.LockToken, wm.LockedUntil = strconv.FormatInt(m.LockToken, 10), m.LockedUntil.UTC().Format(time.RFC3339Nano)
-		out = append(out, wm)
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// settleDeadLetter: DELETE …/deadletter/{seq}?lockToken=T completes a
-// received dead letter, POST …/deadletter/{seq}/abandon?lockToken=T releases
-// it; 410 when the lock was lost (expired, or never held by that token).
-func (h *Host) settleDeadLetter(w http.ResponseWriter, r *http.Request) {
-	q := h.queueFor(w, r)
-	if q == nil {
-		return
-	}
-	seq, err := strconv.ParseInt(r.PathValue("seq"), 10, 64)
-	if err != nil || seq < 1 {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("sequence number %q is not a positive integer", r.PathValue("seq"))})
-		return
-	}
-	token, err := strconv.ParseInt(r.URL.Query().Get("lockToken"), 10, 64)
-	if err != nil || token < 1 {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "lockToken (from a receive) is required: a dead letter is settled by its lock"})
-		return
-	}
-	settle, verb := q.CompleteDeadLetter, "completed"
-	if r.Method == http.MethodPost {
-		settle, verb = q.AbandonDeadLetter, "abandoned"
-	}
-	if err := settle(seq, token); err != nil {
-		writeJSON(w, http.StatusGone, map[string]string{"error": fmt.Sprintf("dead letter %d: %v", seq, err)})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]int64{verb: seq})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -33,6 +34,7 @@ func main() {
 	late := fs.String("late", "03-afternoon.json", "the demo ledger whose publisher stalls, so that the next ledger overtakes it")
 	logFile := fs.String("log", filepath.Join("dist", "devhost.log"), "where the emulation and the handler log")
 	port := fs.Int("port", 7071, "front end port (run)")
+	sbPort := fs.Int("servicebus-port", 5672, "the Service Bus emulation's AMQP port (run); another is picked when it is taken")
 	instances := fs.Int("instances", 1, "the most host instances target-based scale-out may start (run)")
 	scale := fs.Float64("time-scale", envFloat("DEVHOST_TIME_SCALE", 1), "multiplies lock durations, renewal, time to live and the crash window (run; env DEVHOST_TIME_SCALE)")
 	_ = fs.Parse(os.Args[2:])
@@ -44,7 +46,7 @@ func main() {
 	case "demo":
 		err = demo(ctx, *app, *ledgers, *queues, *late, *logFile)
 	case "run":
-		err = run(ctx, *app, *queues, *port, *instances, *scale)
+		err = run(ctx, *app, *queues, *port, *sbPort, *instances, *scale)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -76,7 +78,7 @@ func envFloat(name string, def float64) float64 {
 	return def
 }
 
-func run(ctx context.Context, app, queues string, port, instances int, scale float64) error {
+func run(ctx context.Context, app, queues string, port, sbPort, instances int, scale float64) error {
 	q, err := devhost.LoadQueueConfig(queues)
 	if err != nil {
 		return err
@@ -88,7 +90,12 @@ func run(ctx context.Context, app, queues string, port, instances int, scale flo
 		}
 	}
 	defer az.Stop()
-	h, err := devhost.Start(devhost.Options{AppDir: app, Queues: q, Port: port, Log: os.Stderr, MaxInstances: instances, TimeScale: scale, Settings: map[string]string{
+	if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", sbPort)); err != nil {
+		sbPort = 0 // the emulator's usual port is taken: any free one
+	} else {
+		ln.Close()
+	}
+	h, err := devhost.Start(devhost.Options{AppDir: app, Queues: q, Port: port, ServiceBusPort: sbPort, Log: os.Stderr, MaxInstances: instances, TimeScale: scale, Settings: map[string]string{
 		"StateStorage": az.ConnectionString(), "AzureWebJobsStorage": az.ConnectionString(), "OrdersQueueName": "orders", "LedgersQueueName": "ledgers",
 		"AutoReplaySchedule": "0 */1 * * * *", // AutoReplay: every minute, as deployed
 	}})
@@ -98,12 +105,14 @@ func run(ctx context.Context, app, queues string, port, instances int, scale flo
 	defer h.Stop()
 	fmt.Printf(`convoy-devhost: the function app in %s runs under the local host and Service Bus emulation (development only).
   functions:  %s/api/ledgers (POST), %s/api/orders/{orderId} (GET)
-  queues:     %s/devhost/queues/{ledgers,orders}[/deadletter]
-  publish:    ServiceBusConnection=local://127.0.0.1:%d go run . publish testdata/ledgers/01-morning.json
+  Service Bus: AMQP 1.0 on %s (plain TCP, as the Service Bus emulator); any Service Bus SDK connects with
+              ServiceBusConnection='%s'
+  publish:    ServiceBusConnection='%s' go run . publish testdata/ledgers/01-morning.json
+  queues:     %s/devhost/queues/{ledgers,orders}[/deadletter] (read-only view)
   state:      Azurite on 127.0.0.1:%d (in memory); for publish --direct:
               StateStorage='%s'
 Ctrl-C stops everything.
-`, app, h.URL(), h.URL(), h.URL(), port, az.Port, az.ConnectionString())
+`, app, h.URL(), h.URL(), h.Bus().Addr(), h.ServiceBusConnectionString(), h.ServiceBusConnectionString(), h.URL(), az.Port, az.ConnectionString())
 	<-ctx.Done()
 	return nil
 }
