@@ -13,7 +13,6 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/ledger"
-	"github.com/convoy-dev/convoy/handler/localbus"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/servicebus"
 	"github.com/convoy-dev/convoy/handler/settings"
@@ -43,7 +42,7 @@ func (r replayer) source() (src replay.Source, sender queueSender, close func(),
 	if sender, err = r.c.sender(r.queue); err != nil {
 		return nil, nil, nil, err
 	}
-	if src, close, err = r.c.transport.deadLetters(r.queue); err != nil {
+	if src, close, err = r.c.deadLetters(r.queue); err != nil {
 		return nil, nil, nil, err
 	}
 	return src, sender, close, nil
@@ -67,64 +66,31 @@ func (r replayer) ReplayAll(ctx context.Context, max int, continuation string) (
 	return replay.All(ctx, src, sender, replay.AllOptions{Options: r.opts, Max: max, Continuation: continuation})
 }
 
-// queueSender is what the program sends with: azservicebus in Azure, or the
-// local development transport to convoy-devhost.
+// queueSender is what the program sends with (servicebus.Sender).
 type queueSender interface {
 	convoy.Sender
 	SendLedger(ctx context.Context, ledgerID, stream string, doc []byte) error
 	Close(ctx context.Context) error
 }
 
-var (
-	_ queueSender = (*servicebus.Sender)(nil)
-	_ queueSender = (*localbus.Sender)(nil)
-)
+var _ queueSender = (*servicebus.Sender)(nil)
 
 // clients are built once per process and shared.
 type clients struct {
 	tables    *aztables.ServiceClient // nil when StateStorage is not needed
 	batches   *tablestore.Batches     // entity-group transactions on the same account
-	transport transport
+	bus       *azservicebus.Client // Service Bus, in Azure or the local emulation alike
 	senders   map[string]queueSender
 }
 
-// transport is how the program reaches its queues, chosen once from
-// ServiceBusConnection: Service Bus, or the development emulation
-// (local://, refused in Azure by settings).
-type transport interface {
-	sender(queue string) (queueSender, error)
-	deadLetters(queue string) (src replay.Source, close func(), err error)
-	close(ctx context.Context)
-}
-
-type serviceBusTransport struct{ client *azservicebus.Client }
-
-func (t serviceBusTransport) sender(queue string) (queueSender, error) {
-	return servicebus.NewSender(t.client, queue)
-}
-
-func (t serviceBusTransport) deadLetters(queue string) (replay.Source, func(), error) {
-	dl, err := servicebus.NewDeadLetters(t.client, queue)
+// deadLetters opens the dead-letter sub-queue of queue for one replay run.
+func (c *clients) deadLetters(queue string) (replay.Source, func(), error) {
+	dl, err := servicebus.NewDeadLetters(c.bus, queue)
 	if err != nil {
 		return nil, nil, err
 	}
 	return dl, func() { _ = dl.Close(context.Background()) }, nil
 }
-
-func (t serviceBusTransport) close(ctx context.Context) { _ = t.client.Close(ctx) }
-
-// localTransport is convoy-devhost's queue API at addr.
-type localTransport struct{ addr string }
-
-func (t localTransport) sender(queue string) (queueSender, error) {
-	return localbus.NewSender(t.addr, queue), nil
-}
-
-func (t localTransport) deadLetters(queue string) (replay.Source, func(), error) {
-	return localbus.NewDeadLetters(t.addr, queue), func() {}, nil
-}
-
-func (localTransport) close(context.Context) {}
 
 func newClients(cfg settings.Settings) (*clients, error) {
 	c := &clients{senders: map[string]queueSender{}}
@@ -134,15 +100,9 @@ func newClients(cfg settings.Settings) (*clients, error) {
 			return nil, fmt.Errorf("setting StateStorage: %w", err)
 		}
 	}
-	if cfg.ServiceBus.Local != "" {
-		c.transport = localTransport{addr: cfg.ServiceBus.Local}
-		return c, nil
-	}
-	bus, err := serviceBus(cfg.ServiceBus)
-	if err != nil {
+	if c.bus, err = serviceBus(cfg.ServiceBus); err != nil {
 		return nil, fmt.Errorf("setting ServiceBusConnection: %w", err)
 	}
-	c.transport = serviceBusTransport{client: bus}
 	return c, nil
 }
 
@@ -150,7 +110,7 @@ func (c *clients) sender(queue string) (queueSender, error) {
 	if s, ok := c.senders[queue]; ok {
 		return s, nil
 	}
-	s, err := c.transport.sender(queue)
+	s, err := servicebus.NewSender(c.bus, queue)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +137,7 @@ func (c *clients) close() {
 	for _, s := range c.senders {
 		_ = s.Close(ctx)
 	}
-	c.transport.close(ctx)
+	_ = c.bus.Close(ctx)
 }
 
 // credential follows the Functions host's convention for identity-based

@@ -19,7 +19,6 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/heal"
-	"github.com/convoy-dev/convoy/handler/localbus"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/settings"
 )
@@ -52,9 +51,6 @@ func serve() error {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	log.Info("custom handler listening", "addr", ln.Addr().String(), "ordersQueue", cfg.OrdersQueue, "ordersTable", cfg.OrdersTable)
-	if cfg.ServiceBus.Local != "" {
-		log.Warn("publishing through " + localbus.Describe(cfg.ServiceBus.Local))
-	}
 
 	var sig os.Signal
 	select {
