@@ -37,7 +37,7 @@ type Totals struct {
 
 // Progress says what one call of All did.
 type Progress struct {
-	Scanned    int `json:"scanned"`    // dead letters received by this call
+	Scanned    int `json:"scanned"`    // distinct dead letters received by this call
 	Replayed   int `json:"replayed"`   // re-sent and completed by this call
 	Orders     int `json:"orders"`     // orders with a dead letter re-sent by this call
 	Duplicates int `json:"duplicates"` // completed without re-sending: their order had applied them
@@ -84,47 +84,42 @@ func All(ctx context.Context, src Source, sender convoy.Sender, opts AllOptions)
 	p := Progress{Totals: tok.Totals}
 	var held []DeadLetter
 	defer func() { release(ctx, src, held) }()
-	received := map[int64]bool{}
+	sc := newScan(src, budget)
+	err = sc.run(ctx)
+	p.Scanned = len(sc.msgs)
+	if err != nil {
+		held = sc.msgs
+		return p.finish(), err
+	}
 	state := newAppliedSeqs(opts.Orders)
 	byOrder := map[string][]placed{}
-	for p.Scanned < budget {
-		batch, err := src.Receive(ctx, min(receiveBatch, budget-p.Scanned))
+	for i, m := range sc.msgs {
+		pl, k, err := classify(ctx, state, m)
 		if err != nil {
-			return p.finish(), fmt.Errorf("read dead letters: %w", err)
+			held = append(held, sc.msgs[i:]...)
+			for _, rest := range byOrder {
+				held = append(held, dls(rest)...)
+			}
+			return p.finish(), err
 		}
-		if len(batch) == 0 {
-			break
-		}
-		p.Scanned += len(batch)
-		for i, m := range batch {
-			received[m.SequenceNumber] = true
-			pl, k, err := classify(ctx, state, m)
-			if err != nil {
-				held = append(held, batch[i:]...)
+		switch k {
+		case unplaceable:
+			p.Unplaceable++
+			if len(p.UnplaceableIDs) < maxListedIDs {
+				p.UnplaceableIDs = append(p.UnplaceableIDs, m.MessageID)
+			}
+			held = append(held, m)
+		case duplicate:
+			if err := src.Complete(ctx, m); err != nil {
+				held = append(held, sc.msgs[i+1:]...)
 				for _, rest := range byOrder {
 					held = append(held, dls(rest)...)
 				}
-				return p.finish(), err
+				return p.finish(), fmt.Errorf("complete duplicate dead letter %s: %w", m.MessageID, err)
 			}
-			switch k {
-			case unplaceable:
-				p.Unplaceable++
-				if len(p.UnplaceableIDs) < maxListedIDs {
-					p.UnplaceableIDs = append(p.UnplaceableIDs, m.MessageID)
-				}
-				held = append(held, m)
-			case duplicate:
-				if err := src.Complete(ctx, m); err != nil {
-					held = append(held, batch[i+1:]...)
-					for _, rest := range byOrder {
-						held = append(held, dls(rest)...)
-					}
-					return p.finish(), fmt.Errorf("complete duplicate dead letter %s: %w", m.MessageID, err)
-				}
-				p.Duplicates++
-			default:
-				byOrder[m.SessionID] = append(byOrder[m.SessionID], pl)
-			}
+			p.Duplicates++
+		default:
+			byOrder[m.SessionID] = append(byOrder[m.SessionID], pl)
 		}
 	}
 	orders := make([]string, 0, len(byOrder))
@@ -155,11 +150,14 @@ func All(ctx context.Context, src Source, sender convoy.Sender, opts AllOptions)
 				Reason: fmt.Sprintf("the first %d dead letters are all unplaceable: skip their orders' gaps and remove them, or raise ReplayScanLimit", limit)}
 		}
 	} else {
-		unseen, cut, err := notReceived(ctx, src, received, peekLimit(limit), func(DeadLetter) bool { return true })
+		unseen, cut, err := notReceived(ctx, src, sc.received, peekLimit(limit), func(DeadLetter) bool { return true })
 		if err != nil {
 			return p.finish(), err
 		}
 		switch {
+		case unseen > 0 && sc.cameRound:
+			p.Incomplete = &Incomplete{ScanLimit: limit, NotReceived: unseen, PeekCutShort: cut,
+				Reason: fmt.Sprintf("%d dead letters were not received: this call held dead letters longer than their lock lasts (they came back under new locks), so it stopped receiving: call again", unseen)}
 		case unseen > 0 || cut:
 			p.Incomplete = &Incomplete{ScanLimit: limit, NotReceived: unseen, PeekCutShort: cut,
 				Reason: fmt.Sprintf("%d dead letters are locked by another reader (another replay) or arrived during this call: call again once it is done or its locks expire", unseen)}

@@ -174,3 +174,55 @@ func FuzzParseContinuation(f *testing.F) {
 		}
 	})
 }
+
+// TestReplayAllLockExpired: as TestReplayLockExpired, for a replay of every
+// dead letter: what comes back under a new lock is replayed once, completed
+// with the newest lock, counted once, and the call ends; the unplaceable one
+// is released with its newest lock (endRun). A call that came round before
+// it received everything is not done, and the next one finishes.
+func TestReplayAllLockExpired(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		every   bool
+		batch   int
+		want    []int64 // completed and re-sent by the first call
+		scanned int
+		done    bool
+	}{
+		{name: "once", want: []int64{1, 2, 3}, scanned: 4, done: true},
+		{name: "before every receive", every: true, want: []int64{1, 2, 3}, scanned: 4, done: true},
+		{name: "before the call received all", batch: 2, want: []int64{1, 2}, scanned: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			q := newDLQ(dead(1, "o-1", int64(1)), dead(2, "o-2", int64(1)), dead(3, "o-1", int64(2)), dead(4, "bad", nil))
+			r := expiring(q, 1, tc.every)
+			r.batch = tc.batch
+			sender := &ledgertest.Sender{}
+			p, err := replay.All(ctx, r, sender, replay.AllOptions{})
+			if err != nil {
+				t.Fatalf("%v (progress %+v)", err, p)
+			}
+			if r.receives > 2 {
+				t.Fatalf("%d receives: the scan went on after its locks expired and a dead letter came back", r.receives)
+			}
+			q.endRun(t)
+			sentOnce(t, q, sender, tc.want...)
+			if p.Scanned != tc.scanned || p.Replayed != len(tc.want) || p.Done != tc.done {
+				t.Fatalf("progress %+v, want %d scanned, %d replayed, done %v", p, tc.scanned, len(tc.want), tc.done)
+			}
+			if tc.done {
+				return
+			}
+			if inc := p.Incomplete; inc == nil || !inc.LockedElsewhere() || inc.NotReceived != 2 || inc.Reason == "" || p.Continuation == "" {
+				t.Fatalf("progress %+v (incomplete %+v), want 2 not received and a continuation", p, inc)
+			}
+			p, err = replay.All(ctx, q.reader(), sender, replay.AllOptions{Continuation: p.Continuation})
+			q.endRun(t)
+			if err != nil || !p.Done || p.Totals.Replayed != 3 {
+				t.Fatalf("the next call: %+v, %v", p, err)
+			}
+			sentOnce(t, q, sender, 1, 2, 3)
+		})
+	}
+}

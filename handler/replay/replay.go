@@ -10,7 +10,10 @@
 // abandoned or its lock expires. A run therefore never concludes "nothing
 // (more) to replay" from an empty receive alone: it peeks the sub-queue
 // (peeking sees locked messages and locks none) and reports every dead
-// letter it saw but could not receive (Incomplete).
+// letter it saw but could not receive (Incomplete). A dead letter a run
+// holds longer than the queue's lock duration comes back from its next
+// receive under a new lock: the run keeps it once, settles it with the new
+// lock, and stops receiving there (see scan).
 package replay
 
 import (
@@ -136,8 +139,9 @@ type Report struct {
 	Unplaceable []string `json:"unplaceable,omitempty"`
 	// Left are the order's dead letters that Options.Select did not choose:
 	// they stay dead-lettered.
-	Left    []string `json:"left,omitempty"`
-	Scanned int      `json:"scanned"`
+	Left []string `json:"left,omitempty"`
+	// Scanned counts the distinct dead letters the run received.
+	Scanned int `json:"scanned"`
 	// Incomplete is set when the run could not see all of the order's dead
 	// letters: "nothing replayed" then does not mean "nothing to replay".
 	Incomplete *Incomplete `json:"incomplete,omitempty"`
@@ -151,27 +155,21 @@ func Order(ctx context.Context, src Source, sender convoy.Sender, orderID string
 	limit := opts.maxScan()
 	var mine, held []DeadLetter
 	defer func() { release(ctx, src, held) }()
-	received := map[int64]bool{}
-	for rep.Scanned < limit {
-		batch, err := src.Receive(ctx, min(receiveBatch, limit-rep.Scanned))
-		if err != nil {
-			held = append(held, mine...)
-			return rep, fmt.Errorf("read dead letters: %w", err)
-		}
-		if len(batch) == 0 {
-			break
-		}
-		rep.Scanned += len(batch)
-		for _, m := range batch {
-			received[m.SequenceNumber] = true
-			if m.SessionID == orderID {
-				mine = append(mine, m)
-			} else {
-				held = append(held, m)
-			}
+	sc := newScan(src, limit)
+	err := sc.run(ctx)
+	rep.Scanned = len(sc.msgs)
+	if err != nil {
+		held = sc.msgs
+		return rep, err
+	}
+	for _, m := range sc.msgs {
+		if m.SessionID == orderID {
+			mine = append(mine, m)
+		} else {
+			held = append(held, m)
 		}
 	}
-	unseen, cut, err := notReceived(ctx, src, received, peekLimit(limit), func(m DeadLetter) bool { return m.SessionID == orderID })
+	unseen, cut, err := notReceived(ctx, src, sc.received, peekLimit(limit), func(m DeadLetter) bool { return m.SessionID == orderID })
 	if err != nil {
 		held = append(held, mine...)
 		return rep, err
@@ -181,6 +179,8 @@ func Order(ctx context.Context, src Source, sender convoy.Sender, orderID string
 		switch {
 		case reached:
 			rep.Incomplete.Reason = fmt.Sprintf("the scan stopped at its limit of %d dead letters and %d of this order's lie beyond it (more may, past what a peek reads): replay every dead letter instead (POST /api/deadletters/replay or convoy replay --all), or raise ReplayScanLimit", limit, unseen)
+		case unseen > 0 && sc.cameRound:
+			rep.Incomplete.Reason = fmt.Sprintf("%d of this order's dead letters were not received: this run held dead letters longer than their lock lasts (they came back under new locks), so it stopped receiving: run again", unseen)
 		case unseen > 0:
 			rep.Incomplete.Reason = fmt.Sprintf("%d of this order's dead letters are locked by another reader (another replay): run again once it is done or its locks expire", unseen)
 		default:
@@ -243,7 +243,7 @@ func peekLimit(limit int) int { return 10 * limit }
 // notReceived peeks the whole sub-queue (up to limit messages) and counts
 // the messages matching want that the run did not receive; cut reports that
 // the peek stopped at limit before the end.
-func notReceived(ctx context.Context, src Source, received map[int64]bool, limit int, want func(DeadLetter) bool) (n int, cut bool, err error) {
+func notReceived(ctx context.Context, src Source, received func(seq int64) bool, limit int, want func(DeadLetter) bool) (n int, cut bool, err error) {
 	var from int64
 	for peeked := 0; ; {
 		if peeked >= limit {
@@ -258,7 +258,7 @@ func notReceived(ctx context.Context, src Source, received map[int64]bool, limit
 		}
 		peeked += len(batch)
 		for _, m := range batch {
-			if !received[m.SequenceNumber] && want(m) {
+			if !received(m.SequenceNumber) && want(m) {
 				n++
 			}
 			from = max(from, m.SequenceNumber+1)

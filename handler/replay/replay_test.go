@@ -21,26 +21,35 @@ import (
 
 // fakeDLQ is a dead-letter sub-queue with peek-lock and injected failures.
 // Locks are per run: a message locked by one run is invisible to the others
-// (as with real receivers), and only the run holding it can settle it.
+// (as with real receivers), and only the run holding it can settle it. Each
+// receive of a message locks it anew (its Handle is that lock); a lock can
+// be made to expire (expire), and then settles nothing, as on Service Bus.
 type fakeDLQ struct {
 	mu           sync.Mutex
 	msgs         map[int64]replay.DeadLetter // by sequence number
-	locked       map[int64]*run              // by sequence number: the run holding it
+	locked       map[int64]*lock             // by sequence number: its current lock
 	failComplete func(replay.DeadLetter) bool
 	completed    []int64
 	def          *run // the reader the fakeDLQ's own methods use
 }
 
+// lock is one receive's lock on a message: the Handle of what it returned.
+type lock struct{ r *run }
+
 // run is one reader of a fakeDLQ; beforePeek, if set, is called once before
-// the run's first peek (to hold it there while another run goes).
+// the run's first peek (to hold it there while another run goes);
+// beforeReceive, if set, before each of its receives (the first is call 0).
 type run struct {
-	q          *fakeDLQ
-	beforePeek func()
-	peeked     bool
+	q             *fakeDLQ
+	beforePeek    func()
+	peeked        bool
+	beforeReceive func(call int)
+	receives      int
+	batch         int // when set, a receive returns at most this many (fewer than asked, as a real one may)
 }
 
 func newDLQ(msgs ...replay.DeadLetter) *fakeDLQ {
-	q := &fakeDLQ{msgs: map[int64]replay.DeadLetter{}, locked: map[int64]*run{}}
+	q := &fakeDLQ{msgs: map[int64]replay.DeadLetter{}, locked: map[int64]*lock{}}
 	q.def = q.reader()
 	for _, m := range msgs {
 		q.msgs[m.SequenceNumber] = m
@@ -75,19 +84,46 @@ func (q *fakeDLQ) sorted() []int64 {
 	return seqs
 }
 
+// expire drops every lock r holds, as Service Bus does when a lock outlives
+// the queue's LockDuration: the messages can be received again (under a new
+// lock), and the lost lock settles nothing.
+func (q *fakeDLQ) expire(r *run) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for s, l := range q.locked {
+		if l.r == r {
+			delete(q.locked, s)
+		}
+	}
+}
+
+// holds reports whether m's Handle is the current lock on m and r's.
+func (q *fakeDLQ) holds(r *run, m replay.DeadLetter) bool {
+	l, ok := m.Handle.(*lock)
+	return ok && l.r == r && q.locked[m.SequenceNumber] == l
+}
+
 func (r *run) Receive(_ context.Context, max int) ([]replay.DeadLetter, error) {
+	if r.beforeReceive != nil {
+		r.beforeReceive(r.receives)
+	}
+	r.receives++
 	q := r.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if r.batch > 0 {
+		max = min(max, r.batch)
+	}
 	var out []replay.DeadLetter
 	for _, s := range q.sorted() {
 		if len(out) == max {
 			break
 		}
 		if q.locked[s] == nil {
-			q.locked[s] = r
+			l := &lock{r: r}
+			q.locked[s] = l
 			m := q.msgs[s]
-			m.Handle = r
+			m.Handle = l
 			out = append(out, m)
 		}
 	}
@@ -115,7 +151,7 @@ func (r *run) Complete(_ context.Context, m replay.DeadLetter) error {
 	q := r.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.locked[m.SequenceNumber] != r {
+	if !q.holds(r, m) {
 		return errors.New("lock lost")
 	}
 	if q.failComplete != nil && q.failComplete(m) {
@@ -131,7 +167,7 @@ func (r *run) Abandon(_ context.Context, m replay.DeadLetter) error {
 	q := r.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.locked[m.SequenceNumber] != r {
+	if !q.holds(r, m) {
 		return errors.New("lock lost")
 	}
 	delete(q.locked, m.SequenceNumber)
@@ -422,5 +458,91 @@ func TestReplaySelect(t *testing.T) {
 	}
 	if _, ok := q.msgs[2]; !ok || len(q.msgs) != 1 {
 		t.Fatalf("left dead-lettered: %v, want only the one not selected", q.msgs)
+	}
+}
+
+// expiring returns a reader of q whose locks expire before its receive
+// number from (0 is the first), and before every later one too when every
+// is set: what it received comes back from its next receive under new locks.
+func expiring(q *fakeDLQ, from int, every bool) *run {
+	r := q.reader()
+	r.beforeReceive = func(call int) {
+		if call == from || every && call > from {
+			q.expire(r)
+		}
+	}
+	return r
+}
+
+// sentOnce fails unless the dead letters with sequence numbers want were
+// each completed once and re-sent once, and nothing else was.
+func sentOnce(t *testing.T, q *fakeDLQ, sender *ledgertest.Sender, want ...int64) {
+	t.Helper()
+	completed := slices.Clone(q.completed)
+	slices.Sort(completed)
+	if !slices.Equal(completed, want) {
+		t.Fatalf("completed dead letters %v, want %v once each", q.completed, want)
+	}
+	var ids []string
+	for _, m := range sender.Messages() {
+		ids = append(ids, m.MessageID)
+	}
+	slices.Sort(ids)
+	var wantIDs []string
+	for _, s := range want {
+		wantIDs = append(wantIDs, fmt.Sprintf("L-1:%d#replay-%d", s, s))
+	}
+	if !slices.Equal(ids, wantIDs) {
+		t.Fatalf("re-sent %v, want %v once each", ids, wantIDs)
+	}
+}
+
+// TestReplayLockExpired: a run holds its dead letters longer than the lock
+// duration, so what it received comes back from its next receive under a
+// new lock. Each such dead letter is replayed once, completed with its
+// newest lock (the fake refuses a lost one), counted once, and the scan
+// stops there, even when every receive brings back expired ones; the other
+// order's dead letter is released with its newest lock (endRun).
+func TestReplayLockExpired(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		every    bool
+		batch    int
+		msgs     []replay.DeadLetter
+		want     []int64 // completed and re-sent
+		scanned  int
+		notRecvd int // the order's dead letters the run did not receive
+	}{
+		{name: "once", msgs: []replay.DeadLetter{dead(1, "o-1", int64(1)), dead(2, "o-2", int64(1)), dead(3, "o-1", int64(2))},
+			want: []int64{1, 3}, scanned: 3},
+		{name: "before every receive", every: true, msgs: []replay.DeadLetter{dead(1, "o-1", int64(1)), dead(2, "o-2", int64(1)), dead(3, "o-1", int64(2))},
+			want: []int64{1, 3}, scanned: 3},
+		{name: "before the run received all", batch: 2, msgs: []replay.DeadLetter{dead(1, "o-1", int64(1)), dead(2, "o-1", int64(2)), dead(3, "o-1", int64(3))},
+			want: []int64{1, 2}, scanned: 2, notRecvd: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newDLQ(tc.msgs...)
+			r := expiring(q, 1, tc.every)
+			r.batch = tc.batch
+			sender := &ledgertest.Sender{}
+			rep, err := replay.Order(context.Background(), r, sender, "o-1", replay.Options{})
+			if err != nil {
+				t.Fatalf("%v (report %+v)", err, rep)
+			}
+			if r.receives > 2 {
+				t.Fatalf("%d receives: the scan went on after its locks expired and a dead letter came back", r.receives)
+			}
+			q.endRun(t)
+			sentOnce(t, q, sender, tc.want...)
+			if rep.Scanned != tc.scanned || len(rep.Replayed) != len(tc.want) {
+				t.Fatalf("report %+v, want %d scanned and %d replayed", rep, tc.scanned, len(tc.want))
+			}
+			switch inc := rep.Incomplete; {
+			case tc.notRecvd == 0 && inc != nil:
+				t.Fatalf("incomplete %+v, want complete", inc)
+			case tc.notRecvd > 0 && (inc == nil || inc.NotReceived != tc.notRecvd || !inc.LockedElsewhere() || inc.Reason == ""):
+				t.Fatalf("incomplete %+v, want %d not received, to be run again", inc, tc.notRecvd)
+			}
+		})
 	}
 }
