@@ -314,7 +314,10 @@ func (p *Publisher) send(ctx context.Context, l *Ledger, pl plan, rec *Record) e
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("send ledger %q from message %d: %w", l.ID, next, err)
+			// Say what was done and that a retry resumes: the checkpoint
+			// keeps the seqs, so sending again is safe.
+			return fault.Wrap(fault.CodeOf(err), err, fmt.Sprintf("ledger %q: %d of its %d messages sent, then %s; publishing it again resumes from message %d with the same seqs",
+				l.ID, next, total, fault.MessageOf(err), next+1))
 		}
 		rec.Sent, rec.UpdatedAt = end, p.opts.Now().UTC()
 		if end == total {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/go-amqp"
 )
 
 // RetryOptions are the azservicebus client's own retries of one operation
@@ -51,11 +52,17 @@ func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
 func unreachable(err error) string {
 	var op *net.OpError
 	var sbErr *azservicebus.Error
+	var cond *amqp.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return "Service Bus did not answer in time"
 	case errors.As(err, &op):
 		return fmt.Sprintf("Service Bus could not be reached (%v)", op)
+	case errors.As(err, &cond):
+		// Service Bus answered, with an error condition (server busy, timeout, …).
+		return fmt.Sprintf("Service Bus answered %s (%s)", cond.Condition, cond.Description)
+	case errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeTimeout:
+		return "Service Bus answered com.microsoft:timeout (the operation timed out on the service)"
 	case errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeConnectionLost:
 		// The SDK's error does not unwrap to the network error; its text
 		// is "(connlost): " and the network error's.

@@ -546,9 +546,9 @@ func (s *session) attach(p *Performative) error {
 	if refuse != nil {
 		// Refusing a link: an attach without a terminus, then a detach with
 		// the error (part 2, section 2.6.3).
+		// The link stays known until the client answers with its detach.
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		delete(s.links, l.handle)
 		l.gone = true
 		close(l.creditChange)
 		if err := c.writeLocked(Frame{Channel: s.ch, Body: New(CodeAttach, l.Name, l.ours, !role)}); err != nil {
@@ -599,7 +599,6 @@ func (l *Link) Refuse(err *Error) error {
 	}
 	l.gone = true
 	close(l.creditChange)
-	delete(l.s.links, l.handle)
 	werr := c.writeLocked(Frame{Channel: l.s.ch, Body: New(CodeAttach, l.Name, l.ours, l.ClientSends)})
 	if werr == nil {
 		werr = c.writeLocked(Frame{Channel: l.s.ch, Body: New(CodeDetach, l.ours, true, err.Performative().Described())})

@@ -55,8 +55,8 @@ const MaxMessageBytes = 256 * 1024
 
 // Fault is what the bus does instead of serving, switchable at run time.
 type Fault struct {
-	// Refuse closes the listener: connections are refused, as when nothing
-	// listens.
+	// Refuse closes the listener and drops the open connections:
+	// connections are refused, as when nothing listens.
 	Refuse bool
 	// Stall accepts connections and reads, but answers nothing, on new and
 	// existing connections alike (a black-holed network path).
@@ -108,8 +108,20 @@ func (b *Bus) ConnectionString() string {
 	return fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=%s;SharedAccessKey=%s;UseDevelopmentEmulator=true;", b.addr, b.keyName, b.key)
 }
 
-// SetFault switches the bus's fault (Fault{} serves normally again).
+// SetFault switches the bus's fault (Fault{} serves normally again). Refuse
+// also drops the open connections: an outage ends them, and clients must
+// reconnect to a listener that is gone.
 func (b *Bus) SetFault(f Fault) error {
+	if err := b.setFault(f); err != nil {
+		return err
+	}
+	if f.Refuse {
+		b.DropConnections()
+	}
+	return nil
+}
+
+func (b *Bus) setFault(f Fault) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
