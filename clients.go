@@ -77,10 +77,10 @@ var _ queueSender = (*servicebus.Sender)(nil)
 
 // clients are built once per process and shared.
 type clients struct {
-	tables    *aztables.ServiceClient // nil when StateStorage is not needed
-	batches   *tablestore.Batches     // entity-group transactions on the same account
-	bus       *azservicebus.Client // Service Bus, in Azure or the local emulation alike
-	senders   map[string]queueSender
+	tables  *aztables.ServiceClient // nil when StateStorage is not needed
+	batches *tablestore.Batches     // entity-group transactions on the same account
+	bus     *azservicebus.Client    // Service Bus, in Azure or the local emulation alike
+	senders map[string]queueSender
 }
 
 // deadLetters opens the dead-letter sub-queue of queue for one replay run.
