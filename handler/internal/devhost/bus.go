@@ -350,7 +350,7 @@ func (b *Bus) checkToken(token string) (string, time.Time, error) {
 	want := base64.StdEncoding.EncodeToString(mac.Sum(nil))
 	got, err := url.QueryUnescape(sig)
 	if err != nil || !hmac.Equal([]byte(got), []byte(want)) {
-		return "", time.Time{}, errors.New("InvalidSignature: The token has an invalid signature.")
+		return "", time.Time{}, errors.New("InvalidSignature: the token has an invalid signature")
 	}
 	secs, err := strconv.ParseInt(se, 10, 64)
 	if err != nil {
@@ -358,7 +358,7 @@ func (b *Bus) checkToken(token string) (string, time.Time, error) {
 	}
 	until := time.Unix(secs, 0)
 	if !time.Now().Before(until) {
-		return "", time.Time{}, errors.New("ExpiredToken: The token is expired.")
+		return "", time.Time{}, errors.New("ExpiredToken: the token is expired")
 	}
 	aud, err := url.QueryUnescape(sr)
 	if err != nil {

@@ -219,3 +219,26 @@ func TestDeadLetterLockExpiry(t *testing.T) {
 		t.Fatalf("dead letters after a failed complete: %+v", left)
 	}
 }
+
+// TestWrongKeyRefused: a SAS token signed with another key is refused on
+// $cbs (401), which azservicebus reports as unauthorized access, at once.
+func TestWrongKeyRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, _, _ := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true}})
+	wrong := strings.Replace(b.ConnectionString(), devhost.BusKey, "not-the-key", 1)
+	c, err := azservicebus.NewClientFromConnectionString(wrong, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	s, err := c.NewSender("orders", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := "o-1"
+	err = s.SendMessage(ctx, &azservicebus.Message{SessionID: &sid, Body: []byte("x")}, nil)
+	if sbErr := (*azservicebus.Error)(nil); !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeUnauthorizedAccess {
+		t.Fatalf("send with a wrong key: %v, want unauthorized access", err)
+	}
+}
