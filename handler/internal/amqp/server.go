@@ -79,7 +79,7 @@ type Config struct {
 	Handler        Handler
 	// OnFrame, when set, sees every frame received after the open (tests and
 	// fault injection); returning false drops the connection without a word.
-	OnFrame func(Frame) bool
+	OnFrame func(*Conn, Frame) bool
 	// Trace, when set, receives one line per frame in and out.
 	Trace io.Writer
 }
@@ -128,6 +128,7 @@ type Conn struct {
 	peerMF uint32 // the client's max-frame-size
 	ss     map[uint16]*session
 	closed bool
+	silent bool // Silence: nothing more is written
 	done   chan struct{}
 	// Remote is the client's container id, from its open.
 	Remote string
@@ -219,7 +220,7 @@ func Serve(nc net.Conn, cfg Config) error {
 			return err
 		}
 		c.trace("<-", f)
-		if cfg.OnFrame != nil && !cfg.OnFrame(f) {
+		if cfg.OnFrame != nil && !cfg.OnFrame(c, f) {
 			return nil
 		}
 		if f.Body == nil {
@@ -372,7 +373,18 @@ func (c *Conn) trace(dir string, f Frame) {
 	fmt.Fprintf(c.cfg.Trace, "amqp %p %s ch%d %#x %v (+%d bytes)\n", c, dir, f.Channel, f.Body.Code, f.Body.Fields, len(f.Payload))
 }
 
+// Silence stops every write from now on, heartbeats included, as a
+// black-holed network path would (fault injection).
+func (c *Conn) Silence() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.silent = true
+}
+
 func (c *Conn) writeLocked(f Frame) error {
+	if c.silent {
+		return nil
+	}
 	c.trace("->", f)
 	var err error
 	if c.buf, err = AppendFrame(c.buf[:0], f); err != nil {

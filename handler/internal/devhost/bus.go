@@ -223,8 +223,9 @@ func (b *Bus) serve(nc net.Conn) {
 		Mechanisms: []amqp.Symbol{"MSSBCBS", "PLAIN", "ANONYMOUS"},
 		Handler:    c,
 		Trace:      b.trace,
-		OnFrame: func(amqp.Frame) bool {
+		OnFrame: func(conn *amqp.Conn, _ amqp.Frame) bool {
 			if f, _ := b.currentFault(); f.Stall {
+				conn.Silence()
 				c.stall()
 				return false
 			}
