@@ -34,27 +34,29 @@ const (
 	LinePaused   = "auto-replay paused"   // the run replayed nothing: storage or Service Bus failing, breaker open
 )
 
-// MetricsLine is the summary as one line of key=value fields.
-func MetricsLine(s heal.Summary) string {
-	var b strings.Builder
-	b.WriteString(LineMetrics)
-	field := func(k string, v any) { fmt.Fprintf(&b, " %s=%v", k, v) }
-	field("blockedOrders", s.BlockedOrders)
-	field("oldestBlockedSeconds", s.OldestBlockedSeconds)
-	field("parkedMessages", s.ParkedMessages)
+// MetricsLine is the summary as one line of key=value fields, as AutoReplay
+// writes it into its Logs.
+func MetricsLine(s heal.Summary) string { return logLine(LineMetrics, metricsAttrs(s)...) }
+
+// metricsAttrs are the fields of the metrics line, in their order.
+func metricsAttrs(s heal.Summary) []any {
 	dl := s.DeadLetters
 	if dl == nil {
 		dl = &heal.DeadLetters{}
 	}
-	field("deadLetters", dl.Total)
-	field("deadLettersTransient", dl.Transient)
-	field("deadLettersPermanent", dl.Permanent)
-	field("autoReplayPending", s.AutoReplay.Pending)
-	field("autoReplayRetrying", s.AutoReplay.Retrying)
-	field("autoReplayed", s.AutoReplay.Replayed)
-	field("autoReplayEnabled", s.AutoReplay.Enabled)
-	field("breakerOpen", s.AutoReplay.BreakerOpen)
-	return b.String()
+	return []any{
+		"blockedOrders", s.BlockedOrders,
+		"oldestBlockedSeconds", s.OldestBlockedSeconds,
+		"parkedMessages", s.ParkedMessages,
+		"deadLetters", dl.Total,
+		"deadLettersTransient", dl.Transient,
+		"deadLettersPermanent", dl.Permanent,
+		"autoReplayPending", s.AutoReplay.Pending,
+		"autoReplayRetrying", s.AutoReplay.Retrying,
+		"autoReplayed", s.AutoReplay.Replayed,
+		"autoReplayEnabled", s.AutoReplay.Enabled,
+		"breakerOpen", s.AutoReplay.BreakerOpen,
+	}
 }
 
 // autoReplay is AutoReplay, the timer function: one run of automatic
@@ -75,19 +77,17 @@ func (s *server) autoReplay(ctx context.Context, c *call) (map[string]any, error
 			"attempt", x.Attempt, "left", x.Left, "nextWait", x.NextWait)
 	}
 	for _, f := range r.Failed {
-		c.outcome(slog.LevelWarn, LineFailed, "orderId", f.OrderID, "error", quote(f.Error))
+		c.outcome(slog.LevelWarn, LineFailed, "orderId", f.OrderID, "error", f.Error)
 	}
 	if r.Paused != "" {
-		c.outcome(slog.LevelWarn, LinePaused, "reason", quote(r.Paused))
+		c.outcome(slog.LevelWarn, LinePaused, "reason", r.Paused)
 	}
 	if r.Summary != nil {
-		c.outcome(slog.LevelInfo, MetricsLine(*r.Summary))
+		c.outcome(slog.LevelInfo, LineMetrics, metricsAttrs(*r.Summary)...)
 	}
 	c.logAt(slog.LevelDebug, "auto-replay run", "waiting", r.Waiting, "elsewhere", r.Elsewhere, "pastDue", timer.IsPastDue)
 	return nil, nil
 }
-
-func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // summary is HealthSummary: GET /api/summary.
 func (s *server) summary(ctx context.Context, r httpRequest) (int, any, error) {

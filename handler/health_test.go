@@ -42,7 +42,7 @@ func TestAutoReplayInvocation(t *testing.T) {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 	want := []string{
-		"auto-replay replayed orderId=o-1 seqs=4 5 attempt=2 left=0 nextWait=2m0s",
+		`auto-replay replayed orderId=o-1 seqs="4 5" attempt=2 left=0 nextWait=2m0s`,
 		`auto-replay failed orderId=o-2 error="send: down"`,
 		`auto-replay paused reason="a replay failed"`,
 		"metrics blockedOrders=3 oldestBlockedSeconds=99 parkedMessages=0 deadLetters=4 deadLettersTransient=0 deadLettersPermanent=1 autoReplayPending=0 autoReplayRetrying=0 autoReplayed=0 autoReplayEnabled=false breakerOpen=false",

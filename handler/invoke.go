@@ -2,10 +2,8 @@ package handler
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -32,15 +30,11 @@ func (c *call) logAt(level slog.Level, msg string, attrs ...any) {
 }
 
 // outcome logs one line of the invocation's outcome and returns it to the host
-// in Logs too (the host writes successful calls' Logs to the function's log).
+// in Logs too (the host writes successful calls' Logs to the function's log),
+// its values quoted as slog's text handler quotes them (logLine).
 func (c *call) outcome(level slog.Level, msg string, attrs ...any) {
 	c.logAt(level, msg, attrs...)
-	var line strings.Builder
-	line.WriteString(msg)
-	for i := 0; i+1 < len(attrs); i += 2 {
-		fmt.Fprintf(&line, " %v=%v", attrs[i], attrs[i+1])
-	}
-	c.logs = append(c.logs, line.String())
+	c.logs = append(c.logs, logLine(msg, attrs...))
 }
 
 // invocationFunc handles one decoded invocation; its Outputs and ReturnValue

@@ -2,9 +2,14 @@ package handler
 
 import (
 	"context"
+	"encoding"
+	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // NewLogger returns the program's logger: JSON or text, and split by level as
@@ -50,4 +55,113 @@ func (h splitHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h splitHandler) WithGroup(name string) slog.Handler {
 	return splitHandler{info: h.info.WithGroup(name), errs: h.errs.WithGroup(name)}
+}
+
+// logLine is one line of an invocation's Logs: msg, then " key=value" for
+// each of attrs (pairs of a string key and a value, or slog.Attr, as
+// slog.Logger.Info takes them), written as slog's text handler writes them.
+// A key or value that is empty or holds a space, '=', '"', a control or
+// non-printing character or invalid UTF-8 is quoted with strconv.Quote;
+// anything else is written as is, so plain ids and numbers read as before
+// (sessionId=o-1, deadLettersPermanent=0) and the alert queries match them.
+// So a value chosen by a sender (a MessageId, a SessionId, a ledger id) can
+// add neither a line nor a field. msg is the program's own text; it is
+// quoted only if it holds a character that would break the line.
+func logLine(msg string, attrs ...any) string {
+	b := make([]byte, 0, 128)
+	if strings.ContainsFunc(msg, func(r rune) bool { return r == utf8.RuneError || r != ' ' && !unicode.IsPrint(r) }) {
+		b = strconv.AppendQuote(b, msg)
+	} else {
+		b = append(b, msg...)
+	}
+	for len(attrs) > 0 {
+		var a slog.Attr
+		switch x := attrs[0].(type) {
+		case string:
+			if len(attrs) == 1 {
+				a, attrs = slog.String("!BADKEY", x), nil
+				break
+			}
+			a, attrs = slog.Any(x, attrs[1]), attrs[2:]
+		case slog.Attr:
+			a, attrs = x, attrs[1:]
+		default:
+			a, attrs = slog.Any("!BADKEY", x), attrs[1:]
+		}
+		b = appendAttr(b, "", a)
+	}
+	return string(b)
+}
+
+// appendAttr appends " key=value" as slog's text handler does (a group's
+// attrs as "group.key=value"). Unlike slog, it keeps an attr of empty key
+// and empty value: what is logged is what the line says.
+func appendAttr(b []byte, prefix string, a slog.Attr) []byte {
+	v := a.Value.Resolve()
+	if v.Kind() == slog.KindGroup {
+		if a.Key != "" {
+			prefix += a.Key + "."
+		}
+		for _, g := range v.Group() {
+			b = appendAttr(b, prefix, g)
+		}
+		return b
+	}
+	b = append(b, ' ')
+	b = appendText(b, prefix+a.Key)
+	b = append(b, '=')
+	switch v.Kind() {
+	case slog.KindString:
+		return appendText(b, v.String())
+	case slog.KindTime:
+		return appendText(b, v.Time().Format("2006-01-02T15:04:05.000Z07:00"))
+	case slog.KindAny:
+		switch x := v.Any().(type) {
+		case encoding.TextMarshaler:
+			text, err := x.MarshalText()
+			if err != nil {
+				return appendText(b, "!ERROR:"+err.Error())
+			}
+			return appendText(b, string(text))
+		case []byte:
+			return strconv.AppendQuote(b, string(x))
+		default:
+			return appendText(b, fmt.Sprintf("%+v", x))
+		}
+	default: // numbers, bools, durations: never quoted
+		return append(b, v.String()...)
+	}
+}
+
+// appendText appends s, quoted when slog's text handler would quote it.
+func appendText(b []byte, s string) []byte {
+	if needsQuoting(s) {
+		return strconv.AppendQuote(b, s)
+	}
+	return append(b, s...)
+}
+
+// needsQuoting is slog's rule (log/slog, text_handler.go): empty, or a
+// space, '=', '"', an ASCII control character below 0x20, a Unicode space,
+// a non-printing character or invalid UTF-8. A backslash and DEL are left
+// as they are.
+func needsQuoting(s string) bool {
+	if s == "" {
+		return true
+	}
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c == ' ' || c == '=' || c == '"' || c < 0x20 {
+				return true
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError || unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return true
+		}
+		i += size
+	}
+	return false
 }
