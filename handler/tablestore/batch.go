@@ -1,6 +1,7 @@
 package tablestore
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/hmac"
@@ -9,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -19,7 +22,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/google/uuid"
+
+	"github.com/convoy-dev/convoy/handler/fault"
 )
 
 // Batches submits entity-group transactions as one $batch request whose body
@@ -80,6 +86,7 @@ type batchBody struct {
 	batch     string // boundaries
 	changeset string
 	tableURL  string // <endpoint>/<table>
+	ops       int    // operations written
 }
 
 func (b *Batches) newBody() *batchBody {
@@ -95,6 +102,7 @@ func (b *Batches) newBody() *batchBody {
 // OData key), and headers; the caller writes the entity's JSON, if any.
 func (b *batchBody) op(method, pk, rk string, extra string) *entityJSON {
 	w := &b.buf
+	b.ops++
 	b.line("--", b.changeset)
 	b.line("Content-Transfer-Encoding: binary")
 	b.line("Content-Type: application/http", "\r\n")
@@ -209,9 +217,7 @@ func writeJSONString(w *bytes.Buffer, s string) {
 	w.WriteByte('"')
 }
 
-// submit sends the changeset and fails with the service's response when any
-// operation failed (a 202 whose body holds the failing operation's answer,
-// which tableCode reads), as aztables does.
+// submit sends the changeset and returns its outcome (changesetOutcome).
 func (b *Batches) submit(ctx context.Context, body *batchBody) error {
 	req, err := runtime.NewRequest(ctx, http.MethodPost, b.endpoint+"/$batch")
 	if err != nil {
@@ -229,25 +235,118 @@ func (b *Batches) submit(ctx context.Context, body *batchBody) error {
 		return err
 	}
 	defer resp.Body.Close()
+	return changesetOutcome(resp, body.ops)
+}
+
+// submitTransaction submits actions through aztables and takes its outcome
+// from the answer, as submit does: aztables v1.4.1 takes a 202 with too few
+// responses, or cut short, for a success, and panics on one without a line
+// break (getBoundaryName).
+func submitTransaction(ctx context.Context, table *aztables.Client, actions []aztables.TransactionAction) (err error) {
+	var resp *http.Response
+	defer func() {
+		if resp != nil { // the service answered: its answer decides, whatever aztables made of it
+			_ = recover()
+			err = changesetOutcome(resp, len(actions))
+		}
+	}()
+	_, err = table.SubmitTransaction(runtime.WithCaptureResponse(ctx, &resp), actions, nil)
+	return err
+}
+
+// changesetOutcome reads the answer to an entity-group transaction of ops
+// operations ("Performing entity group transactions"): a 202 whose
+// multipart/mixed body holds one changeset, which holds one success response
+// per operation, or only the response of the operation that failed the
+// changeset. That failure is returned as if the operation had been sent
+// alone (its own status and error code, which classify and tableCode read).
+// Any other 202 answer (empty, cut short, too few or too many responses,
+// garbled) fails as transient: an effect is taken as stored only when the
+// service said so for every operation.
+func changesetOutcome(resp *http.Response, ops int) error {
 	if resp.StatusCode != http.StatusAccepted {
 		return runtime.NewResponseError(resp)
 	}
-	answer, err := runtime.Payload(resp) // the pipeline has read it already
-	if err != nil {
-		return err
-	}
-	// Each operation answers "HTTP/1.1 <status>"; any status from 400 up failed the whole changeset.
-	for rest := answer; ; {
-		i := bytes.Index(rest, []byte("HTTP/1.1 "))
-		if i < 0 || len(rest) < i+12 {
+	responses, err := changesetResponses(resp)
+	if err == nil {
+		switch failed := failures(responses); {
+		case failed == 1 && len(responses) == 1:
+			return runtime.NewResponseError(responses[0])
+		case failed == 0 && len(responses) == ops:
 			return nil
+		default:
+			err = fmt.Errorf("%d responses (%d failed) for %d operations", len(responses), failed, ops)
 		}
-		if rest[i+9] >= '4' {
-			resp.Body = io.NopCloser(bytes.NewReader(answer))
-			return runtime.NewResponseError(resp)
-		}
-		rest = rest[i+12:]
 	}
+	return fault.Wrap(fault.Unavailable, err, "the $batch answer was malformed")
+}
+
+// failures counts the responses that are not a success.
+func failures(responses []*http.Response) int {
+	n := 0
+	for _, r := range responses {
+		if r.StatusCode < 200 || r.StatusCode > 299 {
+			n++
+		}
+	}
+	return n
+}
+
+// changesetResponses returns the responses of a batch answer that holds
+// exactly one changeset, complete to its closing delimiters.
+func changesetResponses(resp *http.Response) ([]*http.Response, error) {
+	body, err := runtime.Payload(resp) // the pipeline has read it already
+	if err != nil {
+		return nil, err
+	}
+	batch, err := multipartOf(resp.Header.Get("Content-Type"), bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("the answer: %w", err)
+	}
+	changeset, err := batch.NextPart()
+	if err != nil {
+		return nil, fmt.Errorf("no changeset: %w", err)
+	}
+	parts, err := multipartOf(changeset.Header.Get("Content-Type"), changeset)
+	if err != nil {
+		return nil, fmt.Errorf("the changeset: %w", err)
+	}
+	var responses []*http.Response
+	for {
+		part, err := parts.NextPart()
+		if err == io.EOF { // only after the closing delimiter (a cut answer is another error, which wraps io.EOF)
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("the changeset after %d responses: %w", len(responses), err)
+		}
+		r, err := http.ReadResponse(bufio.NewReader(part), resp.Request)
+		if err != nil {
+			return nil, fmt.Errorf("response %d: %w", len(responses)+1, err)
+		}
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, fmt.Errorf("response %d: %w", len(responses)+1, err)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		responses = append(responses, r)
+	}
+	if _, err := batch.NextPart(); err != io.EOF {
+		return nil, fmt.Errorf("after the changeset: want the end of the answer, got %v", err)
+	}
+	return responses, nil
+}
+
+// multipartOf reads r as the multipart/mixed body that contentType announces.
+func multipartOf(contentType string, r io.Reader) (*multipart.Reader, error) {
+	media, params, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return nil, err
+	}
+	if media != "multipart/mixed" || params["boundary"] == "" {
+		return nil, fmt.Errorf("content type %q, want multipart/mixed with a boundary", contentType)
+	}
+	return multipart.NewReader(r, params["boundary"]), nil
 }
 
 // sharedKeyLite signs requests with a storage account key, as the Table

@@ -180,7 +180,7 @@ func (s *Ledgers) Allocate(ctx context.Context, ledgerID, hash, orderID string, 
 		} else {
 			actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeUpdateReplace, Entity: counter, IfMatch: etag})
 		}
-		err := withTable(ctx, s.table, func() error { _, err := s.table.SubmitTransaction(ctx, actions, nil); return err })
+		err := withTable(ctx, s.table, func() error { return submitTransaction(ctx, s.table, actions) })
 		switch tableCode(err) {
 		case "":
 			if err != nil {

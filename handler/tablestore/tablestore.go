@@ -27,13 +27,11 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
@@ -95,7 +93,7 @@ func (s *Store) Commit(ctx context.Context, o *convoy.Order, base int64, c *conv
 		return nil
 	}
 	switch tableCode(err) {
-	case aztables.EntityAlreadyExists, aztables.ResourceNotFound, aztables.EntityNotFound:
+	case aztables.EntityAlreadyExists, aztables.UpdateConditionNotSatisfied, aztables.ResourceNotFound, aztables.EntityNotFound:
 		// The marker exists (someone committed this version) or a parked row
 		// we meant to delete is gone: our view of the order is stale.
 		return fmt.Errorf("order %q moved past version %d: %w", o.ID, base, convoy.ErrConflict)
@@ -278,34 +276,31 @@ func seqKey(prefix string, seq int64) string { return fmt.Sprintf("%s%019d", pre
 
 func escape(s string) string { return strings.ReplaceAll(s, "'", "''") }
 
-// A failed entity-group transaction comes back as a 202 whose multipart body
-// holds the failing operation's response; the SDK leaves its code unparsed.
-var innerCode = regexp.MustCompile(`"code"\s*:\s*"([A-Za-z]+)"`)
-
-// tableCode returns the Table service error code of err, looking inside
-// failed transactions too.
+// tableCode returns the Table service error code of err (for a failed
+// transaction, the failing operation's: changesetOutcome).
 func tableCode(err error) aztables.TableErrorCode {
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {
 		return ""
 	}
-	if re.StatusCode != http.StatusAccepted || re.RawResponse == nil {
-		return aztables.TableErrorCode(re.ErrorCode)
-	}
-	body, _ := runtime.Payload(re.RawResponse)
-	if m := innerCode.FindSubmatch(body); m != nil {
-		return aztables.TableErrorCode(m[1])
-	}
 	return aztables.TableErrorCode(re.ErrorCode)
 }
 
 // classify: throttling, timeouts, server errors and network failures are
-// transient; any other response is a bug or a misconfiguration.
+// transient, by status or by the service's error code (common to every
+// storage service: "Common REST API error codes"); any other response is a
+// bug or a misconfiguration. An error classified already (a malformed
+// transaction answer) keeps its class.
 func classify(err error, what string) error {
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		return fault.Wrap(fe.Code, err, what)
+	}
 	var re *azcore.ResponseError
 	if errors.As(err, &re) {
 		switch s := re.StatusCode; {
-		case s == http.StatusTooManyRequests, s == http.StatusRequestTimeout, s >= 500:
+		case s == http.StatusTooManyRequests, s == http.StatusRequestTimeout, s >= 500,
+			re.ErrorCode == "ServerBusy", re.ErrorCode == "OperationTimedOut", re.ErrorCode == "InternalError":
 			return fault.Wrap(fault.Unavailable, err, what)
 		case s == http.StatusForbidden, s == http.StatusUnauthorized:
 			return fault.Wrap(fault.Unavailable, err, what+": access denied (check the identity's Storage Table Data Contributor role)")
