@@ -242,3 +242,46 @@ func TestWrongKeyRefused(t *testing.T) {
 		t.Fatalf("send with a wrong key: %v, want unauthorized access", err)
 	}
 }
+
+// TestReceiveAndDelete: on a queue without sessions, a receive-and-delete
+// receiver removes what it receives at once; a peek-lock one leaves it
+// locked until completed.
+func TestReceiveAndDelete(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"plain": {}})
+	q := qs["plain"]
+	if _, _, err := q.Send([]devhost.Message{{MessageID: "m1", Body: []byte("a")}, {MessageID: "m2", Body: []byte("b")}}); err != nil {
+		t.Fatal(err)
+	}
+	rad, err := client.NewReceiverForQueue("plain", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rad.ReceiveMessages(ctx, 1, nil)
+	if err != nil || len(got) != 1 || got[0].MessageID != "m1" {
+		t.Fatalf("receive-and-delete: %v, %v", got, err)
+	}
+	_ = rad.Close(ctx)
+	if st := q.Stats(); st.Active != 1 || st.InFlight != 0 {
+		t.Fatalf("after receive-and-delete: %+v, want m2 alone, none in flight", st)
+	}
+	r, err := client.NewReceiverForQueue("plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	got, err = r.ReceiveMessages(ctx, 1, nil)
+	if err != nil || len(got) != 1 || got[0].MessageID != "m2" {
+		t.Fatalf("peek-lock: %v, %v", got, err)
+	}
+	if st := q.Stats(); st.Active != 1 || st.InFlight != 1 {
+		t.Fatalf("peek-locked: %+v, want m2 in flight", st)
+	}
+	if err := r.CompleteMessage(ctx, got[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := q.Stats(); st.Active != 0 {
+		t.Fatalf("after complete: %+v, want empty", st)
+	}
+}

@@ -235,13 +235,13 @@ func TestReplayAllAfterOutage(t *testing.T) {
 // receiver then holds the new dead letter's lock until it expires (Service
 // Bus keeps the locks of a closed receiver's unsettled messages), and the
 // next replay answers 503 "locked by another reader", as it would in Azure.
-// The operator runs it again: so does the test, on Service Bus's shortest
-// lock duration (5 s).
+// The operator runs it again: so does the test, on a lock duration of 15 s
+// (longer than a replay's scan, which ends with a 5 s wait for more).
 func TestReplayOfReplayMessageID(t *testing.T) {
 	ctx := timeout(t, 2*time.Minute)
 	e := startWith(t, stage(t, nil), azurite.Options{}, func(o *devhost.Options) {
 		p := o.Queues["orders"]
-		p.LockDuration = 5 * time.Second
+		p.LockDuration = 15 * time.Second
 		o.Queues["orders"] = p
 	})
 	id := "L-" + strings.Repeat("r", 98)
@@ -269,7 +269,7 @@ func TestReplayOfReplayMessageID(t *testing.T) {
 		}
 		rounds.Add(1)
 		code, rep, _ := e.postH(t, "/api/orders/again/replay")
-		for try := 0; code == 503 && try < 40; try++ {
+		for try := 0; code == 503 && try < 80; try++ {
 			time.Sleep(250 * time.Millisecond)
 			code, rep, _ = e.postH(t, "/api/orders/again/replay")
 		}
