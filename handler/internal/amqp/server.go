@@ -105,6 +105,13 @@ type LinkHandler interface {
 	Detached(l *Link, err *Error)
 }
 
+// Starter is a LinkHandler with work of its own (delivering messages,
+// answering an attach later): Start is called once the link is attached,
+// so that the work never races the engine's setup of the link.
+type Starter interface {
+	Start(l *Link)
+}
+
 // Delivery is a complete message transfer.
 type Delivery struct {
 	ID      uint32
@@ -554,7 +561,14 @@ func (s *session) attach(p *Performative) error {
 	c.mu.Unlock()
 
 	lh, refuse := c.cfg.Handler.Attach(l)
+	c.mu.Lock()
 	l.h = lh
+	c.mu.Unlock()
+	if refuse == nil {
+		if s, ok := lh.(Starter); ok {
+			s.Start(l)
+		}
+	}
 	if refuse != nil {
 		// Refusing a link: an attach without a terminus, then a detach with
 		// the error (part 2, section 2.6.3).

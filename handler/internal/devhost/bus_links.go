@@ -286,6 +286,11 @@ type receiverLink struct {
 	dead    bool         // the dead-letter sub-queue
 	session *SessionLock // a session receiver's session
 	deletes bool         // receive-and-delete: sent settled, removed at once
+	// A session receiver's request: the session named (nil: the next
+	// available one) and how long to wait for one.
+	accept     bool
+	sessionID  *string
+	acceptWait time.Duration
 
 	mu   sync.Mutex
 	done chan struct{}
@@ -306,7 +311,6 @@ func (c *busConn) attachReceiver(l *amqp.Link, q *Queue, dead bool) (amqp.LinkHa
 		if err := l.AttachReply(l.Source, l.Target, 0, nil); err != nil {
 			return nil, &amqp.Error{Condition: amqp.ErrInternal, Description: err.Error()}
 		}
-		go r.deliver(l)
 		return r, nil
 	}
 	var id *string
@@ -316,14 +320,23 @@ func (c *busConn) attachReceiver(l *amqp.Link, q *Queue, dead bool) (amqp.LinkHa
 	if s, ok := want.(string); ok {
 		id = &s
 	}
-	wait := acceptTimeout
+	r.accept, r.sessionID, r.acceptWait = true, id, acceptTimeout
 	if ms, ok := amqp.Uint(l.Properties[linkTimeout]); ok {
-		wait = time.Duration(ms) * time.Millisecond
+		r.acceptWait = time.Duration(ms) * time.Millisecond
 	}
-	// Accepting a next available session waits; the connection goes on
-	// meanwhile, and the attach is answered when a session is locked.
-	go r.acceptSession(l, id, wait)
 	return r, nil
+}
+
+// Start implements amqp.Starter: a session receiver's attach is answered
+// when a session is locked (accepting the next available one waits; the
+// connection goes on meanwhile); then, as for any receiver, messages flow
+// as the credit allows.
+func (r *receiverLink) Start(l *amqp.Link) {
+	if r.accept {
+		go r.acceptSession(l, r.sessionID, r.acceptWait)
+		return
+	}
+	go r.deliver(l)
 }
 
 func (r *receiverLink) acceptSession(l *amqp.Link, id *string, wait time.Duration) {
