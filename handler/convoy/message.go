@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"strconv"
 	"strings"
 
@@ -204,69 +202,40 @@ type Batch interface {
 // ErrBatchFull: the message does not fit in the batch.
 var ErrBatchFull = errors.New("batch full")
 
-// DecodeBody parses and validates an order message body. Unknown fields, at
-// either level, are errors: a foreign or mistyped message must not pass.
+// DecodeBody parses and validates an order message body, as ReadTransaction
+// reads a transaction: unknown fields, at either level, a key written twice
+// or in other letter case, a quoted amount, bytes that are not UTF-8 are
+// errors. A foreign or mistyped message must not pass.
 func DecodeBody(data []byte) (Transaction, error) {
-	var b struct {
-		Transaction *wireTransaction `json:"transaction"`
+	const notBody = "message body is not {\"transaction\": {…}}"
+	members, err := Members(data)
+	if err != nil {
+		return Transaction{}, fault.Wrap(fault.Invalid, err, notBody)
 	}
-	if err := strictUnmarshal(data, &b); err != nil {
-		return Transaction{}, fault.Wrap(fault.Invalid, err, "message body is not {\"transaction\": {…}}")
+	var raw json.RawMessage
+	for _, m := range members {
+		if m.Key != "transaction" {
+			return Transaction{}, fault.Errorf(fault.Invalid, "%s: unknown field %s", notBody, Quote(m.Key))
+		}
+		if raw != nil {
+			return Transaction{}, fault.Errorf(fault.Invalid, "%s: field \"transaction\" appears twice", notBody)
+		}
+		raw = m.Value
 	}
-	if b.Transaction == nil {
+	if raw == nil || string(bytes.TrimSpace(raw)) == "null" {
 		return Transaction{}, fault.Errorf(fault.Invalid, "message body has no transaction")
 	}
-	t, problems := b.Transaction.toTransaction(0)
-	problems = append(problems, t.Validate(0)...)
+	t, _, problems := ReadTransaction(0, raw)
 	if len(problems) > 0 {
 		return Transaction{}, &fault.Error{Code: fault.Invalid, Message: "message transaction is invalid: " + describe(problems), Problems: problems}
 	}
 	return t, nil
 }
 
-// wireTransaction is a transaction as written in JSON, before validation:
-// amount is a json.Number so that 12.5 or 1e3 give a clear problem.
-type wireTransaction struct {
-	OrderID  string          `json:"orderId"`
-	Op       Op              `json:"op"`
-	TxID     string          `json:"txId"`
-	Amount   *json.Number    `json:"amount"`
-	Currency string          `json:"currency"`
-	Data     json.RawMessage `json:"data"`
-}
-
-func (w wireTransaction) toTransaction(index int) (Transaction, []fault.Problem) {
-	t := Transaction{OrderID: w.OrderID, Op: w.Op, TxID: w.TxID, Currency: w.Currency, Data: w.Data}
-	if string(bytes.TrimSpace(w.Data)) == "null" {
-		t.Data = nil
-	}
-	if w.Amount != nil {
-		n, err := strconv.ParseInt(w.Amount.String(), 10, 64)
-		if err != nil {
-			return t, []fault.Problem{{Index: index, Field: "amount", Reason: fmt.Sprintf("%s is not an integer number of minor units", w.Amount.String())}}
-		}
-		t.Amount = &n
-	}
-	return t, nil
-}
-
-func strictUnmarshal(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("unexpected data after the JSON value")
-	}
-	return nil
-}
-
 func describe(ps []fault.Problem) string {
 	parts := make([]string, len(ps))
 	for i, p := range ps {
-		parts[i] = p.Field + " " + p.Reason
+		parts[i] = strings.TrimSpace(p.Field + " " + p.Reason)
 	}
 	return strings.Join(parts, "; ")
 }

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
@@ -115,12 +118,20 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 }
 
 // FuzzDecodeBody: any body either decodes to a valid transaction that
-// re-encodes to the same transaction, or is an invalid-input error.
+// re-encodes to the same transaction, or is an invalid-input error. What it
+// accepts reads the same with any JSON reader: valid JSON and UTF-8, no key
+// twice in one object at any depth, each key spelled exactly, the amount an
+// integer (not a string), the very one decoded.
 func FuzzDecodeBody(f *testing.F) {
 	f.Add([]byte(`{"transaction":{"orderId":"o-1","op":"AddTransaction","txId":"t-1","amount":1250}}`))
 	f.Add([]byte(`{"transaction":{"orderId":"o-1","op":"CreateOrder","currency":"EUR","data":{"a":[1,2]}}}`))
 	f.Add([]byte(`{"transaction":{"orderId":"o-1","op":"DeleteOrder"}}`))
 	f.Add([]byte(`{"transaction":{"orderId":"o-1","op":"ModifyTransaction","txId":"t","amount":-9223372036854775808}}`))
+	f.Add([]byte(`{"transaction":{"orderId":"o","op":"AddTransaction","txId":"t-3","amount":"100"}}`))
+	f.Add([]byte(`{"transaction":{"orderId":"o","op":"AddTransaction","txId":"t","amount":100,"amount":-100000}}`))
+	f.Add([]byte(`{"transaction":{"orderId":"o","op":"AddTransaction","txId":"t","amount":100,"Amount":-100000}}`))
+	f.Add([]byte(`{"transaction":{"orderId":"o","op":"DeleteOrder","data":{"a":[{"b":1,"b":2}]}}}`))
+	f.Add([]byte("{\"transaction\":{\"orderId\":\"o\",\"op\":\"DeleteOrder\",\"data\":{\"note\":\"caf\xe9\"}}}"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		tx, err := convoy.DecodeBody(body)
 		if err != nil {
@@ -131,6 +142,27 @@ func FuzzDecodeBody(f *testing.F) {
 		}
 		if ps := tx.Validate(0); len(ps) > 0 {
 			t.Fatalf("decoded an invalid transaction: %+v", ps)
+		}
+		if !json.Valid(body) || !utf8.Valid(body) {
+			t.Fatalf("accepted a body that is not valid JSON in UTF-8: %q", body)
+		}
+		if key := duplicateKey(t, body); key != "" {
+			t.Fatalf("accepted a body with the key %q twice in one object: %q", key, body)
+		}
+		var generic map[string]map[string]any
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		if err := dec.Decode(&generic); err != nil {
+			t.Fatalf("accepted a body encoding/json reads otherwise (%v): %q", err, body)
+		}
+		for key := range generic["transaction"] {
+			if !slices.Contains([]string{"orderId", "op", "txId", "amount", "currency", "data"}, key) {
+				t.Fatalf("accepted the key %q: %q", key, body)
+			}
+		}
+		amount, written := generic["transaction"]["amount"]
+		if n, isNumber := amount.(json.Number); written != (tx.Amount != nil) || written && (!isNumber || n.String() != strconv.FormatInt(*tx.Amount, 10)) {
+			t.Fatalf("amount written %v (%#v), decoded %v: %q", written, amount, tx.Amount, body)
 		}
 		if tx.Amount != nil && (*tx.Amount > 1e15 || *tx.Amount < -1e15) {
 			t.Fatalf("decoded amount %d, beyond 10^15", *tx.Amount)
@@ -144,6 +176,49 @@ func FuzzDecodeBody(f *testing.F) {
 			t.Fatalf("re-encoded body %s decodes to %+v, %v", again, tx2, err)
 		}
 	})
+}
+
+// duplicateKey returns a key written twice in one object of the JSON
+// document doc, at any depth, or "".
+func duplicateKey(t *testing.T, doc []byte) string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	token := func() json.Token {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("duplicateKey(%q): %v", doc, err)
+		}
+		return tok
+	}
+	var value func() string
+	value = func() string {
+		switch token() {
+		case json.Delim('['):
+			for dec.More() {
+				if key := value(); key != "" {
+					return key
+				}
+			}
+		case json.Delim('{'):
+			keys := map[string]bool{}
+			for dec.More() {
+				key, _ := token().(string)
+				if keys[key] {
+					return key
+				}
+				keys[key] = true
+				if key := value(); key != "" {
+					return key
+				}
+			}
+		default:
+			return ""
+		}
+		token() // ] or }
+		return ""
+	}
+	return value()
 }
 
 func TestIntProperty(t *testing.T) {

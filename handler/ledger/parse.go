@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"math/big"
 	"slices"
 	"strings"
@@ -52,9 +51,6 @@ type Ledger struct {
 	Entries []Entry
 	Hash    string // of the canonical content (hashVersion): the idempotency check
 }
-
-// fields a transaction may have; any other is a validation error.
-var knownFields = []string{"orderId", "op", "txId", "amount", "currency", "last", "data"}
 
 // Parse validates a whole ledger document. Every problem is reported: the
 // error (fault.Invalid) carries one fault.Problem per fault in a transaction.
@@ -261,14 +257,6 @@ func countItems(doc []byte) int {
 	return n
 }
 
-// cut shortens user input named in a problem (see convoy.Quote).
-func cut(s string) string {
-	if r := []rune(s); len(r) > convoy.MaxQuoted {
-		return string(r[:convoy.MaxQuoted]) + "…"
-	}
-	return s
-}
-
 // interner shares one copy of each repeated string (order ids, ops): a large
 // ledger repeats each many times.
 type interner map[string]string
@@ -281,61 +269,13 @@ func (in interner) get(s string) string {
 	return s
 }
 
+// parseEntry reads the i-th transaction as convoy.ReadTransaction reads an
+// order message's (the same problems on every path), with its "last".
 func parseEntry(i int, raw json.RawMessage) (Entry, []fault.Problem) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return Entry{}, []fault.Problem{{Index: i, Reason: "is not a JSON object"}}
-	}
-	var ps []fault.Problem
-	bad := func(field, reason string) { ps = append(ps, fault.Problem{Index: i, Field: field, Reason: reason}) }
-	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		if !slices.Contains(knownFields, k) {
-			bad(cut(k), "is not a known field (orderId, op, txId, amount, currency, last, data)")
-		}
-	}
-	var e Entry
-	str := func(field string, dst *string) {
-		if raw, ok := fields[field]; ok && json.Unmarshal(raw, dst) != nil {
-			bad(field, "must be a string")
-		}
-	}
-	str("orderId", &e.OrderID)
-	var op string
-	str("op", &op)
-	e.Op = convoy.Op(op)
-	str("txId", &e.TxID)
-	str("currency", &e.Currency)
-	if raw, ok := fields["amount"]; ok {
-		var n json.Number
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		if dec.Decode(&n) != nil {
-			bad("amount", "must be an integer number of minor units")
-		} else if v, err := n.Int64(); err != nil || strings.ContainsAny(n.String(), ".eE") {
-			bad("amount", cut(n.String())+" is not an integer number of minor units")
-		} else {
-			e.Amount = &v
-		}
-	}
-	if raw, ok := fields["last"]; ok && json.Unmarshal(raw, &e.Last) != nil {
-		bad("last", "must be true or false")
-	}
-	if raw, ok := fields["data"]; ok && string(bytes.TrimSpace(raw)) != "null" {
-		var compact bytes.Buffer
-		if json.Compact(&compact, raw) == nil {
-			e.Data = compact.Bytes()
-		}
-	}
-	// Type problems first; Validate adds the rules (required fields, alphabet, …),
-	// skipping fields already reported.
-	reported := map[string]bool{}
-	for _, p := range ps {
-		reported[p.Field] = true
-	}
-	for _, p := range e.Validate(i) {
-		if !reported[p.Field] {
-			ps = append(ps, p)
-		}
+	t, extras, ps := convoy.ReadTransaction(i, raw, "last")
+	e := Entry{Transaction: t}
+	if v, ok := extras["last"]; ok && json.Unmarshal(v, &e.Last) != nil {
+		ps = append(ps, fault.Problem{Index: i, Field: "last", Reason: "must be true or false"})
 	}
 	return e, ps
 }
@@ -391,8 +331,9 @@ func (l *Ledger) SameContent(recorded string) bool {
 }
 
 // canonicalJSON writes the next JSON value of dec in a form that is the same
-// whatever the spelling of the value: object members sorted by key (stable:
-// a repeated key keeps its place among equals), numbers canonical, no space.
+// whatever the spelling of the value: object members sorted by key (a key
+// written twice is refused before: convoy.ReadTransaction), numbers
+// canonical, no space.
 func canonicalJSON(dec *json.Decoder, w *bytes.Buffer) error {
 	dec.UseNumber()
 	t, err := dec.Token()

@@ -1,9 +1,12 @@
 package ledger_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/ledger"
@@ -108,6 +111,9 @@ func TestParseLimits(t *testing.T) {
 
 // FuzzParse: any document either parses into transactions that each pass
 // validation, or fails as invalid/too large with problems indexed within it.
+// What it accepts reads the same with any JSON reader: valid UTF-8, no key
+// twice in one object at any depth, each amount an integer (not a string),
+// the very one parsed.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(contractExample))
 	f.Add([]byte(`{"ledgerId":"L","transactions":[{"orderId":"o","op":"AddTransaction","txId":"t","amount":-1,"data":{"k":null}}]}`))
@@ -115,6 +121,10 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"ledgerId":"L","stream":"erp-eu","transactions":[{"orderId":"o","op":"DeleteOrder","data":{"b":1.50,"a":[1e2]}}]}`))
 	f.Add([]byte(`{"ledgerId":"L","stream":"erp/eu","transactions":[{"orderId":"o","op":"DeleteOrder"}]}`))
 	f.Add([]byte(`{"stream":"a b","ledgerId":"L","transactions":[{"orderId":"o","op":"DeleteOrder"}],"stream":7}`))
+	f.Add([]byte(`{"ledgerId":"L","transactions":[{"orderId":"o","op":"AddTransaction","txId":"t-3","amount":"100"}]}`))
+	f.Add([]byte(`{"ledgerId":"L","transactions":[{"orderId":"o","op":"AddTransaction","txId":"t","amount":100,"amount":-100000}]}`))
+	f.Add([]byte(`{"ledgerId":"L","transactions":[{"orderId":"o","op":"DeleteOrder","data":{"a":[{"b":1,"b":2}]}}]}`))
+	f.Add([]byte("{\"ledgerId\":\"L\",\"transactions\":[{\"orderId\":\"o\",\"op\":\"DeleteOrder\",\"data\":{\"note\":\"caf\xe9\"}}]}"))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		l, err := ledger.Parse(doc, ledger.Limits{MaxTransactions: 1000})
 		if err == nil && !json.Valid(doc) {
@@ -141,7 +151,25 @@ func FuzzParse(f *testing.F) {
 		if !l.SameContent(l.Hash) {
 			t.Fatal("a ledger is not the same content as itself")
 		}
+		if !utf8.Valid(doc) {
+			t.Fatalf("accepted a document that is not UTF-8: %q", doc)
+		}
+		if key := duplicateKey(t, doc); key != "" {
+			t.Fatalf("accepted a document with the key %q twice in one object: %q", key, doc)
+		}
+		var generic struct {
+			Transactions []map[string]any
+		}
+		dec := json.NewDecoder(bytes.NewReader(doc))
+		dec.UseNumber()
+		if err := dec.Decode(&generic); err != nil || len(generic.Transactions) != len(l.Entries) {
+			t.Fatalf("accepted a document encoding/json reads otherwise (%v): %q", err, doc)
+		}
 		for i, e := range l.Entries {
+			amount, written := generic.Transactions[i]["amount"]
+			if n, isNumber := amount.(json.Number); written != (e.Amount != nil) || written && (!isNumber || n.String() != strconv.FormatInt(*e.Amount, 10)) {
+				t.Fatalf("entry %d: amount written %v (%#v), parsed %v", i, written, amount, e.Amount)
+			}
 			if e.Amount != nil && (*e.Amount > 1e15 || *e.Amount < -1e15) {
 				t.Fatalf("entry %d: amount %d beyond 10^15", i, *e.Amount)
 			}
@@ -150,6 +178,49 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// duplicateKey returns a key written twice in one object of the JSON
+// document doc, at any depth, or "".
+func duplicateKey(t *testing.T, doc []byte) string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	token := func() json.Token {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("duplicateKey(%q): %v", doc, err)
+		}
+		return tok
+	}
+	var value func() string
+	value = func() string {
+		switch token() {
+		case json.Delim('['):
+			for dec.More() {
+				if key := value(); key != "" {
+					return key
+				}
+			}
+		case json.Delim('{'):
+			keys := map[string]bool{}
+			for dec.More() {
+				key, _ := token().(string)
+				if keys[key] {
+					return key
+				}
+				keys[key] = true
+				if key := value(); key != "" {
+					return key
+				}
+			}
+		default:
+			return ""
+		}
+		token() // ] or }
+		return ""
+	}
+	return value()
 }
 
 // TestProblemsQuoteInputCutShort: what a problem quotes of the input is cut
