@@ -131,6 +131,20 @@ func (c *clients) publisher(cfg settings.Settings, progress func(sent, total int
 	}), nil
 }
 
+// ledgerRecordTimeout bounds publish's look at a ledger's record.
+const ledgerRecordTimeout = 30 * time.Second
+
+// ledgerRecord reads what the ledgers table holds of ledger id: nil when
+// nothing, or when StateStorage is not set (nothing can be read).
+func (c *clients) ledgerRecord(ctx context.Context, cfg settings.Settings, id string) (*ledger.Record, error) {
+	if c.tables == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, ledgerRecordTimeout)
+	defer cancel()
+	return tablestore.NewLedgers(c.tables.NewClient(cfg.LedgersTable)).GetLedger(ctx, id)
+}
+
 func (c *clients) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/replay"
@@ -52,16 +53,94 @@ func publish(args []string) error {
 			if err != nil {
 				return describe(name, err)
 			}
-			sender, err := c.sender(cfg.LedgersQueue)
-			if err != nil {
-				return err
+			// The queue drops a MessageId (the ledgerId) it saw within its
+			// duplicate-detection window, and says nothing: look at what
+			// was recorded of this id first, when the record can be read.
+			rec, checkErr := c.ledgerRecord(ctx, cfg, l.ID)
+			if checkErr != nil {
+				fmt.Fprintf(os.Stderr, "%s: warning: could not check ledger %s against the ledger records: %v\n", name, convoy.Quote(l.ID), checkErr)
 			}
-			if err := sender.SendLedger(ctx, l.ID, l.Stream, doc); err != nil {
-				return describe(name, err)
+			d, err := decideQueued(l, rec, c.tables != nil, checkErr, time.Now())
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			if d.send {
+				sender, err := c.sender(cfg.LedgersQueue)
+				if err != nil {
+					return err
+				}
+				if err := sender.SendLedger(ctx, l.ID, l.Stream, doc); err != nil {
+					return describe(name, err)
+				}
 			}
 			return out.Encode(map[string]any{"ledgerId": l.ID, "stream": l.Stream, "queue": cfg.LedgersQueue, "transactions": len(l.Entries),
-				"orders": len(l.Orders()), "bytes": len(doc), "outcome": "sent"})
+				"orders": len(l.Orders()), "bytes": len(doc), "outcome": d.outcome, "note": d.note})
 		})
+}
+
+// ledgersDuplicateWindow is the ledgers queue's
+// duplicateDetectionHistoryTimeWindow as deployed (infra/modules/servicebus.bicep)
+// and emulated (infra/local/servicebus-emulator-config.json): Service Bus
+// drops, without a word to the sender, a message whose MessageId it
+// accepted within this window. A ledger's MessageId is its ledgerId.
+const ledgersDuplicateWindow = 10 * time.Minute
+
+// queued is what publish does with a ledger bound for the ledgers queue.
+type queued struct {
+	send    bool
+	outcome string // "sent" or "already published"
+	note    string // what the queue and LedgerIngest will do with it
+}
+
+// decideQueued decides, from the ledger's record (nil: none; checked: the
+// records could be read, checkErr why not), whether to send a valid ledger
+// to the ledgers queue, and what to say. The same ledgerId with other
+// content is refused, as an upload is with 409: within the window the queue
+// would drop it, after it LedgerIngest would reject it. The same content
+// already published is not sent again. A ledger whose id was rejected
+// less than a window ago is refused too: the queue would drop it.
+func decideQueued(l *ledger.Ledger, rec *ledger.Record, checked bool, checkErr error, now time.Time) (queued, error) {
+	id := convoy.Quote(l.ID)
+	window := fmt.Sprintf("its duplicate-detection window (%s, as deployed)", minutes(ledgersDuplicateWindow))
+	note := fmt.Sprintf("the ledgers queue drops, without a word, a message whose MessageId (the ledgerId, %s) it already accepted within %s: "+
+		"a changed ledger must get a new ledgerId", id, window)
+	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	switch {
+	case !checked:
+		return queued{send: true, outcome: "sent", note: note + "; not checked against the ledger records: StateStorage is not set"}, nil
+	case checkErr != nil:
+		return queued{send: true, outcome: "sent", note: note + "; not checked against the ledger records: " + checkErr.Error()}, nil
+	case rec == nil:
+		return queued{send: true, outcome: "sent", note: note}, nil
+	case rec.Status == ledger.StatusRejected:
+		if until := rec.UpdatedAt.Add(ledgersDuplicateWindow); now.Before(until) {
+			return queued{}, fmt.Errorf("ledger %s was rejected at %s, less than the ledgers queue's duplicate-detection window (%s) ago, "+
+				"so the queue would drop this one as a duplicate of that message (MessageId = ledgerId): not sent. "+
+				"Publish it again after %s, or now with --direct or an upload (POST /api/ledgers), which take the place of a rejected ledger",
+				id, at(rec.UpdatedAt), minutes(ledgersDuplicateWindow), at(until))
+		}
+		return queued{send: true, outcome: "sent", note: note + fmt.Sprintf("; it takes the place of the ledger rejected under this id at %s", at(rec.UpdatedAt))}, nil
+	case !l.SameContent(rec.Hash):
+		return queued{}, fmt.Errorf("ledger %s was already received with other content (recorded %s at %s): not sent. "+
+			"The ledgers queue would drop it as a duplicate (MessageId = ledgerId) within %s, and LedgerIngest would reject it after that, "+
+			"as an upload is refused with 409: give the changed ledger a new ledgerId", id, rec.Status, at(rec.UpdatedAt), window)
+	case rec.Status == ledger.StatusPublished:
+		return queued{outcome: ledger.OutcomeAlreadyPublished, note: fmt.Sprintf("ledger %s was already published (recorded at %s): not sent again "+
+			"(the ledgers queue would drop it as a duplicate within %s, and LedgerIngest would acknowledge it as already published after that); "+
+			"a changed ledger must get a new ledgerId", id, at(rec.UpdatedAt), window)}, nil
+	default: // publishing: a delivery is de-batching it, or failed part-way
+		return queued{send: true, outcome: "sent", note: note + fmt.Sprintf("; ledger %s is recorded as being published (%d of its messages sent, last at %s): "+
+			"if the first copy was sent within the window this one is dropped and that one resumes on its next delivery, "+
+			"otherwise this one resumes from the checkpoint with the same seqs", id, rec.Sent, at(rec.UpdatedAt))}, nil
+	}
+}
+
+// minutes writes a whole number of minutes as "10 minutes", anything else as a Duration.
+func minutes(d time.Duration) string {
+	if d%time.Minute == 0 {
+		return fmt.Sprintf("%d minutes", d/time.Minute)
+	}
+	return d.String()
 }
 
 func replayOrders(args []string) error {

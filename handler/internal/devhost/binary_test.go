@@ -262,16 +262,19 @@ func TestCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Stop()
-	run := func(stdin string, args ...string) (string, string, error) {
+	env := []string{"PATH=" + os.Getenv("PATH"), "ServiceBusConnection=" + h.ServiceBusConnectionString()}
+	runEnv := func(env []string, stdin string, args ...string) (string, string, error) {
 		cmd := exec.Command(binary, args...)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "ServiceBusConnection=" + h.ServiceBusConnectionString(),
-			"StateStorage=" + az.ConnectionString()}
+		cmd.Env = env
 		cmd.Dir = t.TempDir() // no local.settings.json there
 		cmd.Stdin = strings.NewReader(stdin)
 		var out, errs bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errs
 		err := cmd.Run()
 		return out.String(), errs.String(), err
+	}
+	run := func(stdin string, args ...string) (string, string, error) {
+		return runEnv(append(env, "StateStorage="+az.ConnectionString()), stdin, args...)
 	}
 	ledger1, _ := filepath.Abs(filepath.Join(root, "testdata", "ledgers", "01-morning.json"))
 	out, stderr, err := run("", "publish", ledger1)
@@ -321,5 +324,52 @@ func TestCommands(t *testing.T) {
 	out, stderr, err = run("", "replay", "ord-1001")
 	if err != nil || !strings.Contains(out, `"orderId":"ord-1001"`) || !strings.Contains(out, `"replayed":[]`) {
 		t.Fatalf("replay with nothing dead-lettered: %v\n%s%s", err, out, stderr)
+	}
+	publishAgain(ctx, t, h, run, func(stdin string, args ...string) (string, string, error) { return runEnv(env, stdin, args...) })
+}
+
+// publishAgain: a ledger re-sent through the queue under the same ledgerId
+// (MessageId) is dropped by the queue's duplicate detection within its
+// window, so the command says so every time, and with StateStorage it
+// checks the ledger's record first: a changed ledger is refused, naming the
+// id and what to do (as an upload answers 409); the same one again is
+// "already published", not sent.
+func publishAgain(ctx context.Context, t *testing.T, h *devhost.Host, run, runWithoutStorage func(stdin string, args ...string) (string, string, error)) {
+	const first = `{"ledgerId":"L-again","transactions":[{"orderId":"ord-again","op":"CreateOrder","currency":"EUR"}]}`
+	const changed = `{"ledgerId":"L-again","transactions":[{"orderId":"ord-again","op":"CreateOrder","currency":"USD"}]}`
+	queued := func() int {
+		n := 0
+		for _, m := range h.Queue("ledgers").Sent() {
+			if m.MessageID == "L-again" {
+				n++
+			}
+		}
+		return n
+	}
+	out, stderr, err := run(first, "publish", "-")
+	if err != nil || !strings.Contains(out, `"outcome":"sent"`) || !strings.Contains(out, "duplicate-detection window (10 minutes") ||
+		!strings.Contains(out, "new ledgerId") || queued() != 1 {
+		t.Fatalf("publish: %v, %d queued\n%s%s", err, queued(), out, stderr)
+	}
+	if err := h.WaitIdle(ctx, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err = run(changed, "publish", "-")
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || !strings.Contains(stderr, `ledger "L-again" was already received with other content`) ||
+		!strings.Contains(stderr, "give the changed ledger a new ledgerId") || queued() != 1 {
+		t.Fatalf("publish of a changed ledger under the same id: %v, %d queued\nstdout: %s\nstderr: %s", err, queued(), out, stderr)
+	}
+	out, stderr, err = run(first, "publish", "-")
+	if err != nil || !strings.Contains(out, `"outcome":"already published"`) || !strings.Contains(out, "not sent") || queued() != 1 {
+		t.Fatalf("publish of the same ledger again: %v, %d queued\n%s%s", err, queued(), out, stderr)
+	}
+	// Without StateStorage nothing can be checked: it is sent, the output
+	// says that nothing was checked and that the queue drops a MessageId it
+	// saw within its window, and the queue (as Service Bus would) drops it.
+	out, stderr, err = runWithoutStorage(changed, "publish", "-")
+	if err != nil || !strings.Contains(out, `"outcome":"sent"`) || !strings.Contains(out, "duplicate-detection window (10 minutes") ||
+		!strings.Contains(out, "StateStorage is not set") || queued() != 1 {
+		t.Fatalf("publish without StateStorage: %v, %d queued\n%s%s", err, queued(), out, stderr)
 	}
 }
