@@ -250,7 +250,7 @@ func submitTransaction(ctx context.Context, table *aztables.Client, actions []az
 			err = changesetOutcome(resp, len(actions))
 		}
 	}()
-	_, err = table.SubmitTransaction(runtime.WithCaptureResponse(ctx, &resp), actions, nil)
+	_, err = table.SubmitTransaction(policy.WithCaptureResponse(ctx, &resp), actions, nil)
 	return err
 }
 
