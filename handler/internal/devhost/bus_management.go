@@ -47,7 +47,7 @@ type response struct {
 	body        amqp.Map // nil: no body
 }
 
-func ok(body amqp.Map) response { return response{status: 200, description: "OK", body: body} }
+func okWith(body amqp.Map) response { return response{status: 200, description: "OK", body: body} }
 
 func failed(status int32, format string, args ...any) response {
 	return response{status: status, description: fmt.Sprintf(format, args...)}
@@ -167,7 +167,7 @@ func (r requestLink) peek(body amqp.Map) response {
 		}
 		list[i] = amqp.Map{"message": payload}
 	}
-	return ok(amqp.Map{"messages": list})
+	return okWith(amqp.Map{"messages": list})
 }
 
 func lockTokens(body amqp.Map) []delivered {
@@ -198,7 +198,7 @@ func (r requestLink) renewLocks(body amqp.Map) response {
 		}
 		exp[i] = until
 	}
-	return ok(amqp.Map{"expirations": exp})
+	return okWith(amqp.Map{"expirations": exp})
 }
 
 func (r requestLink) sessionOp(op string, body amqp.Map) response {
@@ -213,7 +213,7 @@ func (r requestLink) sessionOp(op string, body amqp.Map) response {
 		if err != nil {
 			return failed(410, "The session lock has expired on the MessageSession. Accept a new MessageSession.")
 		}
-		return ok(amqp.Map{"expiration": until})
+		return okWith(amqp.Map{"expiration": until})
 	case "com.microsoft:get-session-state":
 		state, err := s.State()
 		if err != nil {
@@ -223,7 +223,7 @@ func (r requestLink) sessionOp(op string, body amqp.Map) response {
 		if state != nil {
 			v = state
 		}
-		return ok(amqp.Map{"session-state": v})
+		return okWith(amqp.Map{"session-state": v})
 	}
 	state, _ := body["session-state"].([]byte)
 	if len(state) == 0 {
