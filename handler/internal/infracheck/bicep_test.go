@@ -85,7 +85,8 @@ func loadBicep(t *testing.T) map[string]*bicepFile {
 type resource struct {
 	symbol, typ string
 	existing    bool     // a reference to a resource declared elsewhere
-	body        *ts.Node // its object
+	body        *ts.Node // its object (for a loop, the object of each iteration)
+	loop        *ts.Node // the for_statement of a resource loop, else nil
 	file        *bicepFile
 }
 
@@ -110,16 +111,28 @@ func (f *bicepFile) resources() []resource {
 			case "object":
 				r.body = c
 			case "if_statement":
-				for k := uint(0); k < c.NamedChildCount(); k++ {
-					if c.NamedChild(k).Kind() == "object" {
-						r.body = c.NamedChild(k)
-					}
+				r.body = conditionalBody(c)
+			case "for_statement":
+				r.loop = c
+				r.body = c.ChildByFieldName("body")
+				if r.body != nil && r.body.Kind() == "if_statement" {
+					r.body = conditionalBody(r.body)
 				}
 			}
 		}
 		out = append(out, r)
 	}
 	return out
+}
+
+// conditionalBody is the object of an if_statement (if (…) { … }).
+func conditionalBody(n *ts.Node) *ts.Node {
+	for k := uint(0); k < n.NamedChildCount(); k++ {
+		if n.NamedChild(k).Kind() == "object" {
+			return n.NamedChild(k)
+		}
+	}
+	return nil
 }
 
 // ofType returns the resources (not references) of a type.

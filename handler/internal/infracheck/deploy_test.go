@@ -94,6 +94,10 @@ var deployRules = []deployRule{
 		{"infra/modules/resources.bicep", "'func-${fit(base, 46)}-${take(token, 8)}'", "'func-${fit(base, 46)}'"},
 		{"infra/main.bicep", "endsWith(environmentName, '.') ? 'rg-${environmentName}0' : 'rg-${environmentName}'", "'rg-${environmentName}'"},
 		{"infra/main.bicep", "@maxLength(64)", "@maxLength(40)"},
+		// Names made by the alert rules' loop: one breaking the type's rule, two the same, an array the checks cannot expand.
+		{"infra/modules/alerts.bicep", "name: 'auto-replay-failing'", "name: 'auto-replay-failing?'"},
+		{"infra/modules/alerts.bicep", "name: 'dead-letters-permanent'", "name: 'order-blocked'"},
+		{"infra/modules/alerts.bicep", "[for r in rules: {", "[for r in alertRules: {"},
 	}},
 	{"the principal type comes from azd and the CLI", checkPrincipalType, []mutation{
 		{"infra/main.parameters.json", `    "principalType": { "value": "${AZURE_PRINCIPAL_TYPE}" },` + "\n", ""},
@@ -327,21 +331,44 @@ func generatedNames(d deployFiles, env string) (map[string][]string, []string) {
 			}
 			typ, _, _ := strings.Cut(r.typ, "@")
 			name := r.prop("name")
-			if _, fixed := literal(name, f.src); name == nil || fixed || typ == "Microsoft.Authorization/roleAssignments" {
-				continue // fixed names (queues, tables) and guid() names are not derived from the environment
-			}
-			if name.Kind() == "identifier" {
-				if _, isParam := params[name.Utf8Text(f.src)]; !isParam && e.vars[name.Utf8Text(f.src)] == nil {
-					continue // a parameter not passed by the caller (a fixed child name such as 'default')
+			if r.loop == nil {
+				if _, fixed := literal(name, f.src); name == nil || fixed || typ == "Microsoft.Authorization/roleAssignments" {
+					continue // fixed names (queues, tables) and guid() names are not derived from the environment
 				}
-			}
-			v, err := e.eval(name, nil)
-			if err != nil {
-				errs = append(errs, fmt.Sprintf("%s %s: name: %v", f.path, r.symbol, err))
+				if name.Kind() == "identifier" {
+					if _, isParam := params[name.Utf8Text(f.src)]; !isParam && e.vars[name.Utf8Text(f.src)] == nil {
+						continue // a parameter not passed by the caller (a fixed child name such as 'default')
+					}
+				}
+			} else if name == nil {
+				errs = append(errs, fmt.Sprintf("%s %s: a resource loop without a name the checks can read", f.path, r.symbol))
 				continue
 			}
-			if s, ok := v.(string); ok && s != "default" {
-				out[typ] = append(out[typ], s)
+			// A resource loop creates one resource per element of its array:
+			// every name it produces is computed and checked, and they must differ.
+			iterations := []map[string]any{nil}
+			if r.loop != nil {
+				var err error
+				if iterations, err = e.iterations(r.loop, nil); err != nil {
+					errs = append(errs, fmt.Sprintf("%s %s: %v", f.path, r.symbol, err))
+					continue
+				}
+			}
+			produced := map[string]bool{}
+			for _, it := range iterations {
+				v, err := e.eval(name, it)
+				if err != nil {
+					errs = append(errs, fmt.Sprintf("%s %s: name: %v", f.path, r.symbol, err))
+					break
+				}
+				s, ok := v.(string)
+				if r.loop != nil && (!ok || produced[s]) {
+					errs = append(errs, fmt.Sprintf("%s %s: the loop produces the name %v twice (or not a string)", f.path, r.symbol, v))
+				}
+				produced[s] = true
+				if ok && s != "default" {
+					out[typ] = append(out[typ], s)
+				}
 			}
 		}
 		if depth > 3 {

@@ -10,9 +10,10 @@ import (
 
 // A small evaluator for the Bicep expressions that compute resource names:
 // string interpolation, the string functions the templates use, variables,
-// parameters, objects, ternaries and user-defined functions. Anything else is
-// an error, so a name computed in a way the checks cannot follow fails the
-// checks instead of passing unseen.
+// parameters, objects, arrays, ternaries, user-defined functions and the
+// iterations of a resource loop ([for x in <array>: …], [for (x, i) in …],
+// range()). Anything else is an error, so a name computed in a way the
+// checks cannot follow fails the checks instead of passing unseen.
 
 // testToken stands for uniqueString(…): 13 characters of [a-z0-9], as Azure's.
 const testToken = "q7x2m9k4p1z8w"
@@ -94,13 +95,17 @@ func (e *evaluator) eval(n *ts.Node, args map[string]any) (any, error) {
 		}
 		return nil, fmt.Errorf("unknown name %s", name)
 	case "object":
-		out := map[string]any{}
-		for k, v := range props(n, e.f.src) {
-			x, err := e.eval(v, args)
+		// Evaluated member by member when read: a name reads one member
+		// (r.name) of objects whose other members the checks need not follow.
+		return lazyObject{props(n, e.f.src), args}, nil
+	case "array":
+		var out []any
+		for i := uint(0); i < n.NamedChildCount(); i++ {
+			v, err := e.eval(n.NamedChild(i), args)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", k, err)
+				return nil, fmt.Errorf("element %d: %w", i, err)
 			}
-			out[k] = x
+			out = append(out, v)
 		}
 		return out, nil
 	case "member_expression":
@@ -108,21 +113,31 @@ func (e *evaluator) eval(n *ts.Node, args map[string]any) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		m, ok := obj.(map[string]any)
 		key := e.text(n.ChildByFieldName("property"))
-		if !ok || m[key] == nil {
-			return nil, fmt.Errorf("no member %s", key)
+		switch o := obj.(type) {
+		case lazyObject:
+			if v := o.members[key]; v != nil {
+				x, err := e.eval(v, o.args)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", key, err)
+				}
+				return x, nil
+			}
+		case map[string]any:
+			if o[key] != nil {
+				return o[key], nil
+			}
 		}
-		return m[key], nil
+		return nil, fmt.Errorf("no member %s", key)
 	case "subscript_expression":
 		obj, err := e.eval(n.ChildByFieldName("object"), args)
 		if err != nil {
 			return nil, err
 		}
 		i, err := e.eval(n.ChildByFieldName("index"), args)
-		a, ok := obj.([]string)
+		a, ok := asList(obj)
 		k, _ := i.(int)
-		if err != nil || !ok || k >= len(a) {
+		if err != nil || !ok || k < 0 || k >= len(a) {
 			return nil, fmt.Errorf("bad index in %s", e.text(n))
 		}
 		return a[k], nil
@@ -147,6 +162,85 @@ func (e *evaluator) eval(n *ts.Node, args map[string]any) (any, error) {
 		return e.call(n, args)
 	}
 	return nil, fmt.Errorf("cannot evaluate %s %q", n.Kind(), clip(e.text(n)))
+}
+
+// lazyObject is an object literal: its members' expressions, evaluated
+// when read, with the bindings (loop variables, function parameters) in
+// force where it was written.
+type lazyObject struct {
+	members map[string]*ts.Node
+	args    map[string]any
+}
+
+// asList is an array's elements (an array literal, split(), range()).
+func asList(v any) ([]any, bool) {
+	switch a := v.(type) {
+	case []any:
+		return a, true
+	case []string:
+		out := make([]any, len(a))
+		for i, s := range a {
+			out[i] = s
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// iterations expands a loop (a for_statement: [for x in <array>: …] or
+// [for (x, i) in <array>: …]) into the bindings of each iteration: the item
+// variable, and the index variable when there is one. The array must be
+// one the evaluator computes (a literal, a variable holding one, split(),
+// range()); any other, such as a parameter, is an error, so a loop is never
+// skipped unseen.
+func (e *evaluator) iterations(loop *ts.Node, args map[string]any) ([]map[string]any, error) {
+	var item, index string
+	var array *ts.Node
+	afterIn := false
+	for i := uint(0); i < loop.ChildCount(); i++ {
+		c := loop.Child(i)
+		switch {
+		case c.Kind() == "in":
+			afterIn = true
+		case afterIn && c.IsNamed() && array == nil:
+			array = c
+		case c.Kind() == "for_loop_parameters":
+			for j := uint(0); j < c.NamedChildCount(); j++ {
+				switch p := c.NamedChild(j); p.Kind() {
+				case "loop_variable":
+					item = e.text(p)
+				case "loop_enumerator":
+					index = e.text(p)
+				}
+			}
+		case loop.FieldNameForChild(uint32(i)) == "initializer":
+			item = e.text(c)
+		}
+	}
+	if item == "" || array == nil {
+		return nil, fmt.Errorf("a loop the checks cannot read: %q", clip(e.text(loop)))
+	}
+	v, err := e.eval(array, args)
+	if err != nil {
+		return nil, fmt.Errorf("loop over %s: %w", clip(e.text(array)), err)
+	}
+	list, ok := asList(v)
+	if !ok {
+		return nil, fmt.Errorf("loop over %s: not an array", clip(e.text(array)))
+	}
+	var out []map[string]any
+	for k, x := range list {
+		b := map[string]any{}
+		for name, a := range args {
+			b[name] = a
+		}
+		b[item] = x
+		if index != "" {
+			b[index] = k
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }
 
 func (e *evaluator) binary(n *ts.Node, args map[string]any) (any, error) {
@@ -263,6 +357,15 @@ func (e *evaluator) call(n *ts.Node, args map[string]any) (any, error) {
 		return str(0) == "", nil
 	case "split":
 		return strings.Split(str(0), str(1)), nil
+	case "range":
+		if len(in) != 2 || num(1) < 0 {
+			return nil, fmt.Errorf("range%v", in)
+		}
+		var out []any
+		for i := 0; i < num(1); i++ {
+			out = append(out, num(0)+i)
+		}
+		return out, nil
 	case "uniqueString":
 		return testToken, nil
 	case "subscription":
