@@ -9,7 +9,9 @@
 // "metrics key=value …" every run, "auto-replay paused reason=…" and
 // "auto-replay failed orderId=… error=…" when it cannot replay. The queries
 // below match those lines exactly (handler/health.go; the devhost test
-// TestAlertQueriesMatchWhatArrives runs them against the emulation's telemetry).
+// TestAlertQueriesMatchWhatArrives runs the *Query ones against the
+// emulation's telemetry). Those rules need lines to fire; the heartbeat rule
+// fires on their absence, so a stopped or never-deployed app raises an alert.
 param location string
 param tags object
 param applicationInsightsId string
@@ -63,6 +65,23 @@ traces
 | where message startswith "auto-replay failed" or message startswith "auto-replay paused"
 '''
 
+// The heartbeat: AutoReplay writes its metrics line on every run (the app
+// setting AutoReplaySchedule: every minute as deployed; with
+// AutoReplayEnabled=false too). None in the rule's window (15 minutes, that
+// is 15 runs) means no run succeeded: the app was never published or its
+// deployment failed, the host is stopped or cannot start, or every run fails.
+// summarize without `by` returns one row even over no rows, so the query
+// returns one row exactly when there was no metrics line, and the rule fires
+// on "number of results > 0" like the others. (Named …Kql, not …Query: the
+// devhost test reads the *Query variables as row filters, which this is not.)
+var heartbeatKql = '''
+traces
+| where tostring(customDimensions.Category) == "{category}"
+| where message startswith "metrics "
+| summarize metricsLines = count()
+| where metricsLines == 0
+'''
+
 var rules = [
   {
     name: 'order-blocked'
@@ -81,6 +100,12 @@ var rules = [
     displayName: 'convoy: automatic replay is failing or paused'
     severity: 1
     query: replace(failingQuery, '{category}', category)
+  }
+  {
+    name: 'app-silent'
+    displayName: 'convoy: no metrics line from AutoReplay for 15 minutes: the app is down, stopped or not deployed'
+    severity: 1
+    query: replace(heartbeatKql, '{category}', category)
   }
 ]
 

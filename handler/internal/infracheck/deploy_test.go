@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -136,6 +137,14 @@ var deployRules = []deployRule{
 		{"infra/modules/alerts.bicep", "'Microsoft.Insights/scheduledQueryRules@2023-12-01'", "'Microsoft.Insights/scheduledQueryRules@2024-01-01-preview'"},
 		{"infra/modules/alerts.bicep", "actionGroups: empty(alertEmail) ? [] : [ actionGroup.id ]", "actionGroups: []"},
 		{"infra/modules/functionapp.bicep", "    AutoReplaySchedule: '0 */1 * * * *'\n", ""},
+	}},
+	{"a heartbeat rule fires when AutoReplay's metrics line is absent", checkHeartbeat, []mutation{
+		{"infra/modules/alerts.bicep", "    query: replace(heartbeatKql, '{category}', category)\n", "    query: replace(failingQuery, '{category}', category)\n"},
+		{"infra/modules/alerts.bicep", "| where metricsLines == 0", "| where metricsLines > 0"},
+		{"infra/modules/alerts.bicep", "| where message startswith \"metrics \"\n| summarize", "| summarize"},
+		{"infra/modules/alerts.bicep", "operator: 'GreaterThan'", "operator: 'LessThan'"},
+		{"infra/modules/alerts.bicep", "windowSize: 'PT15M'", "windowSize: 'PT2M'"},
+		{"infra/modules/functionapp.bicep", "AutoReplaySchedule: '0 */1 * * * *'", "AutoReplaySchedule: '0 */30 * * * *'"},
 	}},
 }
 
@@ -810,8 +819,8 @@ func checkAlerts(d deployFiles) []string {
 	if !strings.Contains(src, "var category = '"+devhostCategoryUser(handler.FnAutoReplay)+"'") {
 		out = append(out, "alerts.bicep: the category is not Function.AutoReplay.User, where the host logs AutoReplay's Logs")
 	}
-	if n := len(kustoCategory.FindAllString(src, -1)); n != 3 {
-		out = append(out, fmt.Sprintf("alerts.bicep: %d queries filter on the category, want 3", n))
+	if n := len(kustoCategory.FindAllString(src, -1)); n != 4 {
+		out = append(out, fmt.Sprintf("alerts.bicep: %d queries filter on the category, want 4", n))
 	}
 	known := map[string]bool{handler.LineMetrics + " ": true, handler.LineFailed: true, handler.LinePaused: true}
 	used := map[string]bool{}
@@ -843,3 +852,91 @@ func checkAlerts(d deployFiles) []string {
 }
 
 func devhostCategoryUser(fn string) string { return "Function." + fn + ".User" }
+
+// heartbeatQuery is the absence pattern: AutoReplay's metrics lines counted
+// (summarize without by: one row even over none), the row kept only when
+// the count is 0. With "number of results > 0", the rule fires exactly when
+// no metrics line arrived in its window.
+var heartbeatQuery = regexp.MustCompile(`(?s)^\s*traces\s*\|\s*where tostring\(customDimensions\.Category\) == "([^"]+)"\s*\|\s*where message startswith "` +
+	regexp.QuoteMeta(handler.LineMetrics) + ` "\s*\|\s*summarize (\w+) = count\(\)\s*\|\s*where (\w+) == 0\s*$`)
+
+// everyMinutes reads an NCRONTAB schedule that runs every n minutes ("0 */n * * * *").
+var everyMinutes = regexp.MustCompile(`^0 \*/(\d+) \* \* \* \*$`)
+
+// checkHeartbeat: one of the alert rules fires when AutoReplay's metrics line
+// is absent (the app stopped, never deployed, or every run failing), over a
+// window that holds at least 3 of AutoReplay's runs, with the criteria every
+// rule of the loop shares (Count of results, GreaterThan 0).
+func checkHeartbeat(d deployFiles) []string {
+	var out []string
+	f := d.bicep["infra/modules/alerts.bicep"]
+	if f == nil {
+		return []string{"infra/modules/alerts.bicep is missing"}
+	}
+	e := newEvaluator(f, map[string]any{"namePrefix": "alert-x", "blockedAlertMinutes": 30, "alertEmail": ""})
+	var loop *resource
+	for _, r := range f.resources() {
+		if strings.HasPrefix(r.typ, "Microsoft.Insights/scheduledQueryRules@") && r.loop != nil {
+			loop = &r
+		}
+	}
+	if loop == nil {
+		return []string{"alerts.bicep: no loop of scheduledQueryRules"}
+	}
+	its, err := e.iterations(loop.loop, nil)
+	if err != nil {
+		return []string{"alerts.bicep: " + err.Error()}
+	}
+	heartbeats := 0
+	for _, it := range its {
+		q, err := e.eval(loop.prop("properties", "criteria", "allOf"), it)
+		if err != nil {
+			return []string{"alerts.bicep: criteria: " + err.Error()}
+		}
+		list, _ := asList(q)
+		if len(list) != 1 {
+			return []string{fmt.Sprintf("alerts.bicep: %d criteria, want 1", len(list))}
+		}
+		c, _ := list[0].(lazyObject)
+		get := func(k string) any {
+			v, _ := e.eval(c.members[k], c.args)
+			return v
+		}
+		if get("timeAggregation") != "Count" || get("operator") != "GreaterThan" || get("threshold") != 0 {
+			out = append(out, fmt.Sprintf("alerts.bicep: criteria %v %v %v, want Count GreaterThan 0 (number of results)", get("timeAggregation"), get("operator"), get("threshold")))
+		}
+		query, _ := get("query").(string)
+		if m := heartbeatQuery.FindStringSubmatch(query); m != nil {
+			if m[1] != devhostCategoryUser(handler.FnAutoReplay) || m[2] != m[3] {
+				out = append(out, fmt.Sprintf("alerts.bicep: the heartbeat counts category %s as %s but tests %s", m[1], m[2], m[3]))
+			}
+			heartbeats++
+		}
+	}
+	if heartbeats != 1 {
+		out = append(out, fmt.Sprintf("alerts.bicep: %d rules fire when AutoReplay's metrics line is absent (summarize n = count() | where n == 0 over its metrics lines), want 1", heartbeats))
+	}
+	// The window holds at least 3 runs of AutoReplay as deployed.
+	window, _ := literal(loop.prop("properties", "windowSize"), f.src)
+	wm := regexp.MustCompile(`^PT(\d+)M$`).FindStringSubmatch(window)
+	var schedule string
+	for _, c := range ofType(d.bicep, "Microsoft.Web/sites/config") {
+		if v, ok := literal(c.prop("properties", "AutoReplaySchedule"), c.file.src); ok {
+			schedule = v
+		}
+	}
+	sm := everyMinutes.FindStringSubmatch(schedule)
+	switch {
+	case wm == nil:
+		out = append(out, fmt.Sprintf("alerts.bicep: windowSize %q is not PT<n>M", window))
+	case sm == nil:
+		out = append(out, fmt.Sprintf("functionapp.bicep: AutoReplaySchedule %q is not \"0 */<n> * * * *\": the heartbeat's window cannot be checked against it", schedule))
+	default:
+		w, _ := strconv.Atoi(wm[1])
+		n, _ := strconv.Atoi(sm[1])
+		if w < 3*n {
+			out = append(out, fmt.Sprintf("alerts.bicep: a %d-minute window holds fewer than 3 runs of AutoReplay (every %d minutes): the heartbeat would fire on a healthy app", w, n))
+		}
+	}
+	return out
+}

@@ -5,7 +5,8 @@
 // template carries a secret. The deployment rules (deploy_test.go) catch what
 // would fail a first `make provision` / `azd up`: properties Flex Consumption
 // refuses, resource names computed (eval_test.go) for the oddest environment
-// names azd accepts, the principal type, azd hooks, scale bounds, endpoints,
-// queue sessions. Each rule is proven by a mutation of the templates that
+// names azd accepts (each name of a resource loop too), the principal type,
+// azd hooks, scale bounds, endpoints, queue sessions, the alert rules and
+// their heartbeat (a rule on the absence of AutoReplay's metrics line). Each rule is proven by a mutation of the templates that
 // it must catch.
 package infracheck

@@ -273,6 +273,8 @@ func (e *evaluator) binary(n *ts.Node, args map[string]any) (any, error) {
 			return li + ri, nil
 		case "-":
 			return li - ri, nil
+		case "*":
+			return li * ri, nil
 		case "<":
 			return li < ri, nil
 		case ">":
@@ -332,6 +334,13 @@ func (e *evaluator) call(n *ts.Node, args map[string]any) (any, error) {
 		return 0
 	}
 	switch name {
+	case "string":
+		if len(in) == 1 {
+			if k, ok := in[0].(int); ok {
+				return strconv.Itoa(k), nil
+			}
+		}
+		return nil, fmt.Errorf("string(%v)", in)
 	case "toLower":
 		return strings.ToLower(str(0)), nil
 	case "toUpper":
