@@ -85,15 +85,16 @@ func (s *server) httpFunction(e *echo.Echo, name, method, route string, fn httpF
 			status, body = errorResponse(s.pastDeadline(ctx, name, err))
 		}
 		body, headers := unwrapHeaders(body)
+		var res invocation.HTTPResponse
 		if page, ok := body.(htmlPage); ok {
-			return map[string]any{"res": invocation.HTTPResponse{StatusCode: status, Body: string(page),
-				Headers: map[string]string{"Content-Type": "text/html; charset=utf-8"}}}, nil
+			res = invocation.HTTPResponse{StatusCode: status, Body: string(page), Headers: map[string]string{"Content-Type": "text/html; charset=utf-8"}}
+		} else {
+			text, err := json.Marshal(body)
+			if err != nil {
+				return nil, fault.Wrap(fault.Internal, err, "encode response")
+			}
+			res = invocation.HTTPResponse{StatusCode: status, Body: string(text), Headers: map[string]string{"Content-Type": "application/json"}}
 		}
-		text, err := json.Marshal(body)
-		if err != nil {
-			return nil, fault.Wrap(fault.Internal, err, "encode response")
-		}
-		res := invocation.HTTPResponse{StatusCode: status, Body: string(text), Headers: map[string]string{"Content-Type": "application/json"}}
 		for k, v := range headers {
 			res.Headers[k] = v
 		}

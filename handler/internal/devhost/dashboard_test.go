@@ -4,10 +4,16 @@ import (
 	"context"
 	"image"
 	"image/png"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,9 +72,64 @@ func rowBands(img image.Image, x int) int {
 	return bands
 }
 
+// statusLine is the page's status line in its rendered DOM.
+var statusLine = regexp.MustCompile(`<div id="status"[^>]*>([^<]*)</div>`)
+
+// keyedFront stands before the emulation as the Functions host's front end
+// stands before the app in Azure: every /api request needs the function key,
+// in the code parameter or the x-functions-key header (authLevel: function),
+// else 401, and goes on as it came, code included (the host forwards it).
+// It records the requests it lets through.
+type keyedFront struct {
+	key  string
+	mu   sync.Mutex
+	seen []seenRequest
+}
+
+type seenRequest struct {
+	path, query, header, referer string
+}
+
+func (k *keyedFront) serve(t *testing.T, backend string) *httptest.Server {
+	t.Helper()
+	target, err := url.Parse(backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/api/") {
+			http.NotFound(w, r)
+			return
+		}
+		k.mu.Lock()
+		k.seen = append(k.seen, seenRequest{r.URL.Path, r.URL.RawQuery, r.Header.Get("x-functions-key"), r.Referer()})
+		k.mu.Unlock()
+		if r.URL.Query().Get("code") != k.key && r.Header.Get("x-functions-key") != k.key {
+			w.WriteHeader(http.StatusUnauthorized) // as the host answers: no body
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func (k *keyedFront) requests() []seenRequest {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]seenRequest(nil), k.seen...)
+}
+
 // TestDashboardInChromium: the dashboard of a real run, rendered by
 // headless Chromium, lists every blocked order with its missing seq and
-// cause, and its screenshot shows one blocked row per blocked order.
+// cause, and its screenshot shows one blocked row per blocked order. It is
+// opened as in Azure, /api/dashboard?code=<key> behind a front that demands
+// the key: the page's own requests carry the key in the x-functions-key
+// header, not in their URLs, and once loaded the address no longer holds it
+// (the referer of its requests). Opened without a key (make devhost), it
+// loads too. The orders' missing messages are unreadable (a permanent
+// cause): no row offers replay, each offers skip.
 func TestDashboardInChromium(t *testing.T) {
 	ctx := timeout(t, 2*time.Minute)
 	e := start(t, stage(t, nil), azurite.Options{})
@@ -79,25 +140,47 @@ func TestDashboardInChromium(t *testing.T) {
 	if n := len(e.blocked(t)); n != 3 {
 		t.Fatalf("%d blocked orders, want 3", n)
 	}
-	url := e.host.URL() + "/api/dashboard"
-	dom := string(headless(t, ctx, url, "--dump-dom"))
-	if !strings.Contains(dom, `data-ready="true"`) {
-		t.Fatalf("the page did not load its data:\n%s", tail(dom, 2000))
-	}
-	for _, id := range []string{"dash-a", "dash-b", "dash-c"} {
-		row := `<tr class="blocked" data-order="` + id + `"><td>` + id + `</td><td>2</td><td>1</td>`
-		if !strings.Contains(dom, row) {
-			t.Errorf("no row for %s with missing seq 2 and 1 parked in the rendered page", id)
+	front := &keyedFront{key: "somekey"}
+	keyed := front.serve(t, e.host.URL()).URL + "/api/dashboard?code=somekey"
+	for _, url := range []string{keyed, e.host.URL() + "/api/dashboard"} {
+		dom := string(headless(t, ctx, url, "--dump-dom"))
+		if st := statusLine.FindStringSubmatch(dom); !strings.Contains(dom, `data-ready="true"`) || st == nil || strings.HasPrefix(st[1], "Could not load") {
+			t.Fatalf("%s: the page did not load its data (status %q):\n%s", url, st, tail(dom, 2000))
+		}
+		for _, id := range []string{"dash-a", "dash-b", "dash-c"} {
+			row := `<tr class="blocked" data-order="` + id + `"><td>` + id + `</td><td>2</td><td>1</td>`
+			if !strings.Contains(dom, row) {
+				t.Errorf("%s: no row for %s with missing seq 2 and 1 parked in the rendered page", url, id)
+			}
+		}
+		if strings.Count(dom, "permanent: unreadable") != 3 {
+			t.Errorf("%s: the rows do not show the cause (permanent, unreadable)", url)
+		}
+		if n := strings.Count(dom, ">skip seq 2</button>"); n != 3 || strings.Contains(dom, ">replay</button>") {
+			t.Errorf("%s: %d skip buttons, want 3, and replay offered: %v (the cause is permanent)", url, n, strings.Contains(dom, ">replay</button>"))
 		}
 	}
-	if strings.Count(dom, "permanent: unreadable") != 3 {
-		t.Errorf("the rows do not show the cause (permanent, unreadable)")
+	data := map[string]bool{}
+	for _, r := range front.requests() {
+		if r.path == "/api/dashboard" {
+			continue
+		}
+		data[r.path] = true
+		if r.header != "somekey" || strings.Contains(r.query, "somekey") {
+			t.Errorf("the page requested %s?%s with x-functions-key %q: want the key in the header, not in the URL", r.path, r.query, r.header)
+		}
+		if strings.Contains(r.referer, "somekey") {
+			t.Errorf("the page requested %s from the address %s: the key should be gone from it", r.path, r.referer)
+		}
+	}
+	if !data["/api/summary"] || !data["/api/orders"] {
+		t.Errorf("the page requested %v behind the keyed front, want the summary and the blocked orders", front.requests())
 	}
 	shot := filepath.Join(t.TempDir(), "dashboard.png")
 	if dir := os.Getenv("E2E_LOG_DIR"); dir != "" {
 		shot = filepath.Join(dir, "dashboard.png")
 	}
-	headless(t, ctx, url, "--screenshot="+shot)
+	headless(t, ctx, keyed, "--screenshot="+shot)
 	f, err := os.Open(shot)
 	if err != nil {
 		t.Fatal(err)
