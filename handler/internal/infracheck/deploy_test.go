@@ -146,6 +146,12 @@ var deployRules = []deployRule{
 		{"infra/modules/alerts.bicep", "windowSize: 'PT15M'", "windowSize: 'PT2M'"},
 		{"infra/modules/functionapp.bicep", "AutoReplaySchedule: '0 */1 * * * *'", "AutoReplaySchedule: '0 */30 * * * *'"},
 	}},
+	{"the alert e-mail comes from ALERT_EMAIL with azd and make provision", checkAlertEmail, []mutation{
+		{"infra/main.parameters.json", `"alertEmail": { "value": "${ALERT_EMAIL}" }`, `"alertEmail": { "value": "" }`},
+		{"infra/main.parameters.json", `"${ALERT_EMAIL}"`, `"${ALERT_MAIL}"`},
+		{"Makefile", `alertEmail="$(ALERT_EMAIL)"`, `alertEmail=""`},
+		{"infra/modules/resources.bicep", "    alertEmail: alertEmail\n", "    alertEmail: ''\n"},
+	}},
 }
 
 func TestDeployRules(t *testing.T) {
@@ -939,4 +945,67 @@ func checkHeartbeat(d deployFiles) []string {
 		}
 	}
 	return out
+}
+
+// checkAlertEmail: the address the alerts are sent to is the environment's
+// ALERT_EMAIL both ways: azd substitutes ${ALERT_EMAIL} in
+// main.parameters.json from the azd environment (`azd env set ALERT_EMAIL …`;
+// unset, it is empty: no action group), make provision passes
+// alertEmail="$(ALERT_EMAIL)"; main.bicep passes it on to the alerts module.
+func checkAlertEmail(d deployFiles) []string {
+	var out []string
+	var pj struct {
+		Parameters map[string]struct {
+			Value any `json:"value"`
+		} `json:"parameters"`
+	}
+	if err := json.Unmarshal(d.text["infra/main.parameters.json"], &pj); err != nil {
+		return []string{"main.parameters.json: " + err.Error()}
+	}
+	if got := pj.Parameters["alertEmail"].Value; got != "${ALERT_EMAIL}" {
+		out = append(out, fmt.Sprintf("main.parameters.json: alertEmail is %v, want ${ALERT_EMAIL} (azd's environment)", got))
+	}
+	mk := string(d.text["Makefile"])
+	if !regexp.MustCompile(`(?m)^AZ_PARAMS = .*(\n .*)*alertEmail="\$\(ALERT_EMAIL\)"`).MatchString(mk) || !strings.Contains(makeRecipe(d.text["Makefile"], "provision"), "$(AZ_PARAMS)") {
+		out = append(out, `Makefile: provision must pass alertEmail="$(ALERT_EMAIL)" (in AZ_PARAMS)`)
+	}
+	// main.bicep → resources.bicep → alerts.bicep, parameter to parameter.
+	for _, hop := range []struct{ file, module string }{
+		{"infra/main.bicep", "modules/resources.bicep"}, {"infra/modules/resources.bicep", "alerts.bicep"},
+	} {
+		if got := moduleParam(d.bicep[hop.file], hop.module, "alertEmail"); got != "alertEmail" {
+			out = append(out, fmt.Sprintf("%s: module %s gets alertEmail: %q, want the parameter alertEmail", hop.file, hop.module, got))
+		}
+	}
+	return out
+}
+
+// moduleParam is the source text of one parameter a file passes to a module.
+func moduleParam(f *bicepFile, module, param string) string {
+	if f == nil {
+		return ""
+	}
+	root := f.tree.RootNode()
+	for i := uint(0); i < root.NamedChildCount(); i++ {
+		m := root.NamedChild(i)
+		if m.Kind() != "module_declaration" {
+			continue
+		}
+		var path string
+		var body *ts.Node
+		for j := uint(0); j < m.NamedChildCount(); j++ {
+			switch c := m.NamedChild(j); c.Kind() {
+			case "string":
+				path, _ = literal(c, f.src)
+			case "object":
+				body = c
+			}
+		}
+		if path == module {
+			if v := props(props(body, f.src)["params"], f.src)[param]; v != nil {
+				return v.Utf8Text(f.src)
+			}
+		}
+	}
+	return ""
 }

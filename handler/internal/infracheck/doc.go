@@ -7,6 +7,7 @@
 // refuses, resource names computed (eval_test.go) for the oddest environment
 // names azd accepts (each name of a resource loop too), the principal type,
 // azd hooks, scale bounds, endpoints, queue sessions, the alert rules and
-// their heartbeat (a rule on the absence of AutoReplay's metrics line). Each rule is proven by a mutation of the templates that
-// it must catch.
+// their heartbeat (a rule on the absence of AutoReplay's metrics line), the
+// alert e-mail from azd (ALERT_EMAIL). Each rule is proven by a mutation of
+// the templates that it must catch.
 package infracheck
