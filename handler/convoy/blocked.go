@@ -22,9 +22,23 @@ type Head struct {
 // order. It may over-include: an entry is written before the commit that
 // blocks an order and removed after the one that unblocks it, so a crash in
 // between leaves a stale entry, which ListBlocked checks and drops.
+//
+// The entry lives in its own partition ("~blocked", so that one query lists
+// it oldest first), apart from the order's, so it cannot join the order's
+// entity-group transaction. Instead it records the head Version that the
+// commit which blocks the order writes: a lister that finds the head below
+// that version knows the commit has not landed (yet), and the entry is
+// pending, neither listed nor removed. No clock is involved, unlike an "old
+// enough to judge" bound, which a slow or retried commit can outlast.
 type BlockedIndex interface {
-	MarkBlocked(ctx context.Context, orderID string, since time.Time) error
+	// MarkBlocked writes the entry of an order that the commit writing head
+	// version version blocks since since (replacing one with the same key).
+	MarkBlocked(ctx context.Context, orderID string, since time.Time, version int64) error
+	// ClearBlocked removes the entry of an order blocked since since, if any.
 	ClearBlocked(ctx context.Context, orderID string, since time.Time) error
+	// ClearStale removes e only if it is still as ScanBlocked returned it
+	// (same ETag): an entry written again since is kept.
+	ClearStale(ctx context.Context, e BlockedEntry) error
 	// ScanBlocked returns up to limit entries after the key after ("" from
 	// the start), oldest first, and whether more follow.
 	ScanBlocked(ctx context.Context, after string, limit int) (entries []BlockedEntry, more bool, err error)
@@ -37,6 +51,23 @@ type BlockedEntry struct {
 	Key     string // sorts by Since, then OrderID
 	OrderID string
 	Since   time.Time
+	Version int64  // head version written by the commit that blocks; 0 if unknown (an entry of an earlier release)
+	ETag    string // of the stored entry, for ClearStale
+}
+
+// Stale reports whether e is an entry to remove, given the order's head h
+// (the zero Head if the order has no state). It is stale only when the head
+// is at or past the version whose commit was to block the order, and is not
+// blocked since e.Since: that commit either landed and the block since ended,
+// or lost to another commit and will never land (a retry blocks with a new
+// entry). A head below e.Version means the commit is still to come: removing
+// the entry then is the race of issue 25, where the commit lands after the
+// lister and the blocked order drops out of every listing for good.
+func (e BlockedEntry) Stale(h Head) bool {
+	if h.Version < e.Version {
+		return false
+	}
+	return h.Parked == 0 || !h.BlockedSince.Equal(e.Since)
 }
 
 // BlockedKey is the index key of an order blocked since since.
@@ -63,8 +94,10 @@ type BlockedPage struct {
 const MaxBlockedPageSize = 500
 
 // ListBlocked returns a page of blocked orders, oldest first. Each index
-// entry is checked against the order's head; stale entries are dropped from
-// the page and removed from the index.
+// entry is checked against the order's head: an order blocked since the
+// entry's time is listed; a stale entry (BlockedEntry.Stale) is removed from
+// the index, unless written again since it was scanned; an entry whose
+// blocking commit has not landed yet is neither listed nor removed.
 func ListBlocked(ctx context.Context, idx BlockedIndex, continuation string, pageSize int) (BlockedPage, error) {
 	if pageSize <= 0 || pageSize > MaxBlockedPageSize {
 		return BlockedPage{}, fault.Errorf(fault.Invalid, "pageSize must be between 1 and %d", MaxBlockedPageSize)
@@ -87,9 +120,15 @@ func ListBlocked(ctx context.Context, idx BlockedIndex, continuation string, pag
 		if err != nil {
 			return BlockedPage{}, fmt.Errorf("check blocked order %q: %w", e.OrderID, err)
 		}
-		if !ok || h.Parked == 0 || !h.BlockedSince.Equal(e.Since) {
-			_ = idx.ClearBlocked(ctx, e.OrderID, e.Since) // stale: best effort, the next reader tries again
+		if !ok {
+			h = Head{OrderID: e.OrderID} // no state: version 0
+		}
+		if e.Stale(h) {
+			_ = idx.ClearStale(ctx, e) // best effort, the next reader tries again
 			continue
+		}
+		if h.Parked == 0 || !h.BlockedSince.Equal(e.Since) {
+			continue // pending: its commit has not landed (yet)
 		}
 		page.Orders = append(page.Orders, BlockedOrder{OrderID: h.OrderID, AppliedSeq: h.AppliedSeq, Parked: h.Parked,
 			MissingSeq: h.AppliedSeq + 1, BlockedSince: timestamp(h.BlockedSince)})

@@ -244,8 +244,11 @@ func (a *attempt) makeRoom(ctx context.Context) error {
 
 // commit writes the pending change, keeping the blocked index a superset of
 // the blocked orders: marked before the commit that blocks, cleared after
-// the commit that unblocks. Once it succeeded, what it changed is recorded:
-// the outcomes of its steps, and whether it blocked or unblocked the order.
+// the commit that unblocks. The entry names the version this commit writes,
+// so that a lister running between the two writes, which finds the order not
+// blocked yet, leaves the entry alone (BlockedEntry.Stale). Once it
+// succeeded, what it changed is recorded: the outcomes of its steps, and
+// whether it blocked or unblocked the order.
 func (a *attempt) commit(ctx context.Context) error {
 	o := a.o
 	if a.change.Empty() {
@@ -254,7 +257,7 @@ func (a *attempt) commit(ctx context.Context) error {
 	}
 	since := o.BlockedSince
 	if a.p.index != nil && !since.IsZero() && !since.Equal(a.storedBlocked) {
-		if err := a.p.index.MarkBlocked(ctx, o.ID, since); err != nil {
+		if err := a.p.index.MarkBlocked(ctx, o.ID, since, o.Version+1); err != nil {
 			return fmt.Errorf("index blocked order %q: %w", o.ID, err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
@@ -17,10 +18,10 @@ const blockedPartition = "~blocked"
 var _ convoy.BlockedIndex = (*Store)(nil)
 
 // MarkBlocked implements convoy.BlockedIndex.
-func (s *Store) MarkBlocked(ctx context.Context, orderID string, since time.Time) error {
+func (s *Store) MarkBlocked(ctx context.Context, orderID string, since time.Time, version int64) error {
 	data, err := json.Marshal(aztables.EDMEntity{
 		Entity:     aztables.Entity{PartitionKey: blockedPartition, RowKey: convoy.BlockedKey(orderID, since)},
-		Properties: map[string]any{"OrderId": orderID, "Since": aztables.EDMDateTime(since)},
+		Properties: map[string]any{"OrderId": orderID, "Since": aztables.EDMDateTime(since), "Version": aztables.EDMInt64(version)},
 	})
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "encode blocked entry")
@@ -42,6 +43,21 @@ func (s *Store) ClearBlocked(ctx context.Context, orderID string, since time.Tim
 	return classifyOrNil(err, "clear blocked order "+orderID)
 }
 
+// ClearStale implements convoy.BlockedIndex: a delete under the ETag the
+// entry was scanned with.
+func (s *Store) ClearStale(ctx context.Context, e convoy.BlockedEntry) error {
+	if e.ETag == "" {
+		return fault.Errorf(fault.Internal, "clear stale entry %q: no ETag (an entry is removed only as it was read)", e.Key)
+	}
+	tag := azcore.ETag(e.ETag)
+	_, err := s.table.DeleteEntity(ctx, blockedPartition, e.Key, &aztables.DeleteEntityOptions{IfMatch: &tag})
+	switch tableCode(err) {
+	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound, aztables.UpdateConditionNotSatisfied:
+		return nil // gone already, or written again since: kept
+	}
+	return classifyOrNil(err, "clear stale blocked order "+e.OrderID)
+}
+
 // ScanBlocked implements convoy.BlockedIndex: one query.
 func (s *Store) ScanBlocked(ctx context.Context, after string, limit int) ([]convoy.BlockedEntry, bool, error) {
 	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey gt '%s'", blockedPartition, escape(after))
@@ -51,7 +67,7 @@ func (s *Store) ScanBlocked(ctx context.Context, after string, limit int) ([]con
 			return convoy.BlockedEntry{}, fault.Wrap(fault.Internal, err, "decode blocked entry")
 		}
 		p := props(e.Properties)
-		return convoy.BlockedEntry{Key: e.RowKey, OrderID: p.str("OrderId"), Since: p.time("Since")}, nil
+		return convoy.BlockedEntry{Key: e.RowKey, OrderID: p.str("OrderId"), Since: p.time("Since"), Version: p.int("Version"), ETag: e.ETag}, nil
 	})
 }
 

@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 var _ convoy.BlockedIndex = (*Store)(nil)
 
 // MarkBlocked implements convoy.BlockedIndex.
-func (s *Store) MarkBlocked(_ context.Context, orderID string, since time.Time) error {
+func (s *Store) MarkBlocked(_ context.Context, orderID string, since time.Time, version int64) error {
 	if err := s.fail("index", orderID); err != nil {
 		return err
 	}
@@ -22,7 +23,8 @@ func (s *Store) MarkBlocked(_ context.Context, orderID string, since time.Time) 
 		s.blocked = map[string]convoy.BlockedEntry{}
 	}
 	key := convoy.BlockedKey(orderID, since)
-	s.blocked[key] = convoy.BlockedEntry{Key: key, OrderID: orderID, Since: since.UTC()}
+	s.tags++
+	s.blocked[key] = convoy.BlockedEntry{Key: key, OrderID: orderID, Since: since.UTC(), Version: version, ETag: strconv.FormatInt(s.tags, 10)}
 	return nil
 }
 
@@ -31,6 +33,16 @@ func (s *Store) ClearBlocked(_ context.Context, orderID string, since time.Time)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.blocked, convoy.BlockedKey(orderID, since))
+	return nil
+}
+
+// ClearStale implements convoy.BlockedIndex.
+func (s *Store) ClearStale(_ context.Context, e convoy.BlockedEntry) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.blocked[e.Key]; ok && cur.ETag == e.ETag {
+		delete(s.blocked, e.Key)
+	}
 	return nil
 }
 

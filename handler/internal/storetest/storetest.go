@@ -33,6 +33,7 @@ func Run(t *testing.T, store convoy.Store) {
 		{"FullCommit", testFullCommit},
 		{"TenThousandTransactions", testManyTransactions},
 		{"BlockedIndex", testBlockedIndex},
+		{"BlockedIndexListedMidCommit", testBlockedListedMidCommit},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -305,8 +306,9 @@ func testBlockedIndex(t *testing.T, s convoy.Store, id string) {
 	}
 	clock = clock.Add(time.Minute)
 	process(b, msg(2, convoy.AddTransaction, "t-1", 5))
-	// A stale entry: indexed, but the order is not blocked.
-	if err := idx.MarkBlocked(ctx, id+"-stale", clock.Add(-time.Hour)); err != nil {
+	// A stale entry: indexed, but the order is not blocked (and has no state;
+	// version 0: an entry from before entries named their commit's version).
+	if err := idx.MarkBlocked(ctx, id+"-stale", clock.Add(-time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}
 
@@ -362,4 +364,147 @@ func testBlockedIndex(t *testing.T, s convoy.Store, id string) {
 	if _, err := convoy.ListBlocked(ctx, idx, "not base64!", 10); err == nil {
 		t.Fatal("a forged continuation was accepted")
 	}
+}
+
+// listBeforeCommit is a Store whose every commit first runs list: a lister
+// (the blocked list, the summary, the dashboard) interleaved between the
+// processor's index write and the commit that blocks the order.
+type listBeforeCommit struct {
+	convoy.Store
+	list func()
+}
+
+func (l listBeforeCommit) Commit(ctx context.Context, o *convoy.Order, base int64, c *convoy.Change) error {
+	l.list()
+	return l.Store.Commit(ctx, o, base, c)
+}
+
+// listAll lists every blocked order, page after page.
+func listAll(t *testing.T, idx convoy.BlockedIndex) map[string]convoy.BlockedOrder {
+	t.Helper()
+	out := map[string]convoy.BlockedOrder{}
+	token := ""
+	for pages := 0; ; pages++ {
+		if pages > 1000 {
+			t.Fatal("the listing never ends")
+		}
+		page, err := convoy.ListBlocked(context.Background(), idx, token, convoy.MaxBlockedPageSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range page.Orders {
+			out[o.OrderID] = o
+		}
+		if token = page.Continuation; token == "" {
+			return out
+		}
+	}
+}
+
+// testBlockedListedMidCommit (issue 25): a listing that runs after the index
+// entry is written but before the commit that blocks the order lands finds
+// the order not (yet) blocked; it must neither list it nor remove its entry,
+// or the order is missing from every later listing.
+func testBlockedListedMidCommit(t *testing.T, s convoy.Store, id string) {
+	idx, ok := s.(convoy.BlockedIndex)
+	if !ok {
+		t.Fatalf("%T does not implement convoy.BlockedIndex", s)
+	}
+	ctx := context.Background()
+	clock := epoch.Add(time.Duration(time.Now().UnixNano()%1e6) * time.Hour)
+	listings := 0
+	mid := listBeforeCommit{Store: s, list: func() {
+		listings++
+		listAll(t, idx)
+	}}
+	p := convoy.NewProcessor(mid, convoy.ProcessorOptions{Index: idx, Now: func() time.Time { return clock }})
+	process := func(order string, m convoy.Message) convoy.Result {
+		t.Helper()
+		m.Tx.OrderID = order
+		res, err := p.Process(ctx, order, []convoy.Message{m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	fresh, existing := id+"-fresh", id+"-existing"
+	// An order whose first message parks: no head yet while the lister runs.
+	if res := process(fresh, msg(2, convoy.AddTransaction, "t-1", 5)); !res.Blocked {
+		t.Fatal("parking a message did not report the order blocked")
+	}
+	// An order with state that parks: its head is not blocked while the lister runs.
+	process(existing, msg(1, convoy.CreateOrder, "", 0))
+	if res := process(existing, msg(3, convoy.AddTransaction, "t-1", 5)); !res.Blocked {
+		t.Fatal("parking a message did not report the order blocked")
+	}
+	if listings < 3 {
+		t.Fatalf("the lister ran %d times, want once before each commit", listings)
+	}
+	listed := listAll(t, idx)
+	for _, o := range []string{fresh, existing} {
+		if _, ok := listed[o]; !ok {
+			t.Errorf("%s is blocked but missing from the listing: a lister between the index write and the commit removed its entry", o)
+		}
+	}
+	// The entry stays until the gap fills, however often it is listed.
+	listAll(t, idx)
+	if _, ok := listAll(t, idx)[existing]; !ok {
+		t.Fatalf("%s dropped out of the listing", existing)
+	}
+	if res := process(existing, msg(2, convoy.AddTransaction, "t-0", 1)); !res.Unblocked {
+		t.Fatal("filling the gap did not report the order unblocked")
+	}
+	if _, ok := listAll(t, idx)[existing]; ok {
+		t.Fatalf("%s is listed as blocked after its gap filled", existing)
+	}
+
+	// Entries of existing (now at version 3, not blocked) whose commits are
+	// still to come (version 4) or lost to another commit (version 3).
+	pending, lost := clock.Add(-2*time.Hour), clock.Add(-3*time.Hour)
+	if err := idx.MarkBlocked(ctx, existing, pending, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := idx.MarkBlocked(ctx, existing, lost, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := listAll(t, idx)[existing]; ok {
+		t.Fatalf("%s is listed as blocked on an entry whose commit has not landed", existing)
+	}
+	if !indexed(t, idx, existing, pending) {
+		t.Fatal("the listing removed an entry whose commit is still to come")
+	}
+	if indexed(t, idx, existing, lost) {
+		t.Fatal("the listing kept an entry whose commit lost to another")
+	}
+
+	// The listing removes a stale entry only as it scanned it.
+	entries, _, err := idx.ScanBlocked(ctx, convoy.BlockedKey(existing, pending.Add(-time.Millisecond)), 1)
+	if err != nil || len(entries) != 1 || entries[0].OrderID != existing {
+		t.Fatalf("scan %+v, %v", entries, err)
+	}
+	if err := idx.MarkBlocked(ctx, existing, pending, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := idx.ClearStale(ctx, entries[0]); err != nil {
+		t.Fatal(err)
+	}
+	if !indexed(t, idx, existing, pending) {
+		t.Fatal("ClearStale removed an entry written again after it was scanned")
+	}
+	if err := idx.ClearBlocked(ctx, existing, pending); err != nil {
+		t.Fatal(err)
+	}
+	if err := idx.ClearStale(ctx, entries[0]); err != nil {
+		t.Fatalf("ClearStale of an entry already gone: %v", err)
+	}
+}
+
+// indexed reports whether the index holds the entry of order since since.
+func indexed(t *testing.T, idx convoy.BlockedIndex, order string, since time.Time) bool {
+	t.Helper()
+	entries, _, err := idx.ScanBlocked(context.Background(), convoy.BlockedKey(order, since.Add(-time.Millisecond)), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries) == 1 && entries[0].Key == convoy.BlockedKey(order, since)
 }
