@@ -431,10 +431,8 @@ func (c *Conn) shutdown(err *Error) {
 	var links []*Link
 	for _, s := range c.ss {
 		for _, l := range s.links {
-			if !l.gone {
-				l.gone = true
+			if l.goneLocked() {
 				links = append(links, l)
-				close(l.creditChange)
 			}
 		}
 	}
@@ -508,9 +506,7 @@ func (s *session) end() error {
 	delete(c.ss, s.ch)
 	var links []*Link
 	for _, l := range s.links {
-		if !l.gone {
-			l.gone = true
-			close(l.creditChange)
+		if l.goneLocked() {
 			links = append(links, l)
 		}
 	}
@@ -570,19 +566,33 @@ func (s *session) attach(p *Performative) error {
 		}
 	}
 	if refuse != nil {
-		// Refusing a link: an attach without a terminus, then a detach with
-		// the error (part 2, section 2.6.3).
-		// The link stays known until the client answers with its detach.
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		l.gone = true
-		close(l.creditChange)
-		if err := c.writeLocked(Frame{Channel: s.ch, Body: New(CodeAttach, l.Name, l.ours, !role)}); err != nil {
-			return err
-		}
-		return c.writeLocked(Frame{Channel: s.ch, Body: New(CodeDetach, l.ours, true, refuse.Performative().Described())})
+		return l.refuseLocked(refuse)
 	}
 	return nil
+}
+
+// goneLocked marks the link gone, under c.mu; false when it already was.
+func (l *Link) goneLocked() bool {
+	if l.gone {
+		return false
+	}
+	l.gone = true
+	close(l.creditChange)
+	return true
+}
+
+// refuseLocked refuses the link, under c.mu: an attach without a terminus,
+// then a detach with err (part 2, section 2.6.3). The link stays known
+// until the client answers with its detach.
+func (l *Link) refuseLocked(err *Error) error {
+	l.goneLocked()
+	c := l.s.c
+	if werr := c.writeLocked(Frame{Channel: l.s.ch, Body: New(CodeAttach, l.Name, l.ours, l.ClientSends)}); werr != nil {
+		return werr
+	}
+	return c.writeLocked(Frame{Channel: l.s.ch, Body: New(CodeDetach, l.ours, true, err.Performative().Described())})
 }
 
 // AttachReply answers the client's attach: props are the link properties
@@ -623,12 +633,7 @@ func (l *Link) Refuse(err *Error) error {
 		c.mu.Unlock()
 		return nil
 	}
-	l.gone = true
-	close(l.creditChange)
-	werr := c.writeLocked(Frame{Channel: l.s.ch, Body: New(CodeAttach, l.Name, l.ours, l.ClientSends)})
-	if werr == nil {
-		werr = c.writeLocked(Frame{Channel: l.s.ch, Body: New(CodeDetach, l.ours, true, err.Performative().Described())})
-	}
+	werr := l.refuseLocked(err)
 	c.mu.Unlock()
 	l.h.Detached(l, err)
 	return werr
@@ -833,11 +838,7 @@ func (s *session) detach(p *Performative) error {
 		return err
 	}
 	delete(s.links, l.handle)
-	wasGone := l.gone
-	if !l.gone {
-		l.gone = true
-		close(l.creditChange)
-	}
+	wasGone := !l.goneLocked()
 	closed, _ := p.Field(1).(bool)
 	var werr error
 	if !wasGone { // answer the client's detach; a detach of ours was answered already
@@ -854,12 +855,10 @@ func (s *session) detach(p *Performative) error {
 func (l *Link) Detach(err *Error) error {
 	c := l.s.c
 	c.mu.Lock()
-	if l.gone {
+	if !l.goneLocked() {
 		c.mu.Unlock()
 		return nil
 	}
-	l.gone = true
-	close(l.creditChange)
 	var e any
 	if err != nil {
 		e = err.Performative().Described()
