@@ -168,26 +168,21 @@ func credential(c settings.Connection) (azcore.TokenCredential, error) {
 	return azidentity.NewDefaultAzureCredential(nil)
 }
 
-// tableService is the program's aztables client and Batches on the same
-// account, each request's tries bounded by tablestore.RetryOptions (3 s a
-// try, one retry): with storage accepting connections and never answering,
-// a request fails in about 6 s instead of holding its caller until its
-// deadline.
 func tableService(c settings.Connection) (*aztables.ServiceClient, *tablestore.Batches, error) {
 	if !c.UsesIdentity() {
-		svc, err := aztables.NewServiceClientFromConnectionString(c.ConnectionString, tablestore.ClientOptions())
+		svc, err := aztables.NewServiceClientFromConnectionString(c.ConnectionString, nil)
 		if err != nil {
 			return nil, nil, err
 		}
-		batches, err := tablestore.NewBatchesFromConnectionString(c.ConnectionString, tablestore.BatchOptions())
+		batches, err := tablestore.NewBatchesFromConnectionString(c.ConnectionString, nil)
 		return svc, batches, err
 	}
 	cred, err := credential(c)
 	if err != nil {
 		return nil, nil, err
 	}
-	svc, err := aztables.NewServiceClient(c.Endpoint, cred, tablestore.ClientOptions())
-	return svc, tablestore.NewBatches(c.Endpoint, cred, tablestore.BatchOptions()), err
+	svc, err := aztables.NewServiceClient(c.Endpoint, cred, nil)
+	return svc, tablestore.NewBatches(c.Endpoint, cred, nil), err
 }
 
 // orderStore is the processor's store on table.

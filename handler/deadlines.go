@@ -18,29 +18,23 @@ import (
 const (
 	// ReadDeadline: OrderStatus, BlockedOrders, HealthSummary (and so the
 	// dashboard's data), reads of Table Storage and one peek of the
-	// dead-letter queue (DeadLetterPeekDeadline). Healthy, these answer in
-	// well under a second; with storage accepting connections and never
-	// answering they answer 503 in this long (each Table request's try is
-	// cut at 3 s and retried once, tablestore.RetryOptions).
-	ReadDeadline = 5 * time.Second
+	// dead-letter queue.
+	ReadDeadline = 20 * time.Second
 	// DeadLetterPeekDeadline bounds the one read of the dead-letter queue
 	// behind BlockedOrders, HealthSummary and each AutoReplay run
 	// (heal.Options.PeekTimeout): with Service Bus down or silent these
 	// answer in about this long, each blocked order's missing message
 	// "unknown", with why.
 	DeadLetterPeekDeadline = 3 * time.Second
-	// SkipDeadline: SkipGap, one read and one processor commit (tens of
-	// milliseconds when healthy), retried within this deadline rather than
-	// TransientRetrySeconds: an operator waits, and calls again after a 503
-	// (a skip already recorded is then refused, changing nothing).
-	SkipDeadline = 5 * time.Second
+	// SkipDeadline: SkipGap, one processor commit retried within
+	// TransientRetrySeconds (20 s by default).
+	SkipDeadline = 30 * time.Second
 	// ReplayDeadline: ReplayOrder and ReplayDeadLetters (a few seconds per
 	// hundred dead letters re-sent, plus a 5 s wait for the last receive).
 	ReplayDeadline = 60 * time.Second
 	// AutoReplayDeadline: one AutoReplay run; it starts no order's replay
 	// with less than AutoReplayOrderDeadline left, the rest wait for the
-	// next run. With storage hung, its first read fails within about 6 s
-	// (tablestore.RetryOptions) and the run pauses.
+	// next run.
 	AutoReplayDeadline = 60 * time.Second
 	// AutoReplayOrderDeadline bounds one order's replay in a run
 	// (heal.Options.OrderTimeout).
