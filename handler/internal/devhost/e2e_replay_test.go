@@ -172,7 +172,14 @@ func TestTwoReplaysAtOnce(t *testing.T) {
 				code, out, _ := e.postH(t, "/api/orders/"+id+"/replay")
 				if code == 200 {
 					replayed.Add(int64(len(out["replayed"].([]any))))
-					return
+					if out["incomplete"] == nil {
+						return
+					}
+					// Some of the order's dead letters are still locked: the
+					// other run's receiver took them as they were released,
+					// and holds them until its locks expire, as Service Bus
+					// does. Run again, as the answer says.
+					continue
 				}
 				if code != 503 {
 					t.Errorf("replay of %s: %d %v", id, code, out)
