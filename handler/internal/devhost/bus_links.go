@@ -31,10 +31,10 @@ const (
 	senderCredit = 1000
 )
 
-// Broker-written descriptions of its own dead-letter reasons
-// (service-bus-dead-letter-queues.md, "Moving messages to the DLQ").
+// Broker-written descriptions of its own dead-letter reasons, as the table
+// in service-bus-dead-letter-queues.md ("Moving messages to the DLQ") gives them.
 var brokerDescriptions = map[string]string{
-	ReasonMaxDelivery: "Message could not be consumed after %d delivery attempts.",
+	ReasonMaxDelivery: "Message couldn't be consumed after maximum delivery attempts.",
 	ReasonExpired:     "The message expired and was dead lettered.",
 }
 
@@ -235,11 +235,8 @@ func toAMQP(m *Message, lockedUntil time.Time, token *amqp.UUID) ([]byte, error)
 	}
 	if m.DeadLetterReason != "" {
 		desc := m.DeadLetterDescription
-		if f, ok := brokerDescriptions[m.DeadLetterReason]; ok && desc == "" {
-			desc = f
-			if strings.Contains(f, "%d") {
-				desc = fmt.Sprintf(f, m.DeliveryCount)
-			}
+		if desc == "" {
+			desc = brokerDescriptions[m.DeadLetterReason]
 		}
 		props["DeadLetterReason"], props["DeadLetterErrorDescription"] = m.DeadLetterReason, desc
 	}
