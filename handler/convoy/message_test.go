@@ -12,6 +12,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/internal/convoytest"
 )
 
 func TestBodyRoundTrip(t *testing.T) {
@@ -146,7 +147,9 @@ func FuzzDecodeBody(f *testing.F) {
 		if !json.Valid(body) || !utf8.Valid(body) {
 			t.Fatalf("accepted a body that is not valid JSON in UTF-8: %q", body)
 		}
-		if key := duplicateKey(t, body); key != "" {
+		if key, err := convoytest.DuplicateKey(body); err != nil {
+			t.Fatal(err)
+		} else if key != "" {
 			t.Fatalf("accepted a body with the key %q twice in one object: %q", key, body)
 		}
 		var generic map[string]map[string]any
@@ -176,49 +179,6 @@ func FuzzDecodeBody(f *testing.F) {
 			t.Fatalf("re-encoded body %s decodes to %+v, %v", again, tx2, err)
 		}
 	})
-}
-
-// duplicateKey returns a key written twice in one object of the JSON
-// document doc, at any depth, or "".
-func duplicateKey(t *testing.T, doc []byte) string {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	token := func() json.Token {
-		tok, err := dec.Token()
-		if err != nil {
-			t.Fatalf("duplicateKey(%q): %v", doc, err)
-		}
-		return tok
-	}
-	var value func() string
-	value = func() string {
-		switch token() {
-		case json.Delim('['):
-			for dec.More() {
-				if key := value(); key != "" {
-					return key
-				}
-			}
-		case json.Delim('{'):
-			keys := map[string]bool{}
-			for dec.More() {
-				key, _ := token().(string)
-				if keys[key] {
-					return key
-				}
-				keys[key] = true
-				if key := value(); key != "" {
-					return key
-				}
-			}
-		default:
-			return ""
-		}
-		token() // ] or }
-		return ""
-	}
-	return value()
 }
 
 func TestIntProperty(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/internal/convoytest"
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
@@ -154,7 +155,9 @@ func FuzzParse(f *testing.F) {
 		if !utf8.Valid(doc) {
 			t.Fatalf("accepted a document that is not UTF-8: %q", doc)
 		}
-		if key := duplicateKey(t, doc); key != "" {
+		if key, err := convoytest.DuplicateKey(doc); err != nil {
+			t.Fatal(err)
+		} else if key != "" {
 			t.Fatalf("accepted a document with the key %q twice in one object: %q", key, doc)
 		}
 		var generic struct {
@@ -178,49 +181,6 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
-}
-
-// duplicateKey returns a key written twice in one object of the JSON
-// document doc, at any depth, or "".
-func duplicateKey(t *testing.T, doc []byte) string {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	token := func() json.Token {
-		tok, err := dec.Token()
-		if err != nil {
-			t.Fatalf("duplicateKey(%q): %v", doc, err)
-		}
-		return tok
-	}
-	var value func() string
-	value = func() string {
-		switch token() {
-		case json.Delim('['):
-			for dec.More() {
-				if key := value(); key != "" {
-					return key
-				}
-			}
-		case json.Delim('{'):
-			keys := map[string]bool{}
-			for dec.More() {
-				key, _ := token().(string)
-				if keys[key] {
-					return key
-				}
-				keys[key] = true
-				if key := value(); key != "" {
-					return key
-				}
-			}
-		default:
-			return ""
-		}
-		token() // ] or }
-		return ""
-	}
-	return value()
 }
 
 // TestProblemsQuoteInputCutShort: what a problem quotes of the input is cut
