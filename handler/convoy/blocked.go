@@ -19,21 +19,41 @@ type Head struct {
 }
 
 // BlockedIndex lists blocked orders, oldest first, without visiting every
-// order. It may over-include: an entry is written before the commit that
-// blocks an order and removed after the one that unblocks it, so a crash in
-// between leaves a stale entry, which ListBlocked checks and drops.
+// order: a page of the listing is one query of the index, whatever the
+// number of orders, blocked or not.
 //
 // The entry lives in its own partition ("~blocked", so that one query lists
 // it oldest first), apart from the order's, so it cannot join the order's
-// entity-group transaction. Instead it records the head Version that the
-// commit which blocks the order writes: a lister that finds the head below
-// that version knows the commit has not landed (yet), and the entry is
-// pending, neither listed nor removed. No clock is involved, unlike an "old
-// enough to judge" bound, which a slow or retried commit can outlast.
+// entity-group transaction. The processor therefore writes it around each
+// commit that changes whether the order is blocked, in three steps:
+//
+//  1. before the commit, the entry is made pending: written (a new block)
+//     or marked (the block is about to end), naming the head Version that
+//     the commit writes;
+//  2. the commit;
+//  3. after it, the entry is confirmed with the head's figures (the block
+//     holds) or deleted (it ended). After every later commit that leaves
+//     the order blocked, its figures are updated (parked count).
+//
+// A confirmed entry is listed as it is, without reading the order. A pending
+// one is the trace of a commit in flight, or of a crash between the steps:
+// its lister reads the head. Below the entry's Version, the commit has not
+// landed (yet): neither listed nor removed (removing it was the race of
+// issue 25, after which the commit landed and the order dropped out of every
+// listing for good). At or past it, the head decides: blocked since the
+// entry's time, the entry is listed and confirmed; otherwise it is stale and
+// removed (unless written again since it was read). No clock is involved,
+// unlike an "old enough to judge" bound, which a slow commit can outlast.
 type BlockedIndex interface {
-	// MarkBlocked writes the entry of an order that the commit writing head
-	// version version blocks since since (replacing one with the same key).
+	// MarkBlocked writes the pending entry of an order that the commit
+	// writing head version version blocks since since (replacing one with
+	// the same key).
 	MarkBlocked(ctx context.Context, orderID string, since time.Time, version int64) error
+	// UpdateBlocked merges u into the entry of an order blocked since since,
+	// only if it still has ETag etag ("*": whatever it has). An entry that
+	// is gone or changed is left as it is (no error): updates never bring an
+	// entry back.
+	UpdateBlocked(ctx context.Context, orderID string, since time.Time, u BlockedUpdate, etag string) error
 	// ClearBlocked removes the entry of an order blocked since since, if any.
 	ClearBlocked(ctx context.Context, orderID string, since time.Time) error
 	// ClearStale removes e only if it is still as ScanBlocked returned it
@@ -51,8 +71,29 @@ type BlockedEntry struct {
 	Key     string // sorts by Since, then OrderID
 	OrderID string
 	Since   time.Time
-	Version int64  // head version written by the commit that blocks; 0 if unknown (an entry of an earlier release)
-	ETag    string // of the stored entry, for ClearStale
+	Version int64 // head version written by the commit that blocks (or unblocks); 0 if unknown (an entry of an earlier release)
+	// Confirmed: the order was found blocked since Since at Version or
+	// later, with AppliedSeq and Parked as given.
+	Confirmed  bool
+	AppliedSeq int64
+	Parked     int
+	// Note is what the healer last learnt about the missing message (its
+	// JSON, opaque here); "" before anything was learnt.
+	Note string
+	ETag string // of the stored entry, for ClearStale and UpdateBlocked
+}
+
+// BlockedUpdate is what UpdateBlocked merges into an entry.
+type BlockedUpdate struct {
+	// Figures: set Confirmed, Version, AppliedSeq and Parked (a pending
+	// mark sets Confirmed false and Version).
+	Figures    bool
+	Confirmed  bool
+	Version    int64
+	AppliedSeq int64
+	Parked     int
+	// Note, when not nil, replaces the entry's note.
+	Note *string
 }
 
 // Stale reports whether e is an entry to remove, given the order's head h
@@ -60,9 +101,7 @@ type BlockedEntry struct {
 // is at or past the version whose commit was to block the order, and is not
 // blocked since e.Since: that commit either landed and the block since ended,
 // or lost to another commit and will never land (a retry blocks with a new
-// entry). A head below e.Version means the commit is still to come: removing
-// the entry then is the race of issue 25, where the commit lands after the
-// lister and the blocked order drops out of every listing for good.
+// entry). A head below e.Version means the commit is still to come.
 func (e BlockedEntry) Stale(h Head) bool {
 	if h.Version < e.Version {
 		return false
@@ -82,6 +121,8 @@ type BlockedOrder struct {
 	Parked       int    `json:"parked"`
 	MissingSeq   int64  `json:"missingSeq"`
 	BlockedSince string `json:"blockedSince"`
+	// Note is the index entry's note (BlockedEntry.Note), for the healer.
+	Note string `json:"-"`
 }
 
 // BlockedPage is one page of the listing.
@@ -93,11 +134,8 @@ type BlockedPage struct {
 // MaxBlockedPageSize bounds a page of the listing.
 const MaxBlockedPageSize = 500
 
-// ListBlocked returns a page of blocked orders, oldest first. Each index
-// entry is checked against the order's head: an order blocked since the
-// entry's time is listed; a stale entry (BlockedEntry.Stale) is removed from
-// the index, unless written again since it was scanned; an entry whose
-// blocking commit has not landed yet is neither listed nor removed.
+// ListBlocked returns a page of blocked orders, oldest first: one query of
+// the index, plus one head read per pending entry on the page (CheckEntries).
 func ListBlocked(ctx context.Context, idx BlockedIndex, continuation string, pageSize int) (BlockedPage, error) {
 	if pageSize <= 0 || pageSize > MaxBlockedPageSize {
 		return BlockedPage{}, fault.Errorf(fault.Invalid, "pageSize must be between 1 and %d", MaxBlockedPageSize)
@@ -115,10 +153,32 @@ func ListBlocked(ctx context.Context, idx BlockedIndex, continuation string, pag
 		return BlockedPage{}, err
 	}
 	page := BlockedPage{Orders: []BlockedOrder{}}
+	if page.Orders, err = CheckEntries(ctx, idx, entries); err != nil {
+		return BlockedPage{}, err
+	}
+	if more && len(entries) > 0 {
+		page.Continuation = base64.RawURLEncoding.EncodeToString([]byte(entries[len(entries)-1].Key))
+	}
+	return page, nil
+}
+
+// CheckEntries turns scanned entries into blocked orders. A confirmed entry
+// is listed as it is. A pending one is checked against the order's head: an
+// order blocked since the entry's time is listed, and its entry confirmed; a
+// stale entry (BlockedEntry.Stale) is removed, unless written again since it
+// was scanned; an entry whose commit has not landed (yet) is neither listed
+// nor removed.
+func CheckEntries(ctx context.Context, idx BlockedIndex, entries []BlockedEntry) ([]BlockedOrder, error) {
+	out := []BlockedOrder{}
 	for _, e := range entries {
+		if e.Confirmed {
+			out = append(out, BlockedOrder{OrderID: e.OrderID, AppliedSeq: e.AppliedSeq, Parked: e.Parked,
+				MissingSeq: e.AppliedSeq + 1, BlockedSince: timestamp(e.Since), Note: e.Note})
+			continue
+		}
 		h, ok, err := idx.Head(ctx, e.OrderID)
 		if err != nil {
-			return BlockedPage{}, fmt.Errorf("check blocked order %q: %w", e.OrderID, err)
+			return nil, fmt.Errorf("check blocked order %q: %w", e.OrderID, err)
 		}
 		if !ok {
 			h = Head{OrderID: e.OrderID} // no state: version 0
@@ -130,11 +190,11 @@ func ListBlocked(ctx context.Context, idx BlockedIndex, continuation string, pag
 		if h.Parked == 0 || !h.BlockedSince.Equal(e.Since) {
 			continue // pending: its commit has not landed (yet)
 		}
-		page.Orders = append(page.Orders, BlockedOrder{OrderID: h.OrderID, AppliedSeq: h.AppliedSeq, Parked: h.Parked,
-			MissingSeq: h.AppliedSeq + 1, BlockedSince: timestamp(h.BlockedSince)})
+		// Best effort: a reader that finds it still pending reads the head.
+		_ = idx.UpdateBlocked(ctx, e.OrderID, e.Since, BlockedUpdate{Figures: true, Confirmed: true, Version: h.Version,
+			AppliedSeq: h.AppliedSeq, Parked: h.Parked}, e.ETag)
+		out = append(out, BlockedOrder{OrderID: h.OrderID, AppliedSeq: h.AppliedSeq, Parked: h.Parked,
+			MissingSeq: h.AppliedSeq + 1, BlockedSince: timestamp(h.BlockedSince), Note: e.Note})
 	}
-	if more && len(entries) > 0 {
-		page.Continuation = base64.RawURLEncoding.EncodeToString([]byte(entries[len(entries)-1].Key))
-	}
-	return page, nil
+	return out, nil
 }

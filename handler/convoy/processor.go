@@ -242,23 +242,33 @@ func (a *attempt) makeRoom(ctx context.Context) error {
 	return a.commit(ctx)
 }
 
-// commit writes the pending change, keeping the blocked index a superset of
-// the blocked orders: marked before the commit that blocks, cleared after
-// the commit that unblocks. The entry names the version this commit writes,
-// so that a lister running between the two writes, which finds the order not
-// blocked yet, leaves the entry alone (BlockedEntry.Stale). Once it
-// succeeded, what it changed is recorded: the outcomes of its steps, and
-// whether it blocked or unblocked the order.
+// commit writes the pending change, keeping the blocked index in step with
+// it in the three steps of BlockedIndex: before a commit that blocks the
+// order or ends its block, the entry is made pending under the version the
+// commit writes; after it, the entry of a block that holds is confirmed with
+// the head's figures, and the entry of a block that ended is removed. Once
+// the commit succeeded, what it changed is recorded: the outcomes of its
+// steps, and whether it blocked or unblocked the order.
 func (a *attempt) commit(ctx context.Context) error {
 	o := a.o
 	if a.change.Empty() {
 		a.pending = len(a.outcomes) // duplicates only: nothing to write, nothing to lose
 		return nil
 	}
-	since := o.BlockedSince
-	if a.p.index != nil && !since.IsZero() && !since.Equal(a.storedBlocked) {
-		if err := a.p.index.MarkBlocked(ctx, o.ID, since, o.Version+1); err != nil {
-			return fmt.Errorf("index blocked order %q: %w", o.ID, err)
+	since, before := o.BlockedSince, a.storedBlocked
+	begins := !since.IsZero() && !since.Equal(before) // this commit begins a run of parked messages
+	ends := !before.IsZero() && !before.Equal(since)  // it drains the run begun at before
+	if idx := a.p.index; idx != nil {
+		if begins {
+			if err := idx.MarkBlocked(ctx, o.ID, since, o.Version+1); err != nil {
+				return fmt.Errorf("index blocked order %q: %w", o.ID, err)
+			}
+		}
+		if ends {
+			pending := BlockedUpdate{Figures: true, Version: o.Version + 1, AppliedSeq: o.AppliedSeq, Parked: len(o.Parked)}
+			if err := idx.UpdateBlocked(ctx, o.ID, before, pending, "*"); err != nil {
+				return fmt.Errorf("index order %q as unblocking: %w", o.ID, err)
+			}
 		}
 	}
 	if err := a.p.store.Commit(ctx, o, o.Version, &a.change); err != nil {
@@ -268,17 +278,19 @@ func (a *attempt) commit(ctx context.Context) error {
 	a.done.commits++
 	a.pending = len(a.outcomes)
 	a.change = Change{}
-	before := a.storedBlocked
-	if !before.IsZero() && !before.Equal(since) {
-		a.done.unblocked = true // this commit drained the run of parked messages begun at before
-	}
-	if !since.IsZero() && !since.Equal(before) {
-		a.done.blocked = true // this commit began a run of parked messages
-	}
-	if a.p.index != nil && !before.IsZero() && !before.Equal(since) {
-		_ = a.p.index.ClearBlocked(ctx, o.ID, before) // a stale entry is dropped by its next reader
-	}
+	a.done.unblocked = a.done.unblocked || ends
+	a.done.blocked = a.done.blocked || begins
 	a.storedBlocked = since
+	if idx := a.p.index; idx != nil {
+		// Best effort: an entry left pending is checked by its next reader.
+		if ends {
+			_ = idx.ClearBlocked(ctx, o.ID, before)
+		}
+		if !since.IsZero() {
+			_ = idx.UpdateBlocked(ctx, o.ID, since, BlockedUpdate{Figures: true, Confirmed: true, Version: o.Version,
+				AppliedSeq: o.AppliedSeq, Parked: len(o.Parked)}, "*")
+		}
+	}
 	return nil
 }
 

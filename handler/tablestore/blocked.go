@@ -21,7 +21,7 @@ var _ convoy.BlockedIndex = (*Store)(nil)
 func (s *Store) MarkBlocked(ctx context.Context, orderID string, since time.Time, version int64) error {
 	data, err := json.Marshal(aztables.EDMEntity{
 		Entity:     aztables.Entity{PartitionKey: blockedPartition, RowKey: convoy.BlockedKey(orderID, since)},
-		Properties: map[string]any{"OrderId": orderID, "Since": aztables.EDMDateTime(since), "Version": aztables.EDMInt64(version)},
+		Properties: map[string]any{"OrderId": orderID, "Since": aztables.EDMDateTime(since), "Version": aztables.EDMInt64(version), "Confirmed": false},
 	})
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, "encode blocked entry")
@@ -31,6 +31,32 @@ func (s *Store) MarkBlocked(ctx context.Context, orderID string, since time.Time
 		return err
 	})
 	return classifyOrNil(err, "mark order "+orderID+" blocked")
+}
+
+// UpdateBlocked implements convoy.BlockedIndex: a merge under If-Match.
+func (s *Store) UpdateBlocked(ctx context.Context, orderID string, since time.Time, u convoy.BlockedUpdate, etag string) error {
+	props := map[string]any{}
+	if u.Figures {
+		props["Confirmed"], props["Version"] = u.Confirmed, aztables.EDMInt64(u.Version)
+		props["AppliedSeq"], props["Parked"] = aztables.EDMInt64(u.AppliedSeq), int32(u.Parked)
+	}
+	if u.Note != nil {
+		props["Note"] = *u.Note
+	}
+	data, err := json.Marshal(aztables.EDMEntity{
+		Entity:     aztables.Entity{PartitionKey: blockedPartition, RowKey: convoy.BlockedKey(orderID, since)},
+		Properties: props,
+	})
+	if err != nil {
+		return fault.Wrap(fault.Internal, err, "encode blocked entry")
+	}
+	tag := azcore.ETag(etag)
+	_, err = s.table.UpdateEntity(ctx, data, &aztables.UpdateEntityOptions{IfMatch: &tag, UpdateMode: aztables.UpdateModeMerge})
+	switch tableCode(err) {
+	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound, aztables.UpdateConditionNotSatisfied:
+		return nil // gone, or changed since it was read: left as it is
+	}
+	return classifyOrNil(err, "update the blocked entry of order "+orderID)
 }
 
 // ClearBlocked implements convoy.BlockedIndex.
@@ -67,7 +93,8 @@ func (s *Store) ScanBlocked(ctx context.Context, after string, limit int) ([]con
 			return convoy.BlockedEntry{}, fault.Wrap(fault.Internal, err, "decode blocked entry")
 		}
 		p := props(e.Properties)
-		return convoy.BlockedEntry{Key: e.RowKey, OrderID: p.str("OrderId"), Since: p.time("Since"), Version: p.int("Version"), ETag: e.ETag}, nil
+		return convoy.BlockedEntry{Key: e.RowKey, OrderID: p.str("OrderId"), Since: p.time("Since"), Version: p.int("Version"),
+			Confirmed: p.bool("Confirmed"), AppliedSeq: p.int("AppliedSeq"), Parked: int(p.int("Parked")), Note: p.str("Note"), ETag: e.ETag}, nil
 	})
 }
 

@@ -28,6 +28,30 @@ func (s *Store) MarkBlocked(_ context.Context, orderID string, since time.Time, 
 	return nil
 }
 
+// UpdateBlocked implements convoy.BlockedIndex.
+func (s *Store) UpdateBlocked(_ context.Context, orderID string, since time.Time, u convoy.BlockedUpdate, etag string) error {
+	if err := s.fail("index", orderID); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := convoy.BlockedKey(orderID, since)
+	e, ok := s.blocked[key]
+	if !ok || (etag != "*" && e.ETag != etag) {
+		return nil
+	}
+	if u.Figures {
+		e.Confirmed, e.Version, e.AppliedSeq, e.Parked = u.Confirmed, u.Version, u.AppliedSeq, u.Parked
+	}
+	if u.Note != nil {
+		e.Note = *u.Note
+	}
+	s.tags++
+	e.ETag = strconv.FormatInt(s.tags, 10)
+	s.blocked[key] = e
+	return nil
+}
+
 // ClearBlocked implements convoy.BlockedIndex.
 func (s *Store) ClearBlocked(_ context.Context, orderID string, since time.Time) error {
 	s.mu.Lock()

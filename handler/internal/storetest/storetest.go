@@ -34,6 +34,7 @@ func Run(t *testing.T, store convoy.Store) {
 		{"TenThousandTransactions", testManyTransactions},
 		{"BlockedIndex", testBlockedIndex},
 		{"BlockedIndexListedMidCommit", testBlockedListedMidCommit},
+		{"BlockedIndexPageWithoutHeads", testBlockedPageWithoutHeads},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -507,4 +508,84 @@ func indexed(t *testing.T, idx convoy.BlockedIndex, order string, since time.Tim
 		t.Fatal(err)
 	}
 	return len(entries) == 1 && entries[0].Key == convoy.BlockedKey(order, since)
+}
+
+// crashyIndex is a BlockedIndex whose steps after a commit (UpdateBlocked
+// with "*", ClearBlocked) can be made to fail, as a crash between the commit
+// and them would leave the index; it counts head reads.
+type crashyIndex struct {
+	convoy.BlockedIndex
+	crash bool
+	heads int
+}
+
+func (c *crashyIndex) UpdateBlocked(ctx context.Context, id string, since time.Time, u convoy.BlockedUpdate, etag string) error {
+	if c.crash && etag == "*" && u.Confirmed {
+		return fmt.Errorf("crashed before confirming")
+	}
+	return c.BlockedIndex.UpdateBlocked(ctx, id, since, u, etag)
+}
+
+func (c *crashyIndex) ClearBlocked(ctx context.Context, id string, since time.Time) error {
+	if c.crash {
+		return fmt.Errorf("crashed before clearing")
+	}
+	return c.BlockedIndex.ClearBlocked(ctx, id, since)
+}
+
+func (c *crashyIndex) Head(ctx context.Context, id string) (convoy.Head, bool, error) {
+	c.heads++
+	return c.BlockedIndex.Head(ctx, id)
+}
+
+// testBlockedPageWithoutHeads (issue 25): a page of confirmed entries is one
+// query, with no order read; an entry left pending by a crash after the
+// commit that blocks is listed and confirmed by its next reader; one left by
+// a crash after the commit that unblocks is removed, not listed.
+func testBlockedPageWithoutHeads(t *testing.T, s convoy.Store, id string) {
+	inner, ok := s.(convoy.BlockedIndex)
+	if !ok {
+		t.Fatalf("%T does not implement convoy.BlockedIndex", s)
+	}
+	idx := &crashyIndex{BlockedIndex: inner}
+	ctx := context.Background()
+	clock := epoch.Add(time.Duration(time.Now().UnixNano()%1e6) * time.Hour)
+	p := convoy.NewProcessor(s, convoy.ProcessorOptions{Index: idx, Now: func() time.Time { return clock }})
+	process := func(order string, m convoy.Message) {
+		t.Helper()
+		m.Tx.OrderID = order
+		if _, err := p.Process(ctx, order, []convoy.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	quiet, crashed, healed := id+"-quiet", id+"-crashed", id+"-healed"
+	process(quiet, msg(2, convoy.AddTransaction, "t-1", 5))
+	process(quiet, msg(3, convoy.AddTransaction, "t-2", 5)) // a second park updates the entry's figures
+	idx.crash = true
+	process(crashed, msg(2, convoy.AddTransaction, "t-1", 5)) // blocked; its entry left pending
+	idx.crash = false
+	process(healed, msg(2, convoy.AddTransaction, "t-1", 5))
+	idx.crash = true
+	process(healed, msg(1, convoy.CreateOrder, "", 0)) // unblocked; its entry left behind
+	idx.crash = false
+
+	idx.heads = 0
+	listed := listAll(t, idx)
+	if _, ok := listed[healed]; ok {
+		t.Errorf("%s is listed as blocked after the commit that unblocked it (its entry was left behind by a crash)", healed)
+	}
+	if o, ok := listed[crashed]; !ok || o.Parked != 1 || o.MissingSeq != 1 {
+		t.Errorf("%s: listed %v as %+v, want blocked with 1 parked (its entry left pending by a crash)", crashed, ok, o)
+	}
+	if o := listed[quiet]; o.Parked != 2 || o.MissingSeq != 1 || o.AppliedSeq != 0 {
+		t.Errorf("%s listed as %+v, want missing seq 1 with 2 parked", quiet, o)
+	}
+	if idx.heads > 2 {
+		t.Errorf("the listing read %d heads, want at most the two pending entries'", idx.heads)
+	}
+	idx.heads = 0
+	listed = listAll(t, idx)
+	if _, ok := listed[crashed]; !ok || idx.heads != 0 {
+		t.Errorf("second listing: %s listed %v, %d heads read; want it listed from its confirmed entry, no head read", crashed, ok, idx.heads)
+	}
 }
