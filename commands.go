@@ -7,12 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/ledger"
@@ -24,7 +27,12 @@ func publish(args []string) error {
 	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
 	direct := fs.Bool("direct", false, "de-batch the ledger here, onto the orders queue (needs StateStorage), instead of sending it to the ledgers queue")
 	stream := fs.String("stream", "", "the ledger's stream (its SessionId on the ledgers queue), replacing the document's own; default: the document's, else \"default\"")
-	return userCommand(fs, args, "ledger file (or - for stdin)", func() bool { return *direct },
+	return userCommand(fs, args, "ledger file (or - for stdin)", func() string {
+		if *direct {
+			return "publish --direct allocates seqs and checkpoints in the ledgers table"
+		}
+		return ""
+	},
 		func(ctx context.Context, cfg settings.Settings, c *clients, name string, out *json.Encoder) error {
 			doc, err := readFile(name)
 			if err != nil {
@@ -148,27 +156,120 @@ func replayOrders(args []string) error {
 	all := fs.Bool("all", false, "replay every placeable dead letter of the orders queue instead of named orders")
 	max := fs.Int("max", replay.DefaultAllMax, "with --all: dead letters received per round (at most ReplayScanLimit)")
 	fs.String("settings", "local.settings.json", "file whose Values fill in settings missing from the environment")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *all {
 		if fs.NArg() > 0 {
-			return fmt.Errorf("replay --all takes no order ids")
+			return usageErrorf("replay", "replay --all takes no order ids (got %q)", fs.Args())
+		}
+		if *max < 1 {
+			return usageErrorf("replay", "--max %d: dead letters per round must be at least 1", *max)
 		}
 		return replayAll(fs, *max)
 	}
-	return userCommand(fs, nil, "order id", func() bool { return false },
+	maxSet := false
+	fs.Visit(func(f *flag.Flag) { maxSet = maxSet || f.Name == "max" })
+	if maxSet {
+		return usageErrorf("replay", "--max goes with --all")
+	}
+	if fs.NArg() == 0 {
+		return usageErrorf("replay", "name at least one order id, or --all")
+	}
+	for _, id := range fs.Args() {
+		if err := handler.CheckOrderID(id); err != nil {
+			return usageErrorf("replay", "%s", fault.MessageOf(err))
+		}
+	}
+	return userCommand(fs, nil, "order id", func() string { return replayNeedsStorage },
 		func(ctx context.Context, cfg settings.Settings, c *clients, id string, out *json.Encoder) error {
-			rep, err := newReplayer(cfg, c).Replay(ctx, id)
-			_ = out.Encode(rep)
+			r, err := operatorReplayer(cfg, c)
 			if err != nil {
-				return describe(id, err)
+				return err
 			}
-			if rep.Incomplete != nil {
-				return fmt.Errorf("%s: incomplete: %s", id, rep.Incomplete.Reason)
+			// The HTTP function's code and answer (handler.ReplayOrder,
+			// ReplayAnswer): the body printed is the one it would answer.
+			rep, err := handler.ReplayOrder(ctx, r, id)
+			status, body := handler.ReplayAnswer(rep, err)
+			_ = out.Encode(body)
+			if len(rep.Left) > 0 {
+				fmt.Fprintf(os.Stderr, "%s: %d dead letter(s) left dead-lettered (a permanent cause: re-sent, they would be dead-lettered again):\n", id, len(rep.Left))
+				for _, l := range rep.Left {
+					fmt.Fprintf(os.Stderr, "  %s (seq %d): %s\n", l.MessageID, l.Seq, l.Why)
+				}
+				fmt.Fprintf(os.Stderr, "  skip the order's missing seq instead: convoy skip %s <missing seq> (GET /api/orders?blocked=true names it)\n", id)
+			}
+			switch {
+			case err != nil:
+				return describe(id, err)
+			case status != http.StatusOK:
+				return fmt.Errorf("%s: incomplete (as HTTP %d): %s", id, status, rep.Incomplete.Reason)
 			}
 			return nil
 		}, fs.Args()...)
+}
+
+// replayNeedsStorage is why a replay refuses to run without StateStorage.
+const replayNeedsStorage = "a replay reads each order's appliedSeq there, so that a dead letter already applied or skipped is completed, not re-sent"
+
+// skipGap is `convoy skip ORDERID SEQ`: SkipGap's code (handler.SkipGap) on
+// the processor serve builds, against the orders table. It needs
+// StateStorage only.
+func skipGap(args []string) error {
+	fs := flag.NewFlagSet("skip", flag.ContinueOnError)
+	settingsFile := fs.String("settings", "local.settings.json", "file whose Values fill in settings missing from the environment")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return usageErrorf("skip", "skip takes an order id and a seq (got %d argument(s))", fs.NArg())
+	}
+	id, seq := fs.Arg(0), fs.Arg(1)
+	if err := handler.CheckOrderID(id); err != nil {
+		return usageErrorf("skip", "%s", fault.MessageOf(err))
+	}
+	if n, err := strconv.ParseInt(seq, 10, 64); err != nil || n < 1 {
+		return usageErrorf("skip", "seq %q is not an integer ≥ 1: name the order's missing seq", seq)
+	}
+	lookup, err := withSettingsFile(*settingsFile)
+	if err != nil {
+		return err
+	}
+	cfg, err := settings.LoadForClient(withoutServiceBus(lookup), true)
+	if err != nil {
+		return fmt.Errorf("invalid settings:\n%w", err)
+	}
+	c, err := newClients(cfg) // its Service Bus client is never used: it dials nothing
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	res, err := handler.SkipGap(ctx, operatorProcessor(cfg, c), id, seq)
+	if err != nil {
+		return describe(id, err)
+	}
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// withoutServiceBus: skip uses no Service Bus, but the settings loader (and
+// newClients) want a connection; a syntactically valid one, never dialled
+// (an azservicebus client connects on its first send or receive), stands in
+// when none is set.
+func withoutServiceBus(lookup func(string) (string, bool)) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		if k == "ServiceBusConnection" {
+			if v, ok := lookup(k); ok && v != "" {
+				return v, ok
+			}
+			if v, ok := lookup(k + "__fullyQualifiedNamespace"); ok && v != "" {
+				return "", false
+			}
+			return "Endpoint=sb://unused.invalid/;SharedAccessKeyName=unused;SharedAccessKey=unused", true
+		}
+		return lookup(k)
+	}
 }
 
 // replayAll runs replay.All round after round until done, with a progress
@@ -177,7 +278,7 @@ func replayOrders(args []string) error {
 // duration) up to lockWaits times in a row.
 func replayAll(fs *flag.FlagSet, max int) error {
 	const lockWaits, lockWait = 12, 10 * time.Second
-	return userCommand(fs, nil, "", func() bool { return false },
+	return userCommand(fs, nil, "", func() string { return replayNeedsStorage },
 		func(ctx context.Context, cfg settings.Settings, c *clients, _ string, out *json.Encoder) error {
 			r := newReplayer(cfg, c)
 			token, waits := "", 0
@@ -214,7 +315,7 @@ func replayAll(fs *flag.FlagSet, max int) error {
 // userCommand runs a command a user types: it parses the flags, reads the
 // settings (environment, then --settings), builds the clients, and calls
 // each with every argument, printing JSON results on stdout.
-func userCommand(fs *flag.FlagSet, args []string, what string, needStorage func() bool,
+func userCommand(fs *flag.FlagSet, args []string, what string, needStorage func() string,
 	each func(ctx context.Context, cfg settings.Settings, c *clients, arg string, out *json.Encoder) error, parsed ...string) error {
 	settingsFile := fs.Lookup("settings")
 	if settingsFile == nil {
@@ -222,20 +323,24 @@ func userCommand(fs *flag.FlagSet, args []string, what string, needStorage func(
 		settingsFile = fs.Lookup("settings")
 	}
 	if parsed == nil {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args); err != nil {
 			return err
 		}
 		parsed = fs.Args()
 	}
 	if len(parsed) == 0 {
-		return fmt.Errorf("%s: name at least one %s", fs.Name(), what)
+		return usageErrorf(fs.Name(), "name at least one %s", what)
 	}
 	lookup, err := withSettingsFile(settingsFile.Value.String())
 	if err != nil {
 		return err
 	}
-	cfg, err := settings.LoadForClient(lookup, needStorage())
+	why := needStorage()
+	cfg, err := settings.LoadForClient(lookup, why != "")
 	if err != nil {
+		if why != "" {
+			return fmt.Errorf("invalid settings (StateStorage is required: %s):\n%w", why, err)
+		}
 		return fmt.Errorf("invalid settings:\n%w", err)
 	}
 	c, err := newClients(cfg)

@@ -1,56 +1,104 @@
 // Command convoy is the Azure Functions custom handler of the Sequential
 // Convoy. Started by the Functions host (no arguments) it serves the
 // functions on 127.0.0.1:$FUNCTIONS_CUSTOMHANDLER_PORT (serve.go); `convoy
-// publish` and `convoy replay` are commands for users (commands.go); the
-// Azure clients and the one choice of transport are in clients.go.
+// publish`, `convoy replay` and `convoy skip` are commands for users
+// (commands.go); the Azure clients and the one choice of transport are in
+// clients.go. `convoy help` and `-h`/`--help` anywhere print usage, exit 0
+// and start nothing (help.go).
 package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"syscall"
 )
 
-const usage = `usage:
-  convoy                     serve the functions (how the Functions host starts it)
-  convoy publish [flags] FILE...
-                             send ledger files ("-" for stdin) to the ledgers queue,
-                             or with --direct de-batch them onto the orders queue here
-  convoy replay ORDERID...   re-send an order's dead-lettered messages in seq order
-  convoy replay --all [--max N]
-                             re-send every placeable dead letter, grouped by order, in
-                             seq order per order, N per round, with a progress line per round
-Settings come from the environment, then from local.settings.json (--settings).`
-
 func main() {
-	cmd, args := "serve", os.Args[1:]
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, args = args[0], args[1:]
+	os.Exit(run(os.Args[1:]))
+}
+
+// run runs the command line args and returns the exit code.
+func run(args []string) int {
+	cmd, rest := "serve", args
+	if len(args) > 0 {
+		cmd, rest = args[0], args[1:]
+	}
+	if wantsHelp(args) {
+		// Help never starts anything: `convoy -h`, `convoy help [command]`,
+		// `convoy <command> -h|--help` (even with other arguments).
+		topic := ""
+		switch {
+		case cmd == "help" && len(rest) > 0:
+			topic = rest[0]
+		case cmd != "help" && !isHelpFlag(cmd):
+			topic = cmd
+		}
+		text, ok := helpText(topic)
+		if !ok {
+			fmt.Fprintf(os.Stderr, "convoy: no help for %q: unknown command\n%s\n", topic, usage)
+			return 2
+		}
+		fmt.Print(text)
+		return 0
 	}
 	var err error
 	switch cmd {
 	case "serve":
+		if len(rest) > 0 {
+			err = fmt.Errorf("serve takes no arguments (got %q): it reads its settings from the environment, see convoy help serve", rest)
+			break
+		}
 		err = serve()
 	case "publish":
-		err = publish(args)
+		err = publish(rest)
 	case "replay":
-		err = replayOrders(args)
-	case "help":
-		fmt.Println(usage)
+		err = replayOrders(rest)
+	case "skip":
+		err = skipGap(rest)
 	default:
-		err = fmt.Errorf("unknown command %q\n%s", cmd, usage)
+		fmt.Fprintf(os.Stderr, "convoy: unknown command %q\n%s\n", cmd, usage)
+		return 2
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "convoy:", err)
-		var stopped signalStop
-		if errors.As(err, &stopped) {
-			os.Exit(stopped.code())
-		}
-		os.Exit(1)
+	if err == nil {
+		return 0
 	}
+	fmt.Fprintln(os.Stderr, "convoy:", err)
+	var stopped signalStop
+	if errors.As(err, &stopped) {
+		return stopped.code()
+	}
+	var bad usageError
+	if errors.As(err, &bad) {
+		return 2
+	}
+	return 1
 }
+
+// usageError: the command line itself is wrong (exit code 2, as flag's).
+type usageError struct{ msg string }
+
+func (u usageError) Error() string { return u.msg }
+
+// usageErrorf is a usageError that ends with a pointer to the command's help.
+func usageErrorf(cmd, format string, args ...any) error {
+	return usageError{fmt.Sprintf(format, args...) + fmt.Sprintf(" (convoy %s -h for help)", cmd)}
+}
+
+// parseFlags parses a command's flags; a bad flag is a usageError (-h and
+// --help never get here: run answers them first).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(discard{})
+	if err := fs.Parse(args); err != nil {
+		return usageErrorf(fs.Name(), "%v", err)
+	}
+	return nil
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // signalStop: the handler stopped on a signal after finishing its in-flight
 // invocations. It still exits non-zero (128 + the signal, as shells report

@@ -93,22 +93,79 @@ func (s *server) blockedOrders(ctx context.Context, r httpRequest) (int, any, er
 // replayOrder is ReplayOrder: POST /api/orders/{orderId}/replay.
 func (s *server) replayOrder(ctx context.Context, r httpRequest) (int, any, error) {
 	id := r.Params["orderId"]
-	if why := convoy.CheckID(id); why != "" {
-		return 0, nil, fault.Errorf(fault.Invalid, "orderId %s", why)
+	if err := CheckOrderID(id); err != nil {
+		return 0, nil, err
 	}
-	rep, err := s.Replay.Replay(ctx, id)
+	rep, err := ReplayOrder(ctx, s.Replay, id)
 	s.Logger.Log(context.Background(), levelOf(err), "dead letters replayed by operator", "orderId", id, "replayed", len(rep.Replayed),
-		"duplicates", len(rep.Duplicates), "unplaceable", len(rep.Unplaceable), "scanned", rep.Scanned,
+		"duplicates", len(rep.Duplicates), "unplaceable", len(rep.Unplaceable), "left", len(rep.Left), "scanned", rep.Scanned,
 		"incomplete", rep.Incomplete != nil, "error", err)
+	status, body := ReplayAnswer(rep, s.pastDeadline(ctx, FnReplayOrder, err))
+	return status, body, nil
+}
+
+// CheckOrderID refuses an order id that no order can have (an Invalid fault).
+func CheckOrderID(id string) error {
+	if why := convoy.CheckID(id); why != "" {
+		return fault.Errorf(fault.Invalid, "orderId %s", why)
+	}
+	return nil
+}
+
+// OrderReplay is ReplayOrder's report: replay.Report, with each dead letter
+// the replay left dead-lettered and why (its "left" replaces the report's).
+type OrderReplay struct {
+	replay.Report
+	Left []LeftDeadLetter `json:"left,omitempty"`
+}
+
+// LeftDeadLetter is a dead letter an operator's replay did not re-send: one
+// of a permanent cause (heal.Classify), which would only be dead-lettered
+// again. Its gap is for SkipGap.
+type LeftDeadLetter struct {
+	MessageID string `json:"messageId"`
+	Seq       int64  `json:"seq,omitempty"` // 0 when it has no readable seq
+	Cause     string `json:"cause,omitempty"`
+	Why       string `json:"why,omitempty"`
+}
+
+// ExplainingReplayer is a Replayer that says why it left each dead letter
+// it did not re-send (the program's: clients.go); a Replayer without it is
+// reported with the ids of Report.Left only.
+type ExplainingReplayer interface {
+	ReplayOrder(ctx context.Context, orderID string) (OrderReplay, error)
+}
+
+// ReplayOrder replays orderID's dead letters with r: the one code path of
+// ReplayOrder (POST /api/orders/{orderId}/replay) and `convoy replay`. Its
+// answer is ReplayAnswer's.
+func ReplayOrder(ctx context.Context, r Replayer, orderID string) (OrderReplay, error) {
+	if err := CheckOrderID(orderID); err != nil {
+		return OrderReplay{Report: replay.Report{OrderID: orderID, Replayed: []replay.Replayed{}}}, err
+	}
+	if x, ok := r.(ExplainingReplayer); ok {
+		return x.ReplayOrder(ctx, orderID)
+	}
+	rep, err := r.Replay(ctx, orderID)
+	out := OrderReplay{Report: rep}
+	for _, id := range rep.Left {
+		out.Left = append(out.Left, LeftDeadLetter{MessageID: id})
+	}
+	return out, err
+}
+
+// ReplayAnswer is the status and JSON body of a replay's report and error:
+// 200 with the report; a failure's status (errorResponse) or, when the
+// replay could not see every dead letter, 503 with Retry-After or 409
+// (incompleteAnswer), with "error" beside the report.
+func ReplayAnswer(rep OrderReplay, err error) (int, any) {
 	if err != nil {
-		status, body := failedAnswer(s.pastDeadline(ctx, FnReplayOrder, err), rep)
-		return status, body, nil
+		return failedAnswer(err, rep)
 	}
 	if rep.Incomplete != nil {
-		status, body := incompleteAnswer(rep.Incomplete, rep)
-		return status, body, nil
+		return incompleteAnswer(rep.Incomplete, rep)
 	}
-	return http.StatusOK, rep, nil
+	return http.StatusOK, rep
 }
 
 // levelOf is the level of a replay's log line: an error when it failed with
@@ -190,24 +247,35 @@ type SkipResult struct {
 // skipGap is SkipGap: POST /api/orders/{orderId}/skip?seq=N. N must be the
 // order's missing seq; anything else changes nothing.
 func (s *server) skipGap(ctx context.Context, r httpRequest) (int, any, error) {
-	id := r.Params["orderId"]
-	if why := convoy.CheckID(id); why != "" {
-		return 0, nil, fault.Errorf(fault.Invalid, "orderId %s", why)
-	}
-	seq, err := strconv.ParseInt(r.Query.Get("seq"), 10, 64)
-	if err != nil || seq < 1 {
-		return 0, nil, fault.Errorf(fault.Invalid, "seq must be the order's missing seq, an integer ≥ 1")
-	}
-	res, view, err := s.Processor.Skip(ctx, id, seq)
+	out, err := SkipGap(ctx, s.Processor, r.Params["orderId"], r.Query.Get("seq"))
 	if err != nil {
 		return 0, nil, err
 	}
-	out := SkipResult{OrderID: id, Skipped: seq, Drained: []int64{}, Order: view}
+	s.Logger.Warn("gap skipped by operator", "orderId", out.OrderID, "seq", out.Skipped, "drained", len(out.Drained), "appliedSeq", out.Order.AppliedSeq)
+	return http.StatusOK, out, nil
+}
+
+// SkipGap records seq (as text, from the outside) of orderID as skipped with
+// p: the one code path of SkipGap (POST /api/orders/{orderId}/skip?seq=N)
+// and `convoy skip`. seq must be the order's missing seq; anything else is a
+// fault (Invalid, NotFound or Conflict) that changes nothing.
+func SkipGap(ctx context.Context, p OrderProcessor, orderID, seq string) (SkipResult, error) {
+	if err := CheckOrderID(orderID); err != nil {
+		return SkipResult{}, err
+	}
+	n, err := strconv.ParseInt(seq, 10, 64)
+	if err != nil || n < 1 {
+		return SkipResult{}, fault.Errorf(fault.Invalid, "seq must be the order's missing seq, an integer ≥ 1 (got %q)", cut(seq))
+	}
+	res, view, err := p.Skip(ctx, orderID, n)
+	if err != nil {
+		return SkipResult{}, err
+	}
+	out := SkipResult{OrderID: orderID, Skipped: n, Drained: []int64{}, Order: view}
 	for _, o := range res.Outcomes {
 		if o.Drained {
 			out.Drained = append(out.Drained, o.Seq)
 		}
 	}
-	s.Logger.Warn("gap skipped by operator", "orderId", id, "seq", seq, "drained", len(out.Drained), "appliedSeq", out.Order.AppliedSeq)
-	return http.StatusOK, out, nil
+	return out, nil
 }

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+
+	"github.com/convoy-dev/convoy/handler"
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/heal"
+	"github.com/convoy-dev/convoy/handler/replay"
+	"github.com/convoy-dev/convoy/handler/settings"
+)
+
+// An operator's replay (ReplayOrder over HTTP, `convoy replay`) re-sends an
+// order's dead letters of a transient cause and leaves those of a permanent
+// cause (heal.Classify: the processor cannot read them, or another tool
+// dead-lettered them), saying why: re-sent, they would only burn their
+// deliveries and be dead-lettered again. Their gap is for SkipGap.
+var _ handler.ExplainingReplayer = replayer{}
+
+// ReplayOrder is handler.ExplainingReplayer: replay.Order restricted to the
+// dead letters of a transient cause, with the others listed and explained.
+func (r replayer) ReplayOrder(ctx context.Context, orderID string) (handler.OrderReplay, error) {
+	var left []handler.LeftDeadLetter
+	opts := r.opts
+	opts.Select = func(d replay.DeadLetter) bool {
+		c := heal.Classify(d, -1)
+		if c.Class == heal.Transient {
+			return true
+		}
+		seq, _ := convoy.IntProperty(d.Properties[convoy.PropSeq])
+		left = append(left, handler.LeftDeadLetter{MessageID: d.MessageID, Seq: max(seq, 0), Cause: c.Class,
+			Why: c.Why + ": re-sent, it would be dead-lettered again; skip its seq instead"})
+		return false
+	}
+	src, sender, close, err := r.source()
+	if err != nil {
+		return handler.OrderReplay{Report: replay.Report{OrderID: orderID, Replayed: []replay.Replayed{}}}, err
+	}
+	defer close()
+	rep, err := replay.Order(ctx, src, sender, orderID, opts)
+	return handler.OrderReplay{Report: rep, Left: left}, err
+}
+
+// operatorReplayer is the replayer of `convoy replay`, as serve builds the
+// HTTP functions' (newServer): the orders' appliedSeq read from the orders
+// table, so that a dead letter already applied (or skipped) is completed as
+// a duplicate, never re-sent. It needs StateStorage.
+func operatorReplayer(cfg settings.Settings, c *clients) (replayer, error) {
+	if c.tables == nil {
+		return replayer{}, fault.Errorf(fault.Invalid, "StateStorage is not set: a replay reads each order's appliedSeq to tell duplicates")
+	}
+	return replayer{c: c, queue: cfg.OrdersQueue, opts: replay.Options{MaxScan: cfg.ReplayScanLimit, Orders: c.orderStore(cfg.OrdersTable)}}, nil
+}
+
+// operatorProcessor is the processor `convoy skip` commits with, as serve
+// builds the handler's (newServer): a skip is one processor commit on the
+// order's stored state (its cache is dropped first), so a running handler's
+// cached copy is refused by its version and reloaded.
+func operatorProcessor(cfg settings.Settings, c *clients) *convoy.Processor {
+	store := c.orderStore(cfg.OrdersTable)
+	return convoy.NewProcessor(store, convoy.ProcessorOptions{
+		CacheSize: 1,
+		Retry:     fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
+		Index:     store,
+	})
+}
