@@ -87,6 +87,12 @@ type App struct {
 	Logs               LogFilter
 }
 
+// defaultFunctionTimeout is functionTimeout when host.json sets none, on
+// Flex Consumption (ScriptJobHostOptionsSetup.ConfigureFunctionTimeout:
+// DefaultFunctionTimeout for every SKU but the classic Consumption plan's
+// 5 minutes).
+const defaultFunctionTimeout = 30 * time.Minute
+
 // HTTP forwarding modes of customHandler in host.json.
 const (
 	ForwardNone   = "none"    // HTTP functions are invoked with an envelope (Data.req)
@@ -138,7 +144,7 @@ func LoadApp(dir string, settings map[string]string) (*App, error) {
 	if sb.AutoCompleteMessages != nil && !*sb.AutoCompleteMessages {
 		return nil, fmt.Errorf("host.json: autoCompleteMessages false: a custom handler cannot settle messages")
 	}
-	if a.FunctionTimeout, err = timeSpan(a.Host.FunctionTimeout, 5*time.Minute); err != nil {
+	if a.FunctionTimeout, err = timeSpan(a.Host.FunctionTimeout, defaultFunctionTimeout); err != nil {
 		return nil, fmt.Errorf("host.json functionTimeout: %w", err)
 	}
 	if a.SessionIdleTimeout, err = timeSpan(sb.SessionIdleTimeout, time.Minute); err != nil {

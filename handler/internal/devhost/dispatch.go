@@ -25,18 +25,19 @@ func (in *Instance) listen(f Function) {
 	h := in.host
 	q := h.queues[f.Trigger.QueueName]
 	renewFor := h.scale(h.app.MaxAutoLockRenewal)
+	run := in.runCtx()
 	if !f.Trigger.IsSessionsEnabled {
 		for range maxConcurrentCalls(h.app) {
-			in.wg.Add(1)
+			in.lwg.Add(1)
 			go func() {
-				defer in.wg.Done()
+				defer in.lwg.Done()
 				for {
-					m, settle := q.Receive(in.ctx, renewFor)
+					m, settle := q.Receive(run, renewFor)
 					if m == nil {
 						return
 					}
 					msgs := []*Message{m}
-					in.settled(f, msgs, settle(in.report(f, msgs, h.invoke(in.ctx, in, f, msgs))))
+					in.settled(f, msgs, settle(in.report(f, msgs, h.invoke(run, in, f, msgs))))
 				}
 			}()
 		}
@@ -47,23 +48,23 @@ func (in *Instance) listen(f Function) {
 		workers, batch, renewFor = 1, maxMessageBatchSize(h.app), 0
 	}
 	for range workers {
-		in.wg.Add(1)
+		in.lwg.Add(1)
 		go func() {
-			defer in.wg.Done()
+			defer in.lwg.Done()
 			for {
-				lock := q.AcceptSession(in.ctx, renewFor)
+				lock := q.AcceptSession(run, renewFor)
 				if lock == nil {
 					return
 				}
 				for {
-					msgs, err := lock.Next(in.ctx, batch, h.app.SessionIdleTimeout)
+					msgs, err := lock.Next(run, batch, h.app.SessionIdleTimeout)
 					if err != nil {
 						in.logf("%s: session %s: %v; the receiver closes it", f.Name, lock.SessionID(), err)
 					}
 					if len(msgs) == 0 {
 						break
 					}
-					ok := in.report(f, msgs, h.invoke(in.ctx, in, f, msgs))
+					ok := in.report(f, msgs, h.invoke(run, in, f, msgs))
 					if err := lock.Settle(msgs, ok); err != nil {
 						in.settled(f, msgs, err)
 						break
@@ -160,9 +161,33 @@ func scaleTarget(a *App, f Function, st QueueStats) int {
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-// scaleOut adds instances while the triggers' targets ask for more, up to
-// Options.MaxInstances. Instances are not removed while the emulation runs,
-// and an instance whose host stopped is not replaced.
+// groupTarget is how many instances a group's work asks for: the largest
+// target of its Service Bus triggers, or for the HTTP group the requests in
+// flight and waiting over the per-instance HTTP concurrency; never below
+// the group's always-ready count.
+func (h *Host) groupTarget(g *group) int {
+	want := h.opts.MinInstances
+	for _, f := range g.functions {
+		if f.Trigger.Type == "serviceBusTrigger" {
+			want = max(want, scaleTarget(h.app, f, h.queues[f.Trigger.QueueName].Stats()))
+		}
+	}
+	if g.name == GroupHTTP {
+		demand := int(h.httpWaiting.Load())
+		for _, in := range h.Group(GroupHTTP) {
+			demand += int(in.inflight.Load())
+		}
+		want = max(want, ceilDiv(demand, h.opts.HTTPConcurrency))
+	}
+	return want
+}
+
+// scaleOut is the scale controller of per-function scaling: each group
+// scales on its own target; the instances of all groups together stay
+// within Options.MaxInstances (maximumInstanceCount is the app's). A group
+// whose target stays below its instance count for Options.ScaleInAfter
+// loses its newest instance (drained first), down to MinInstances. An
+// instance whose host stopped is not replaced: the platform recycles it.
 func (h *Host) scaleOut() {
 	defer h.wg.Done()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -173,25 +198,45 @@ func (h *Host) scaleOut() {
 			return
 		case <-tick.C:
 		}
-		want := 1
-		for _, f := range h.app.Functions {
-			if f.Trigger.Type == "serviceBusTrigger" {
-				want = max(want, scaleTarget(h.app, f, h.queues[f.Trigger.QueueName].Stats()))
-			}
-		}
-		want = min(want, h.opts.MaxInstances)
-		if n := len(h.Instances()); n < want {
-			in := newInstance(h, n)
-			if err := in.start(); err != nil {
-				if h.ctx.Err() == nil {
-					h.log.Printf("scale out to %d instances: %v", n+1, err)
-				}
-				continue
-			}
+		for _, g := range h.groups {
+			want := h.groupTarget(g)
 			h.mu.Lock()
-			h.instances = append(h.instances, in)
+			n, total := len(g.instances), h.total()
 			h.mu.Unlock()
-			h.log.Printf("scaled out to %d instances (target %d)", n+1, want)
+			switch {
+			case want > n && total < h.opts.MaxInstances:
+				g.idleSince = time.Time{}
+				in, err := h.addInstance(g)
+				if err != nil {
+					if h.ctx.Err() == nil {
+						h.log.Printf("scale out %s to %d instances: %v", g.name, n+1, err)
+					}
+					continue
+				}
+				h.log.Printf("scaled out %s to %d instances (target %d; %d in the app)", g.name, n+1, want, total+1)
+				_ = in
+			case want < n && n > h.opts.MinInstances:
+				if g.idleSince.IsZero() {
+					g.idleSince = time.Now()
+				}
+				if time.Since(g.idleSince) < h.scale(h.opts.ScaleInAfter) {
+					continue
+				}
+				g.idleSince = time.Time{}
+				h.mu.Lock()
+				in := g.instances[n-1]
+				g.instances = g.instances[:n-1]
+				h.mu.Unlock()
+				h.httpNotify()
+				h.log.Printf("scaling in %s to %d instances: draining instance %d", g.name, n-1, in.ID)
+				h.wg.Add(1)
+				go func() {
+					defer h.wg.Done()
+					in.drain()
+				}()
+			default:
+				g.idleSince = time.Time{}
+			}
 		}
 	}
 }

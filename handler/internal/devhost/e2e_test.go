@@ -328,19 +328,21 @@ func TestDuplicates(t *testing.T) {
 	e.checkFold(ctx, ledgers[:1])
 }
 
-// TestHandlerKilled: handlers are killed with SIGKILL mid-flight on two
-// instances, twice each: as much as a real host survives (the third crash
-// in a row stops it: TestCrashBudget). Every order still ends exactly right.
+// TestHandlerKilled: OrderProcessor's handlers are killed with SIGKILL
+// mid-flight on its two instances, twice each: as much as a real host
+// survives (the third crash in a row stops it: TestCrashBudget). Every order
+// still ends exactly right.
 func TestHandlerKilled(t *testing.T) {
 	ctx := timeout(t, 2*time.Minute)
 	e := startWith(t, stage(t, nil), azurite.Options{}, func(o *devhost.Options) { o.MinInstances = 2 })
 	ledgers := e.publish(ctx, workload(3, "kill", 4, 150, 12)...)
+	processors := e.host.Group("function:OrderProcessor")
 	for k := range 4 {
 		time.Sleep(time.Duration(150+100*k) * time.Millisecond)
-		e.host.Instances()[k%2].KillHandler()
+		processors[k%2].KillHandler()
 	}
 	e.waitIdle(ctx)
-	for _, in := range e.host.Instances() {
+	for _, in := range processors {
 		if in.Restarts() != 2 || in.Stopped() != "" {
 			t.Fatalf("instance %d: %d restarts, stopped %q; want 2 restarts and the host running", in.ID, in.Restarts(), in.Stopped())
 		}

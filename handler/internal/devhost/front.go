@@ -2,13 +2,13 @@ package devhost
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"strings"
@@ -51,26 +51,69 @@ func routeTemplate(route string) string {
 	return b.String()
 }
 
-// pick chooses the instance that serves an HTTP request: round robin over
-// the instances whose host runs.
-func (h *Host) pick() *Instance {
-	all := h.Instances()
-	for range len(all) {
-		in := all[int(h.next.Add(1))%len(all)]
-		if in.ctx.Err() == nil {
-			return in
+// maxRequestBodySize is the host's limit on a request body
+// (ScriptConstants.DefaultMaxRequestBodySize, set on Kestrel in Program.cs):
+// 100 MB; Kestrel refuses a larger body with 413.
+const maxRequestBodySize = 104857600
+
+// acquireHTTP chooses the HTTP instance that serves a request: the running
+// one with the fewest requests in flight, below the per-instance HTTP
+// concurrency. When every one is at the limit the request waits for a free
+// slot or a new instance (the group scales on the requests in flight and
+// waiting); release gives the slot back.
+func (h *Host) acquireHTTP(ctx context.Context) (*Instance, func(), error) {
+	waiting := false
+	defer func() {
+		if waiting {
+			h.httpWaiting.Add(-1)
+		}
+	}()
+	for {
+		h.httpMu.Lock()
+		free := h.httpFree
+		h.httpMu.Unlock()
+		var best *Instance
+		for _, in := range h.Group(GroupHTTP) {
+			n := in.inflight.Load()
+			if in.up() && n < int64(h.opts.HTTPConcurrency) && (best == nil || n < best.inflight.Load()) {
+				best = in
+			}
+		}
+		if best != nil {
+			if n := best.inflight.Add(1); n <= int64(h.opts.HTTPConcurrency) {
+				return best, func() { best.inflight.Add(-1); h.httpNotify() }, nil
+			}
+			best.inflight.Add(-1)
+			continue
+		}
+		if !waiting {
+			waiting = true
+			h.httpWaiting.Add(1)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-h.ctx.Done():
+			return nil, nil, errHostStopped
+		case <-free:
+		case <-time.After(50 * time.Millisecond): // a host recycled or stopped meanwhile
 		}
 	}
-	return nil
 }
 
 func (h *Host) httpFunction(f Function) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		in := h.pick()
-		if in == nil {
-			http.Error(w, "every host instance has stopped", http.StatusServiceUnavailable)
+		if r.ContentLength > maxRequestBodySize {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
 			return
 		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBodySize)
+		in, release, err := h.acquireHTTP(r.Context())
+		if err != nil {
+			http.Error(w, "no HTTP instance: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		defer release()
 		port, err := in.readyPort(r.Context())
 		if err != nil {
 			http.Error(w, "the handler is not ready: "+err.Error(), http.StatusServiceUnavailable)
@@ -78,10 +121,12 @@ func (h *Host) httpFunction(f Function) http.HandlerFunc {
 		}
 		switch h.app.Forwarding() {
 		case ForwardProxy:
-			target, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", port))
-			httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
+			out := r.Clone(r.Context())
+			out.URL.Scheme, out.URL.Host, out.RequestURI = "http", fmt.Sprintf("127.0.0.1:%d", port), ""
+			out.Header.Del("Connection")
+			h.send(w, in, port, out)
 		case ForwardLegacy:
-			h.forward(w, r, port)
+			h.forward(w, r, in, port)
 		default:
 			h.envelope(w, r, in, f)
 		}
@@ -97,7 +142,7 @@ func hasBody(r *http.Request) bool { return r.ContentLength > 0 }
 // the body, with its content headers, only when Content-Length > 0 (content
 // headers cannot ride on a request without content: dropped), other headers
 // copied, multi-valued query parameters joined with ",".
-func (h *Host) forward(w http.ResponseWriter, r *http.Request, port int) {
+func (h *Host) forward(w http.ResponseWriter, r *http.Request, in *Instance, port int) {
 	query := url.Values{}
 	for k, vs := range r.URL.Query() {
 		query.Set(k, strings.Join(vs, ","))
@@ -127,17 +172,67 @@ func (h *Host) forward(w http.ResponseWriter, r *http.Request, port int) {
 	if hasBody(r) {
 		out.ContentLength = r.ContentLength
 	}
-	resp, err := http.DefaultTransport.RoundTrip(out)
-	if err != nil {
-		http.Error(w, "forwarding to the handler failed: "+err.Error(), http.StatusBadGateway)
+	h.send(w, in, port, out)
+}
+
+// send passes a forwarded request to the handler and its answer back.
+// functionTimeout applies as to any call: at the timeout the host answers
+// 500 (the FunctionTimeoutException reaches ExceptionMiddleware), and if the
+// call has not ended after the grace it restarts the handler, which fails
+// the instance's other calls in flight. The request is not cancelled at
+// the timeout (the host waits; the kill ends it). Any other failure of the
+// call is a failed function: 500 as well.
+func (h *Host) send(w http.ResponseWriter, in *Instance, port int, out *http.Request) {
+	timeout := h.app.FunctionTimeout
+	// The host's HttpClient waits functionTimeout + 1 min (invocationClient).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(out.Context()), timeout+time.Minute)
+	out = out.WithContext(ctx)
+	type answer struct {
+		resp *http.Response
+		body []byte
+		err  error
+	}
+	done := make(chan answer, 1)
+	h.invocations.Add(1)
+	go func() {
+		resp, err := in.client.Transport.RoundTrip(out)
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- answer{resp: resp, body: body, err: err}
+	}()
+	var a answer
+	select {
+	case a = <-done:
+	case <-time.After(timeout):
+		h.failures.Add(1)
+		in.logf("%s %s outlived functionTimeout (%s): answering 500", out.Method, out.URL.Path, timeout)
+		http.Error(w, "function timed out after "+timeout.String(), http.StatusInternalServerError)
+		go func() {
+			defer cancel()
+			select {
+			case <-done:
+			case <-time.After(timeoutGrace):
+				in.logf("%s %s still running %s after functionTimeout: restarting the handler", out.Method, out.URL.Path, timeoutGrace)
+				in.killForTimeout(port)
+			}
+		}()
 		return
 	}
-	defer resp.Body.Close()
-	for k, vs := range resp.Header {
+	cancel()
+	if a.err != nil {
+		h.failures.Add(1)
+		http.Error(w, "the function failed: "+a.err.Error(), http.StatusInternalServerError)
+		return
+	}
+	for k, vs := range a.resp.Header {
 		w.Header()[k] = vs
 	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, resp.Body)
+	w.WriteHeader(a.resp.StatusCode)
+	_, _ = w.Write(a.body)
 }
 
 // contentHeader: the headers .NET keeps on HttpContent, not on the request.

@@ -7,6 +7,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,19 +23,56 @@ type Options struct {
 	// the Service Bus emulator's); 0 picks a free one.
 	ServiceBusPort int
 	Log            io.Writer // the emulation's and the handler's output; default discard
-	// MaxInstances caps target-based scale-out (default 1): each instance
-	// runs its own handler process and competes for sessions and messages.
-	// MinInstances are started up front (default 1; at most MaxInstances).
+	// The app runs as Flex Consumption runs it (per-function scaling): each
+	// non-HTTP function on instances of its own (group "function:<Name>"),
+	// all HTTP functions together on theirs (group "http"); each instance
+	// runs its own handler process. MinInstances is every group's always-
+	// ready count (default 1; Flex's default is 0, but the emulation keeps
+	// every group warm rather than model cold starts). MaxInstances is the
+	// app's maximumInstanceCount, the instances of all groups together
+	// (default, and at least: the groups × MinInstances, so no scale-out).
 	MaxInstances, MinInstances int
+	// HTTPConcurrency is the HTTP trigger concurrency per instance
+	// (perInstanceConcurrency; default 16, Flex's default for 2048 MB
+	// instances): requests beyond it wait for a free slot or a new instance.
+	HTTPConcurrency int
+	// ScaleInAfter is how long a group's target must stay below its instance
+	// count before it loses one (default 5 minutes); RecycleDelay is how long
+	// the platform takes to bring back a host that stopped itself (default
+	// 30 s). Both are scaled by TimeScale.
+	ScaleInAfter, RecycleDelay time.Duration
 	// TimeScale multiplies the Service Bus and host durations the emulation
 	// models (lock duration, lock renewal, time to live, the 30-minute crash
-	// window) so that tests can compress minutes into seconds; default 1.
+	// window, the recycle delay, scale-in, the timer's listener lease and
+	// its polling) so that tests can compress minutes into seconds; default 1.
 	// functionTimeout and sessionIdleTimeout are taken as host.json says.
 	TimeScale float64
 }
 
-// Host emulates the Functions host running one app on up to MaxInstances
-// instances, with the Service Bus queues its triggers read. It is split by
+// Function groups (FunctionGroups in the host): all HTTP functions scale
+// together; every other function on its own.
+const GroupHTTP = "http"
+
+// GroupOf names the group a function scales with on Flex Consumption.
+func GroupOf(f Function) string {
+	if f.Trigger.Type == "httpTrigger" {
+		return GroupHTTP
+	}
+	return "function:" + f.Name
+}
+
+// group is one per-function scaling group and its instances.
+type group struct {
+	name      string
+	functions []Function
+	instances []*Instance // guarded by Host.mu
+	peak      int         // the most instances it ever had; Host.mu
+	idleSince time.Time   // scaleOut's own
+}
+
+// Host emulates the Functions host running one app on Flex Consumption
+// (instances per function group, up to MaxInstances in all), with the
+// Service Bus queues its triggers read. It is split by
 // concern: supervisor.go (one instance's handler process and the host's
 // process rules), dispatch.go (trigger listeners and scale-out), front.go
 // (the HTTP front end), queueapi.go (the queues for senders and tools),
@@ -51,8 +89,14 @@ type Host struct {
 	frontURL  string
 	next      atomic.Int64 // round robin of HTTP requests over instances
 
-	mu        sync.Mutex
-	instances []*Instance
+	groups      []*group
+	nextID      atomic.Int64
+	httpWaiting atomic.Int64 // HTTP requests waiting for a free slot
+	httpMu      sync.Mutex
+	httpFree    chan struct{} // closed and replaced when a slot frees or an instance comes or goes
+	timers      timerStore    // timer.go
+
+	mu sync.Mutex
 
 	restarts    atomic.Int64
 	invocations atomic.Int64
@@ -73,8 +117,16 @@ func Start(opts Options) (*Host, error) {
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
-	opts.MaxInstances = max(opts.MaxInstances, opts.MinInstances, 1)
 	opts.MinInstances = max(opts.MinInstances, 1)
+	if opts.HTTPConcurrency <= 0 {
+		opts.HTTPConcurrency = defaultHTTPConcurrency
+	}
+	if opts.ScaleInAfter <= 0 {
+		opts.ScaleInAfter = defaultScaleInAfter
+	}
+	if opts.RecycleDelay <= 0 {
+		opts.RecycleDelay = defaultRecycleDelay
+	}
 	if opts.TimeScale <= 0 {
 		opts.TimeScale = 1
 	}
@@ -84,7 +136,8 @@ func Start(opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{opts: opts, quiet: quiet, log: log.New(opts.Log, "devhost: ", log.Ltime|log.Lmicroseconds), queues: map[string]*Queue{}}
+	h := &Host{opts: opts, quiet: quiet, log: log.New(opts.Log, "devhost: ", log.Ltime|log.Lmicroseconds), queues: map[string]*Queue{},
+		httpFree: make(chan struct{})}
 	h.frontURL = "http://" + frontLn.Addr().String()
 	settings := map[string]string{}
 	for k, v := range opts.Settings {
@@ -95,6 +148,16 @@ func Start(opts Options) (*Host, error) {
 		return nil, err
 	}
 	h.telemetry = newTelemetry(h.app.Logs)
+	byName := map[string]*group{}
+	for _, f := range h.app.Functions {
+		name := GroupOf(f)
+		if byName[name] == nil {
+			byName[name] = &group{name: name}
+			h.groups = append(h.groups, byName[name])
+		}
+		byName[name].functions = append(byName[name].functions, f)
+	}
+	h.opts.MaxInstances = max(h.opts.MaxInstances, len(h.groups)*h.opts.MinInstances)
 	for name, p := range opts.Queues {
 		p.LockDuration = h.scale(p.LockDuration)
 		p.DefaultMessageTimeToLive = h.scale(p.DefaultMessageTimeToLive)
@@ -126,21 +189,76 @@ func Start(opts Options) (*Host, error) {
 	settings["ServiceBusConnection"] = h.bus.ConnectionString()
 	h.opts.Settings = settings
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	for i := range opts.MinInstances {
-		in := newInstance(h, i)
-		if err := in.start(); err != nil {
-			h.Stop()
-			frontLn.Close()
-			return nil, err
+	// The always-ready instances of every group, started together.
+	errs := make(chan error, len(h.groups)*opts.MinInstances)
+	for _, g := range h.groups {
+		for range opts.MinInstances {
+			go func() {
+				_, err := h.addInstance(g)
+				errs <- err
+			}()
 		}
-		h.instances = append(h.instances, in)
+	}
+	var startErr error
+	for range len(h.groups) * opts.MinInstances {
+		if err := <-errs; err != nil && startErr == nil {
+			startErr = err
+		}
+	}
+	if startErr != nil {
+		h.Stop()
+		frontLn.Close()
+		return nil, startErr
 	}
 	h.front = &http.Server{Handler: h.routes(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = h.front.Serve(frontLn) }()
 	h.wg.Add(1)
 	go h.scaleOut()
-	h.log.Printf("ready at %s (app %s, up to %d instance(s), time scale %g)", h.frontURL, opts.AppDir, opts.MaxInstances, opts.TimeScale)
+	names := make([]string, len(h.groups))
+	for i, g := range h.groups {
+		names[i] = g.name
+	}
+	h.log.Printf("ready at %s (app %s; function groups %s, %d instance(s) each, up to %d in all; time scale %g)", h.frontURL,
+		opts.AppDir, strings.Join(names, ", "), h.opts.MinInstances, h.opts.MaxInstances, opts.TimeScale)
 	return h, nil
+}
+
+// Defaults of Flex Consumption the emulation models (docs/host-contract.md,
+// "Flex Consumption").
+const (
+	defaultHTTPConcurrency = 16 // perInstanceConcurrency for 2048 MB instances
+	defaultScaleInAfter    = 5 * time.Minute
+)
+
+// addInstance starts a new instance of g and adds it to the group.
+func (h *Host) addInstance(g *group) (*Instance, error) {
+	in := newInstance(h, int(h.nextID.Add(1)-1), g)
+	if err := in.start(); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	g.instances = append(g.instances, in)
+	g.peak = max(g.peak, len(g.instances))
+	h.mu.Unlock()
+	h.httpNotify()
+	return in, nil
+}
+
+// total counts the instances of every group; callers hold h.mu.
+func (h *Host) total() int {
+	n := 0
+	for _, g := range h.groups {
+		n += len(g.instances)
+	}
+	return n
+}
+
+// httpNotify wakes HTTP requests waiting for a slot.
+func (h *Host) httpNotify() {
+	h.httpMu.Lock()
+	close(h.httpFree)
+	h.httpFree = make(chan struct{})
+	h.httpMu.Unlock()
 }
 
 // scale applies Options.TimeScale to a modelled duration (negative: no end).
@@ -164,11 +282,62 @@ func (h *Host) Bus() *Bus { return h.bus }
 // emulation with (the handler is given it as ServiceBusConnection).
 func (h *Host) ServiceBusConnectionString() string { return h.bus.ConnectionString() }
 
-// Instances returns the instances started so far, in order.
+// Instances returns the running instances of every group, group by group
+// (in the order of the app's functions), each group's in start order.
 func (h *Host) Instances() []*Instance {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]*Instance(nil), h.instances...)
+	var all []*Instance
+	for _, g := range h.groups {
+		all = append(all, g.instances...)
+	}
+	return all
+}
+
+// Group returns the running instances of a function group ("http",
+// "function:OrderProcessor", …; GroupOf), in start order.
+func (h *Host) Group(name string) []*Instance {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, g := range h.groups {
+		if g.name == name {
+			return append([]*Instance(nil), g.instances...)
+		}
+	}
+	return nil
+}
+
+// Groups names the app's function groups, in the order of its functions.
+func (h *Host) Groups() []string {
+	names := make([]string, len(h.groups))
+	for i, g := range h.groups {
+		names[i] = g.name
+	}
+	return names
+}
+
+// PeakInstances is the most instances a group has had at once.
+func (h *Host) PeakInstances(group string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, g := range h.groups {
+		if g.name == group {
+			return g.peak
+		}
+	}
+	return 0
+}
+
+// groupOfFunction is the group that runs function.
+func (h *Host) groupOfFunction(function string) (*group, Function, error) {
+	for _, g := range h.groups {
+		for _, f := range g.functions {
+			if f.Name == function {
+				return g, f, nil
+			}
+		}
+	}
+	return nil, Function{}, fmt.Errorf("no function %q", function)
 }
 
 // Telemetry is what Application Insights would have received.
@@ -201,8 +370,15 @@ func (h *Host) Stop() {
 	}
 }
 
-// KillHandler kills the first instance's handler with SIGKILL, as a crash.
-func (h *Host) KillHandler() { h.Instances()[0].KillHandler() }
+// KillHandler kills the handler of every group's first instance with
+// SIGKILL, as a crash of "the" handler would in a one-process host.
+func (h *Host) KillHandler() {
+	for _, g := range h.groups {
+		if ins := h.Group(g.name); len(ins) > 0 {
+			ins[0].KillHandler()
+		}
+	}
+}
 
 // InjectFault makes triggered invocations fail, before reaching the
 // handler, whenever f returns an error (a broken dependency, a bad
@@ -217,15 +393,18 @@ func (h *Host) InjectFault(f func(function string, msgs []*Message) error) {
 }
 
 // Invoke runs a Service Bus triggered function on msgs (one message, or a
-// batch for "cardinality": "many") on the first instance and reports
-// success. Tests use it to make invocations of one session overlap.
+// batch for "cardinality": "many") on the first instance of its group and
+// reports success. Tests use it to make invocations of one session overlap.
 func (h *Host) Invoke(ctx context.Context, function string, msgs []*Message) error {
-	for _, f := range h.app.Functions {
-		if f.Name == function {
-			return h.invoke(ctx, h.Instances()[0], f, msgs)
-		}
+	g, f, err := h.groupOfFunction(function)
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("no function %q", function)
+	ins := h.Group(g.name)
+	if len(ins) == 0 {
+		return fmt.Errorf("group %s has no instance", g.name)
+	}
+	return h.invoke(ctx, ins[0], f, msgs)
 }
 
 // WaitIdle waits until every queue has had nothing waiting or in flight, and

@@ -36,17 +36,33 @@ const (
 	// timeoutGrace: after functionTimeout the host waits this long for the
 	// call before it kills the handler (TimeoutAttribute's GracePeriod).
 	timeoutGrace = 2 * time.Second
+	// exitRestart is the exit code by which a handler asks to be restarted
+	// without it counting as an error (WorkerConstants.IntentionalRestartExitCode).
+	exitRestart = 200
+	// defaultRecycleDelay: how long the platform takes to bring back a host
+	// that stopped itself (StopApplication) with a fresh handler and budget.
+	// The host's source does not say (it only exits); scaled by TimeScale.
+	defaultRecycleDelay = 30 * time.Second
 )
 
 // Instance is one emulated host instance: one handler process, its
-// supervision, and its trigger listeners.
+// supervision, and the trigger listeners of its function group (on Flex
+// Consumption each non-HTTP function runs on instances of its own, the HTTP
+// functions together on theirs: FunctionGroupListenerDecorator).
 type Instance struct {
-	ID   int
-	host *Host
+	ID    int
+	Group string // "http" or "function:<Name>" (FunctionGroups)
+	host  *Host
+	funcs []Function // the functions whose listeners run here
 
-	ctx    context.Context // ends when the instance stops
+	ctx    context.Context // ends when the instance stops (scale-in, Host.Stop)
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // supervise
+	lwg    sync.WaitGroup // the current run's listeners
+
+	run       context.Context // the current host run: ends when the host stops itself
+	runCancel context.CancelFunc
+	inflight  atomic.Int64 // HTTP requests being served (the front end's concurrency cap)
 
 	mu          sync.Mutex
 	cmd         *exec.Cmd
@@ -59,13 +75,38 @@ type Instance struct {
 	errors      []time.Time   // handler errors counted towards the budget
 	stopped     string        // why the instance's host stopped; "" while it runs
 	restarts    atomic.Int64
-	client      *http.Client // the host process's one HttpClient for invocations
+	recycles    atomic.Int64
+	recycle     chan struct{} // Recycle asks supervise to recycle the host
+	client      *http.Client  // the host process's one HttpClient for invocations
 }
 
-func newInstance(h *Host, id int) *Instance {
-	in := &Instance{ID: id, host: h, changed: make(chan struct{}), client: invocationClient(h.app.FunctionTimeout)}
+func newInstance(h *Host, id int, g *group) *Instance {
+	in := &Instance{ID: id, Group: g.name, funcs: g.functions, host: h, changed: make(chan struct{}),
+		recycle: make(chan struct{}, 1), client: invocationClient(h.app.FunctionTimeout)}
 	in.ctx, in.cancel = context.WithCancel(h.ctx)
 	return in
+}
+
+// Functions are the functions whose triggers this instance listens to.
+func (in *Instance) Functions() []string {
+	names := make([]string, len(in.funcs))
+	for i, f := range in.funcs {
+		names[i] = f.Name
+	}
+	return names
+}
+
+// runCtx is the context of the host's current run.
+func (in *Instance) runCtx() context.Context {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.run
+}
+
+// up reports whether the instance's host runs (not stopped, not recycling).
+func (in *Instance) up() bool {
+	run := in.runCtx()
+	return run != nil && run.Err() == nil
 }
 
 // invocationClient is the host's HttpClient for a custom handler
@@ -85,7 +126,7 @@ func invocationClient(functionTimeout time.Duration) *http.Client {
 }
 
 func (in *Instance) logf(format string, args ...any) {
-	in.host.log.Printf("instance %d: "+format, append([]any{in.ID}, args...)...)
+	in.host.log.Printf("instance %d (%s): "+format, append([]any{in.ID, in.Group}, args...)...)
 }
 
 // HandlerPID is the process id of the instance's current handler (0 if none).
@@ -98,8 +139,24 @@ func (in *Instance) HandlerPID() int {
 	return in.cmd.Process.Pid
 }
 
-// Restarts counts the handler restarts of this instance.
+// Restarts counts the handler restarts of this instance (within a host run
+// or across; recycles are not restarts).
 func (in *Instance) Restarts() int64 { return in.restarts.Load() }
+
+// Recycles counts how often the platform brought this instance's host back
+// after it stopped (a fresh host: new handler, new crash budget).
+func (in *Instance) Recycles() int64 { return in.recycles.Load() }
+
+// Recycle stops the instance's host as the platform would (its listeners
+// stop, their calls finish, the timer lock is released, the handler is
+// killed) and starts it again after the recycle delay. Tests use it to
+// move a timer's lock to another instance.
+func (in *Instance) Recycle() {
+	select {
+	case in.recycle <- struct{}{}:
+	default:
+	}
+}
 
 // Stopped says why this instance's host stopped ("" while it runs).
 func (in *Instance) Stopped() string {
@@ -121,19 +178,42 @@ func (in *Instance) KillHandler() {
 
 // start starts the handler and waits until it answers, then the triggers.
 func (in *Instance) start() error {
+	in.newRun()
 	if err := in.startHandler(); err != nil {
 		in.cancel()
 		return err
 	}
 	in.wg.Add(1)
 	go in.supervise()
+	if err := in.awaitReady(); err != nil {
+		in.stop()
+		return err
+	}
+	in.startListeners()
+	in.logf("started (handler on 127.0.0.1:%d; functions %s)", in.port(), strings.Join(in.Functions(), ", "))
+	return nil
+}
+
+func (in *Instance) newRun() {
+	in.mu.Lock()
+	in.run, in.runCancel = context.WithCancel(in.ctx)
+	in.mu.Unlock()
+}
+
+func (in *Instance) awaitReady() error {
 	wait, cancel := context.WithTimeout(in.ctx, readinessTimeout)
 	defer cancel()
 	if _, err := in.readyPort(wait); err != nil {
-		in.stop()
 		return fmt.Errorf("instance %d: the handler did not answer GET / within %s", in.ID, readinessTimeout)
 	}
-	for _, f := range in.host.app.Functions {
+	return nil
+}
+
+// startListeners starts the listeners of the instance's group for the
+// current run; the other functions' listeners are no-ops here
+// (FunctionGroupListenerDecorator), though the handler serves every route.
+func (in *Instance) startListeners() {
+	for _, f := range in.funcs {
 		switch f.Trigger.Type {
 		case "serviceBusTrigger":
 			in.listen(f)
@@ -141,8 +221,6 @@ func (in *Instance) start() error {
 			in.timer(f) // timer.go
 		}
 	}
-	in.logf("started (handler on 127.0.0.1:%d)", in.port())
-	return nil
 }
 
 func (in *Instance) port() int {
@@ -157,7 +235,21 @@ func (in *Instance) stop() {
 	in.cancel()
 	in.KillHandler()
 	in.wg.Wait()
+	in.lwg.Wait()
 	in.client.CloseIdleConnections()
+}
+
+// drain is scale-in: no new work is sent to the instance, the calls in
+// flight finish, then the host stops and disposes of the handler.
+func (in *Instance) drain() {
+	in.mu.Lock()
+	in.runCancel()
+	in.mu.Unlock()
+	in.lwg.Wait()
+	for in.inflight.Load() > 0 && in.host.ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	in.stop()
 }
 
 // startHandler starts the handler as the host does: the executable of
@@ -238,7 +330,7 @@ func (in *Instance) currentPort() (int, error) {
 func (in *Instance) readyPort(ctx context.Context) (int, error) {
 	for {
 		in.mu.Lock()
-		ready, gone, port, changed := in.ready, in.gone, in.handlerPort, in.changed
+		ready, gone, port, changed, run := in.ready, in.gone, in.handlerPort, in.changed, in.run
 		in.mu.Unlock()
 		switch {
 		case gone:
@@ -248,10 +340,12 @@ func (in *Instance) readyPort(ctx context.Context) (int, error) {
 		}
 		select {
 		case <-ctx.Done():
-			if in.ctx.Err() != nil {
+			if run.Err() != nil {
 				return 0, errHostStopped
 			}
 			return 0, ctx.Err()
+		case <-run.Done():
+			return 0, errHostStopped
 		case <-changed:
 		}
 	}
@@ -282,10 +376,12 @@ func (in *Instance) probe(port int, exited chan struct{}) {
 	in.KillHandler()
 }
 
-// supervise applies the host's rules whenever the handler ends: exit 0 is
-// never restarted; a crash (non-zero exit, killed) is counted and restarted,
-// and the third within 30 minutes stops the instance's host; a kill for a
-// timeout is restarted without counting.
+// supervise applies the host's rules whenever the handler ends
+// (WorkerProcess.OnProcessExited, HttpFunctionInvocationDispatcher): exit 0
+// is never restarted; exit 200 is restarted without counting; a crash
+// (another code, killed) is counted and restarted, and the third of a chain
+// stops the host (StopApplication), which the platform then recycles; a kill
+// for a timeout is restarted without counting.
 func (in *Instance) supervise() {
 	defer in.wg.Done()
 	for {
@@ -296,6 +392,9 @@ func (in *Instance) supervise() {
 		case <-in.ctx.Done():
 			<-exited
 			return
+		case <-in.recycle:
+			in.recycleHost("recycled by the platform")
+			continue
 		case <-exited:
 		}
 		if in.ctx.Err() != nil {
@@ -311,29 +410,78 @@ func (in *Instance) supervise() {
 			in.gone = true
 			in.setReady(false)
 			in.mu.Unlock()
-			in.logf("the handler exited with code 0: the host does not restart it (WorkerProcess.OnProcessExited); this instance has no handler now")
-			return
+			in.logf("the handler exited with code 0: the host does not restart it (WorkerProcess.OnProcessExited); its listeners go on and every invocation fails until the host is recycled")
+			select {
+			case <-in.ctx.Done():
+				return
+			case <-in.recycle:
+				in.recycleHost("recycled by the platform")
+			}
+			continue
+		case code == exitRestart:
+			in.logf("the handler exited with code %d: restarting it without counting an error (IntentionalRestartExitCode)", code)
 		case !timedOut && in.countError():
-			in.mu.Lock()
-			in.stopped = fmt.Sprintf("Exceeded http worker restart retry count: %d handler errors within %s (the last: %s); the host shut down and its triggers stopped",
-				errorBudget, in.host.scale(errorWindow), cmd.ProcessState)
-			in.mu.Unlock()
-			in.logf("%s", in.Stopped())
-			in.cancel()
-			return
+			in.recycleHost(fmt.Sprintf("Exceeded http worker restart retry count: %d handler errors, each within %s of the previous (the last: %s); the host shut down and its triggers stopped",
+				errorBudget, in.host.scale(errorWindow), cmd.ProcessState))
+			continue
 		}
 		in.restarts.Add(1)
 		in.host.restarts.Add(1)
 		in.logf("handler ended (%s); restarting it", cmd.ProcessState)
-		for in.ctx.Err() == nil {
-			if err := in.startHandler(); err != nil {
-				in.logf("%v; retrying", err)
-				time.Sleep(time.Second)
-				continue
-			}
-			break
-		}
+		in.restartHandler()
 	}
+}
+
+func (in *Instance) restartHandler() {
+	for in.ctx.Err() == nil {
+		if err := in.startHandler(); err != nil {
+			in.logf("%v; retrying", err)
+			time.Sleep(time.Second)
+			continue
+		}
+		return
+	}
+}
+
+// recycleHost stops the instance's host (its listeners stop and their calls
+// finish, the timer lock is released, the handler is disposed of) and,
+// after the recycle delay, starts a fresh one: a new handler, a new crash
+// budget ("proactively recycling the Functions Host",
+// RpcFunctionInvocationDispatcher; the platform restarts a host that exits).
+func (in *Instance) recycleHost(why string) {
+	in.mu.Lock()
+	in.stopped = why
+	in.runCancel()
+	if in.ready {
+		in.setReady(false)
+	}
+	cmd, exited := in.cmd, in.exited
+	in.mu.Unlock()
+	in.logf("%s", why)
+	if cmd != nil {
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	in.lwg.Wait()
+	delay := in.host.scale(in.host.opts.RecycleDelay)
+	in.logf("the platform recycles the host in %s", delay)
+	select {
+	case <-in.ctx.Done():
+		return
+	case <-time.After(delay):
+	}
+	in.mu.Lock()
+	in.errors, in.gone, in.stopped = nil, false, ""
+	in.mu.Unlock()
+	in.newRun()
+	in.restartHandler()
+	if err := in.awaitReady(); err != nil {
+		in.logf("after the recycle: %v", err)
+		return
+	}
+	in.recycles.Add(1)
+	in.startListeners()
+	in.logf("recycled: a fresh host (handler on 127.0.0.1:%d)", in.port())
 }
 
 // countError records a handler error and reports whether the budget is

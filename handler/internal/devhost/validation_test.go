@@ -24,6 +24,10 @@ const fakeHandlerMode = "DEVHOST_FAKE_HANDLER"
 
 // runFakeHandler answers GET / and every invocation the way mode says.
 func runFakeHandler(mode string) {
+	if mode == "flex" {
+		runFlexHandler() // flex_test.go
+		return
+	}
 	// Tell on stdout if the host ever sends SIGTERM (it must not: it kills).
 	terms := make(chan os.Signal, 1)
 	signal.Notify(terms, syscall.SIGTERM)
@@ -45,6 +49,8 @@ func runFakeHandler(mode string) {
 			os.Exit(0)
 		case "crash":
 			os.Exit(2)
+		case "exit200": // asks the host for a restart
+			os.Exit(200)
 		case "empty": // 200 with no body: the host never completes the call
 			w.Header().Set("Content-Type", "application/json")
 		case "null":
@@ -107,8 +113,23 @@ func fakeHost(t *testing.T, mode, functionTimeout string, maxDelivery ...int) *d
 // fakeHostLog is fakeHost writing the emulation's log to log.
 func fakeHostLog(t *testing.T, mode, functionTimeout string, log *lockedBuffer, maxDelivery ...int) *devhost.Host {
 	t.Helper()
-	h, err := devhost.Start(devhost.Options{AppDir: fakeApp(t, functionTimeout), Settings: map[string]string{fakeHandlerMode: mode},
-		Queues: map[string]devhost.QueueProperties{"work": {MaxDeliveryCount: append(maxDelivery, 3)[0]}}, Log: log})
+	return fakeHostOpts(t, mode, functionTimeout, log, nil, maxDelivery...)
+}
+
+// fakeHostWith is fakeHost with the emulation's options edited.
+func fakeHostWith(t *testing.T, mode, functionTimeout string, edit func(*devhost.Options), maxDelivery ...int) *devhost.Host {
+	t.Helper()
+	return fakeHostOpts(t, mode, functionTimeout, &lockedBuffer{b: &bytes.Buffer{}}, edit, maxDelivery...)
+}
+
+func fakeHostOpts(t *testing.T, mode, functionTimeout string, log *lockedBuffer, edit func(*devhost.Options), maxDelivery ...int) *devhost.Host {
+	t.Helper()
+	opts := devhost.Options{AppDir: fakeApp(t, functionTimeout), Settings: map[string]string{fakeHandlerMode: mode},
+		Queues: map[string]devhost.QueueProperties{"work": {MaxDeliveryCount: append(maxDelivery, 3)[0]}}, Log: log}
+	if edit != nil {
+		edit(&opts)
+	}
+	h, err := devhost.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,35 +173,66 @@ func drain(t *testing.T, h *devhost.Host) []devhost.Message {
 }
 
 // TestExitZeroIsNotRestarted: the host never restarts a handler that exits
-// 0; the instance has no handler, its invocations fail at once.
+// 0 (WorkerProcess.OnProcessExited only closes the process) and nothing
+// stops or recycles the host for it: its listener goes on, every
+// invocation fails at once, and the message is dead-lettered after 3
+// deliveries.
 func TestExitZeroIsNotRestarted(t *testing.T) {
 	h := fakeHost(t, "exit0", "")
 	dead := drain(t, h)
 	in := h.Instances()[0]
-	if in.Restarts() != 0 || in.Stopped() != "" || len(dead) != 1 || dead[0].DeliveryCount != 3 {
-		t.Fatalf("restarts %d, stopped %q, dead letters %+v; want no restart, the message dead-lettered after 3 deliveries",
-			in.Restarts(), in.Stopped(), dead)
+	if in.Restarts() != 0 || in.Stopped() != "" || in.Recycles() != 0 || len(dead) != 1 || dead[0].DeliveryCount != 3 || h.Failures() != 3 {
+		t.Fatalf("restarts %d, stopped %q, recycles %d, %d failures, dead letters %+v; want no restart or recycle, the message dead-lettered after 3 failed deliveries",
+			in.Restarts(), in.Stopped(), in.Recycles(), h.Failures(), dead)
+	}
+}
+
+// TestExit200RestartsWithoutCounting: exit code 200 asks for a restart
+// (IntentionalRestartExitCode): the handler exits so on every call (some
+// redeliveries meet it down), is restarted more than three times and never
+// spends the crash budget of three.
+func TestExit200RestartsWithoutCounting(t *testing.T) {
+	h := fakeHost(t, "exit200", "", 10)
+	dead := drain(t, h)
+	in := h.Instances()[0]
+	if in.Restarts() < 3 || in.Stopped() != "" || in.Recycles() != 0 || len(dead) != 1 || dead[0].DeliveryCount != 10 {
+		t.Fatalf("restarts %d, stopped %q, recycles %d, dead letters %+v; want 3 restarts or more, the host running, the message dead-lettered after 10 deliveries",
+			in.Restarts(), in.Stopped(), in.Recycles(), dead)
 	}
 }
 
 // TestCrashBudget: the third handler error in a row stops the instance's
-// host (two restarts); its triggers stop, the message stays in the queue.
+// host (two restarts): its triggers stop and the message waits; the
+// platform recycles the host after a delay (1 s here), with a fresh handler
+// and budget, and the message is delivered again.
 func TestCrashBudget(t *testing.T) {
-	h := fakeHost(t, "crash", "", 100)
+	h := fakeHostWith(t, "crash", "", func(o *devhost.Options) { o.RecycleDelay = time.Second }, 100)
 	in := h.Instances()[0]
 	deadline := time.Now().Add(20 * time.Second)
 	for in.Stopped() == "" && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
+	stopped, pid := time.Now(), in.HandlerPID()
 	if !strings.Contains(in.Stopped(), "Exceeded http worker restart retry count") || in.Restarts() != 2 {
 		t.Fatalf("stopped %q after %d restarts; want the host stopped at the third crash", in.Stopped(), in.Restarts())
 	}
 	invocations := h.Invocations()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(700 * time.Millisecond)
 	st := h.Queue("work").Stats()
 	if h.Invocations() != invocations || st.Active != 1 || st.DeadLettered != 0 {
-		t.Fatalf("after the host stopped: %d more invocations, queue %+v; want its triggers stopped and the message waiting",
+		t.Fatalf("while the host is down: %d more invocations, queue %+v; want its triggers stopped and the message waiting",
 			h.Invocations()-invocations, st)
+	}
+	for in.Recycles() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	back := time.Since(stopped)
+	for h.Invocations() == invocations && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if in.Recycles() != 1 || back < 900*time.Millisecond || back > 3*time.Second || h.Invocations() == invocations || in.HandlerPID() == pid {
+		t.Fatalf("recycles %d after %s, %d more invocations, pid %d (was %d); want one recycle about 1 s after the stop, a new handler invoked again",
+			in.Recycles(), back, h.Invocations()-invocations, in.HandlerPID(), pid)
 	}
 }
 
