@@ -9,15 +9,18 @@ package main
 // walkthrough_test.go runs the README's local walkthrough itself.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 )
 
@@ -262,8 +265,7 @@ func makeTargets(t *testing.T) map[string]bool {
 }
 
 // convoySubcommands are the commands main.go dispatches ("case" labels of
-// its switch on the command word), and flagNames the flags commands.go
-// (and the files beside it) declare.
+// its switch on the command word).
 func convoySubcommands(t *testing.T) map[string]bool {
 	t.Helper()
 	subs := map[string]bool{"help": true}
@@ -273,20 +275,6 @@ func convoySubcommands(t *testing.T) map[string]bool {
 		}
 	}
 	return subs
-}
-
-func flagDeclared(t *testing.T, name string) bool {
-	t.Helper()
-	files, _ := filepath.Glob("*.go")
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		if strings.Contains(readPage(t, f), `"`+name+`"`) {
-			return true
-		}
-	}
-	return false
 }
 
 // route is one HTTP function's route and methods.
@@ -422,6 +410,7 @@ func TestDocsCommands(t *testing.T) {
 	subs := convoySubcommands(t)
 	routes := httpRoutes(t)
 	counts := map[string]int{}
+	flags := map[string][]flagShown{} // per convoy subcommand shown, the flags shown with it
 	for _, c := range commandsShown(t) {
 		// A line may chain commands; each is checked.
 		for _, part := range regexp.MustCompile(`&&|\|\||;|\|`).Split(c.cmd, -1) {
@@ -454,14 +443,16 @@ func TestDocsCommands(t *testing.T) {
 				}
 				if !subs[args[0]] {
 					t.Errorf("%s: %q: convoy has no subcommand %q (main.go)", c.where, c.cmd, args[0])
+					continue
 				}
 				for _, a := range args[1:] {
 					if name, ok := strings.CutPrefix(a, "--"); ok && name != "" {
 						name, _, _ = strings.Cut(name, "=")
-						if !flagDeclared(t, name) {
-							t.Errorf("%s: %q: no convoy flag %q is declared", c.where, c.cmd, name)
-						}
+						flags[args[0]] = append(flags[args[0]], flagShown{"--" + name, c.where})
 					}
+				}
+				if _, ok := flags[args[0]]; !ok {
+					flags[args[0]] = nil
 				}
 			case words[0] == "curl":
 				counts["curl"]++
@@ -490,8 +481,40 @@ func TestDocsCommands(t *testing.T) {
 			}
 		}
 	}
+	checkConvoyHelp(t, flags)
 	t.Logf("commands checked: %v", counts)
 	if counts["make"] < 5 || counts["convoy"] < 3 || counts["curl"] < 3 {
 		t.Fatalf("too few commands found (%v): the extraction is broken", counts)
+	}
+}
+
+// flagShown is a --flag a page shows with a convoy subcommand.
+type flagShown struct{ flag, where string }
+
+// checkConvoyHelp runs `convoy <sub> -h` for every subcommand the pages
+// show (help starts nothing and exits 0) and finds each flag shown with it
+// in that help.
+func checkConvoyHelp(t *testing.T, flags map[string][]flagShown) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "convoy")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for sub, shown := range flags {
+		if sub == "help" {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		out, err := exec.CommandContext(ctx, bin, sub, "-h").CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Errorf("convoy %s -h: %v (help exits 0 and starts nothing)\n%s", sub, err, out)
+			continue
+		}
+		for _, f := range shown {
+			if !regexp.MustCompile(regexp.QuoteMeta(f.flag) + `\b`).Match(out) {
+				t.Errorf("%s: convoy %s %s: its help does not name %s", f.where, sub, f.flag, f.flag)
+			}
+		}
 	}
 }
