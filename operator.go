@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
@@ -21,21 +22,36 @@ var _ handler.ExplainingReplayer = replayer{}
 // ReplayOrder is handler.ExplainingReplayer: replay.Order restricted to the
 // dead letters of a transient cause, with the others listed and explained.
 func (r replayer) ReplayOrder(ctx context.Context, orderID string) (handler.OrderReplay, error) {
+	empty := handler.OrderReplay{Report: replay.Report{OrderID: orderID, Replayed: []replay.Replayed{}}}
+	// The order's appliedSeq: a dead letter at or below it is a duplicate
+	// (replay.Order completes it, whatever its cause: an operator may have
+	// skipped it); -1 when unknown (no store).
+	applied := int64(-1)
+	if r.opts.Orders != nil {
+		o, err := r.opts.Orders.Load(ctx, orderID)
+		if err != nil {
+			return empty, fmt.Errorf("read order %q: %w", orderID, err)
+		}
+		applied = o.AppliedSeq
+	}
 	var left []handler.LeftDeadLetter
 	opts := r.opts
 	opts.Select = func(d replay.DeadLetter) bool {
-		c := heal.Classify(d, -1)
+		seq, ok := convoy.IntProperty(d.Properties[convoy.PropSeq])
+		if ok && seq >= 1 && seq <= applied {
+			return true // a duplicate: completed, never re-sent
+		}
+		c := heal.Classify(d, applied)
 		if c.Class == heal.Transient {
 			return true
 		}
-		seq, _ := convoy.IntProperty(d.Properties[convoy.PropSeq])
 		left = append(left, handler.LeftDeadLetter{MessageID: d.MessageID, Seq: max(seq, 0), Cause: c.Class,
 			Why: c.Why + ": re-sent, it would be dead-lettered again; skip its seq instead"})
 		return false
 	}
 	src, sender, close, err := r.source()
 	if err != nil {
-		return handler.OrderReplay{Report: replay.Report{OrderID: orderID, Replayed: []replay.Replayed{}}}, err
+		return empty, err
 	}
 	defer close()
 	rep, err := replay.Order(ctx, src, sender, orderID, opts)
