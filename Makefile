@@ -32,16 +32,30 @@ $(AZURITE_TABLE) $(SERVICEBUS_JS) &:
 build: $(BINARY) ## build the handler: a static linux/amd64 binary in bin/
 
 $(BINARY): $(GO_SOURCES)
-	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags='-s -w' -o $@ .
+	@echo "building $@"
+	@CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags='-s -w' -o $@ .
+
+# The emulation's command (built, not `go run`, so that a signal to make
+# reaches it: make passes SIGTERM to the command it runs, which stops the
+# emulation, the handler and Azurite).
+DEVHOST_CMD := bin/convoy-devhost
+
+$(DEVHOST_CMD): $(GO_SOURCES)
+	@go build -o $@ ./handler/internal/devhost/cmd/convoy-devhost
+
+# Where stage lays the app out: dist/ (what deploy publishes); make devhost
+# stages its own copy per PORT under bin/devhost/, so that a second one never
+# deletes the files of one that runs.
+STAGE ?= dist
 
 .PHONY: stage
 stage: $(BINARY) ## stage the function app in dist/ (what `func azure functionapp publish --custom` uploads)
-	rm -rf dist && mkdir -p dist
-	cp host.json $(BINARY) dist/
-	$(foreach f,$(FUNCTIONS),mkdir -p dist/$(f) && cp functions/$(f)/function.json dist/$(f)/ &&) true
-	printf 'local.settings.json\n.funcignore\n' > dist/.funcignore
-	@if [ -f local.settings.json ]; then cp local.settings.json dist/; fi
-	@echo "staged: $$(cd dist && find . -type f | sort | tr '\n' ' ')"
+	@rm -rf $(STAGE) && mkdir -p $(STAGE)
+	@cp host.json $(BINARY) $(STAGE)/
+	@$(foreach f,$(FUNCTIONS),mkdir -p $(STAGE)/$(f) && cp functions/$(f)/function.json $(STAGE)/$(f)/ &&) true
+	@printf 'local.settings.json\n.funcignore\n' > $(STAGE)/.funcignore
+	@if [ -f local.settings.json ]; then cp local.settings.json $(STAGE)/; fi
+	@echo "staged in $(STAGE)/: host.json, convoy, $(words $(FUNCTIONS)) functions"
 
 .PHONY: test
 test: tools chromium lint ## lint, then every test (installs Azurite and Chromium, starts and stops its own servers)
@@ -70,15 +84,25 @@ start: stage ## run the function app with Azure Functions Core Tools (`func star
 	cd dist && func start
 
 .PHONY: demo
-demo: tools stage ## run the whole pipeline locally on the sample ledgers and check every order
-	go run ./handler/internal/devhost/cmd/convoy-devhost demo -app dist -ledgers testdata/ledgers
+demo: tools $(DEVHOST_CMD) ## run the whole pipeline locally on the sample ledgers and check every order
+	@$(MAKE) --no-print-directory stage STAGE=bin/devhost/demo >/dev/null
+	@$(DEVHOST_CMD) demo -app bin/devhost/demo -ledgers testdata/ledgers
 
 # make devhost INSTANCES=3: target-based scale-out up to three host instances.
 INSTANCES ?= 1
+# make devhost PORT=7072: the front end's port (the functions, the dashboard);
+# make break takes the same PORT.
+PORT ?= 7071
 
 .PHONY: devhost
-devhost: tools stage ## serve the app under the local host + Service Bus emulation until Ctrl-C
-	go run ./handler/internal/devhost/cmd/convoy-devhost run -app dist -instances $(INSTANCES)
+devhost: tools $(DEVHOST_CMD) $(BINARY) ## serve the app under the local host + Service Bus emulation until Ctrl-C (PORT=7071, settings from local.settings.json and the environment)
+	@$(DEVHOST_CMD) port-free -port $(PORT)
+	@$(MAKE) --no-print-directory stage STAGE=bin/devhost/$(PORT) >/dev/null
+	@exec $(DEVHOST_CMD) run -app bin/devhost/$(PORT) -port $(PORT) -instances $(INSTANCES) -settings local.settings.json
+
+.PHONY: break
+break: $(DEVHOST_CMD) ## against a running make devhost (same PORT): one blocked order of each kind, a poison message and a transient failure, to practise replay and skip
+	@$(DEVHOST_CMD) break -app bin/devhost/$(PORT) -port $(PORT)
 
 .PHONY: bench
 bench: tools ## the benchmark suite: BENCH lines and a table, each figure against a baseline measured in the same run
@@ -138,16 +162,26 @@ ledgers-precheck:
 	  exit 1; \
 	fi
 
+# Stops, saying so, when the Azure CLI is missing or not signed in.
+define need_az
+command -v az >/dev/null || { echo "the Azure CLI (az) is needed: https://aka.ms/azcli (then az login)"; exit 1; }; \
+az account show >/dev/null 2>&1 || { echo "the Azure CLI is not signed in: az login"; exit 1; }
+endef
+
 .PHONY: migrate-ledgers
 migrate-ledgers: ## delete the drained sessionless ledgers queue of an earlier version, so that provision recreates it with sessions
+	@$(need_az)
 	@rg="$(RG)"; sb="$(SB)"; \
 	[ -n "$$rg" ] || rg="$$($(call last_output,RESOURCE_GROUP))"; \
 	[ -n "$$sb" ] || sb="$$($(call last_output,SERVICEBUS_NAMESPACE))"; \
 	[ -n "$$rg" ] && [ -n "$$sb" ] || { echo "no deployment $(ENV): pass RG=<resource group> SB=<namespace>"; exit 1; }; \
 	ns="$$(echo "$$sb" | cut -d. -f1)"; \
-	set -- $$(az servicebus queue show -g "$$rg" --namespace-name "$$ns" -n ledgers \
-	  --query "[requiresSession, countDetails.activeMessageCount, countDetails.deadLetterMessageCount, countDetails.scheduledMessageCount]" -o tsv); \
-	[ "$$1" = "false" ] || { echo "ledgers is already session-enabled (or absent): nothing to migrate"; exit 0; }; \
+	out="$$(az servicebus queue show -g "$$rg" --namespace-name "$$ns" -n ledgers \
+	  --query "[requiresSession, countDetails.activeMessageCount, countDetails.deadLetterMessageCount, countDetails.scheduledMessageCount]" -o tsv 2>&1)" || { \
+	  case "$$out" in *ResourceNotFound*|*"was not found"*|*NotFound*) echo "no ledgers queue in $$ns ($$rg): nothing to migrate"; exit 0;; esac; \
+	  echo "could not read the ledgers queue of $$ns in $$rg:"; echo "$$out"; exit 1; }; \
+	set -- $$out; \
+	[ "$$1" = "false" ] || { echo "ledgers is already session-enabled: nothing to migrate"; exit 0; }; \
 	if [ "$$2$$3$$4" != "000" ] && [ "$(FORCE)" != "yes" ]; then \
 	  echo "ledgers still holds $$2 active, $$3 dead-lettered and $$4 scheduled message(s): they would be lost."; \
 	  echo "Wait for the app to drain it; re-send dead-lettered ledgers after the upgrade (same ledgerId: idempotent)."; \
@@ -173,10 +207,20 @@ deploy: stage ## build, stage and publish the app with Core Tools, retrying whil
 	echo "publish failed $(DEPLOY_ATTEMPTS) times: see the app's logs (Application Insights, or the portal's Log stream)"; exit 1
 
 .PHONY: teardown
-teardown: ## delete the environment's resource group: make teardown ENV=convoy-dev
+teardown: ## delete the environment's resource group, after asking (YES=1 does not ask): make teardown ENV=convoy-dev
+	@$(need_az)
 	@rg="$(RG)"; [ -n "$$rg" ] || rg="$$($(call last_output,RESOURCE_GROUP))"; [ -n "$$rg" ] || rg="rg-$(ENV)"; \
-	echo "az group delete --name $$rg"; az group delete --name "$$rg" --yes --no-wait
+	az group show --name "$$rg" >/dev/null 2>&1 || { echo "resource group $$rg does not exist in subscription $$(az account show --query name -o tsv): nothing to delete"; exit 1; }; \
+	echo "This deletes resource group $$rg in subscription $$(az account show --query name -o tsv), and everything in it:"; \
+	az resource list --resource-group "$$rg" --query "[].[type, name]" -o tsv | sed 's/^/  /'; \
+	if [ "$(YES)" != "1" ]; then \
+	  printf 'Type the resource group name to delete it: '; \
+	  read -r answer || { echo; echo "not deleted: no answer (YES=1 deletes without asking)"; exit 1; }; \
+	  [ "$$answer" = "$$rg" ] || { echo "not deleted: $$answer is not $$rg"; exit 1; }; \
+	fi; \
+	echo "az group delete --name $$rg --yes --no-wait"; az group delete --name "$$rg" --yes --no-wait && \
+	echo "deleting $$rg (in the background: az group show --name $$rg shows its state)"
 
 .PHONY: clean
-clean: ## remove build output (bin/, dist/)
+clean: ## remove build output (bin/, dist/, and the staged apps of make devhost and make demo under bin/devhost/)
 	rm -rf bin dist

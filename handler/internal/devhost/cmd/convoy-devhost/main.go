@@ -2,12 +2,15 @@
 // staged function app under the local emulation of the Functions host and
 // Service Bus (package devhost), against Azurite.
 //
-//	convoy-devhost demo   the whole pipeline on the sample ledgers, checked (make demo)
-//	convoy-devhost run    serve until Ctrl-C, for `convoy publish` and curl (make devhost)
+//	convoy-devhost demo        the whole pipeline on the sample ledgers, checked (make demo)
+//	convoy-devhost run         serve until Ctrl-C or SIGTERM, for `convoy publish` and curl (make devhost)
+//	convoy-devhost break       against a running `run`: one blocked order of each kind (make break)
+//	convoy-devhost port-free   fail, saying what to do, when a port is taken (make devhost checks first)
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -18,37 +21,79 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 )
 
+const usage = `usage: convoy-devhost COMMAND [flags]
+
+commands:
+  demo        run the whole pipeline on the sample ledgers and check every order (make demo)
+  run         serve the staged app under the emulated Functions host and Service Bus, with
+              Azurite, until Ctrl-C or SIGTERM (make devhost)
+  break       against a running 'run': create one blocked order of each kind, a poison message
+              (permanent cause) and a transient failure, to practise replay and skip (make break)
+  port-free   exit 1, saying how to choose another, when a port is taken (make devhost)
+
+convoy-devhost COMMAND -h lists the command's flags.
+`
+
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: convoy-devhost demo|run [flags]")
-		os.Exit(2)
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		fmt.Print(usage)
+		if len(os.Args) < 2 {
+			os.Exit(2)
+		}
+		return
 	}
-	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	cmd := os.Args[1]
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	app := fs.String("app", "dist", "the staged function app (make stage)")
 	queues := fs.String("queues", "infra/local/servicebus-emulator-config.json", "queue properties (Service Bus emulator config format)")
 	ledgers := fs.String("ledgers", "testdata/ledgers", "sample ledgers for the demo")
 	late := fs.String("late", "03-afternoon.json", "the demo ledger whose publisher stalls, so that the next ledger overtakes it")
-	logFile := fs.String("log", filepath.Join("dist", "devhost.log"), "where the emulation and the handler log")
-	port := fs.Int("port", 7071, "front end port (run)")
+	logFile := fs.String("log", "", "where the emulation and the handler log (default: devhost.log in the -app directory)")
+	port := fs.Int("port", 7071, "front end port (run, break, port-free)")
 	sbPort := fs.Int("servicebus-port", 5672, "the Service Bus emulation's AMQP port (run); another is picked when it is taken")
 	instances := fs.Int("instances", 1, "the most host instances target-based scale-out may start (run)")
 	scale := fs.Float64("time-scale", envFloat("DEVHOST_TIME_SCALE", 1), "multiplies lock durations, renewal, time to live and the crash window (run; env DEVHOST_TIME_SCALE)")
-	_ = fs.Parse(os.Args[2:])
+	settingsFile := fs.String("settings", "local.settings.json", "app settings: this file's Values, then the environment, which wins (run; a missing file is no error)")
+	switch cmd {
+	case "demo", "run", "break", "port-free":
+	default:
+		fmt.Fprintf(os.Stderr, "convoy-devhost: unknown command %q\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if err := fs.Parse(os.Args[2:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		os.Exit(2)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "convoy-devhost %s: unexpected arguments %q\n", cmd, fs.Args())
+		os.Exit(2)
+	}
+	if *port < 1 || *port > 65535 {
+		fmt.Fprintf(os.Stderr, "convoy-devhost %s: -port %d is not a TCP port (1-65535)\n", cmd, *port)
+		os.Exit(2)
+	}
+	if *logFile == "" {
+		*logFile = filepath.Join(*app, "devhost.log")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	switch os.Args[1] {
+	switch cmd {
 	case "demo":
 		err = demo(ctx, *app, *ledgers, *queues, *late, *logFile)
 	case "run":
-		err = run(ctx, *app, *queues, *port, *sbPort, *instances, *scale)
-	default:
-		err = fmt.Errorf("unknown command %q", os.Args[1])
+		err = run(ctx, runOptions{app: *app, queues: *queues, settingsFile: *settingsFile, logFile: *logFile,
+			port: *port, sbPort: *sbPort, instances: *instances, scale: *scale})
+	case "break":
+		err = breakOrders(ctx, *app, *port)
+	case "port-free":
+		err = portFree(*port)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "convoy-devhost:", err)
@@ -78,41 +123,13 @@ func envFloat(name string, def float64) float64 {
 	return def
 }
 
-func run(ctx context.Context, app, queues string, port, sbPort, instances int, scale float64) error {
-	q, err := devhost.LoadQueueConfig(queues)
+// portFree fails, saying how to choose another port, when port is taken on
+// 127.0.0.1 (where the front end listens).
+func portFree(port int) error {
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
-		return err
+		return fmt.Errorf("port %d is taken (another make devhost, Core Tools' func start, or any other server): "+
+			"stop it, or choose another port: make devhost PORT=%d (then make break PORT=%d)", port, port+1, port+1)
 	}
-	az, err := azurite.Start(azurite.Options{Port: 10002}) // Azurite's usual port, if free
-	if err != nil {
-		if az, err = azurite.Start(azurite.Options{}); err != nil {
-			return err
-		}
-	}
-	defer az.Stop()
-	if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", sbPort)); err != nil {
-		sbPort = 0 // the emulator's usual port is taken: any free one
-	} else {
-		ln.Close()
-	}
-	h, err := devhost.Start(devhost.Options{AppDir: app, Queues: q, Port: port, ServiceBusPort: sbPort, Log: os.Stderr, MaxInstances: instances, TimeScale: scale, Settings: map[string]string{
-		"StateStorage": az.ConnectionString(), "AzureWebJobsStorage": az.ConnectionString(), "OrdersQueueName": "orders", "LedgersQueueName": "ledgers",
-		"AutoReplaySchedule": "0 */1 * * * *", // AutoReplay: every minute, as deployed
-	}})
-	if err != nil {
-		return err
-	}
-	defer h.Stop()
-	fmt.Printf(`convoy-devhost: the function app in %s runs under the local host and Service Bus emulation (development only).
-  functions:  %s/api/ledgers (POST), %s/api/orders/{orderId} (GET)
-  Service Bus: AMQP 1.0 on %s (plain TCP, as the Service Bus emulator); any Service Bus SDK connects with
-              ServiceBusConnection='%s'
-  publish:    ServiceBusConnection='%s' go run . publish testdata/ledgers/01-morning.json
-  queues:     %s/devhost/queues/{ledgers,orders}[/deadletter] (read-only view)
-  state:      Azurite on 127.0.0.1:%d (in memory); for publish --direct:
-              StateStorage='%s'
-Ctrl-C stops everything.
-`, app, h.URL(), h.URL(), h.Bus().Addr(), h.ServiceBusConnectionString(), h.ServiceBusConnectionString(), h.URL(), az.Port, az.ConnectionString())
-	<-ctx.Done()
-	return nil
+	return ln.Close()
 }

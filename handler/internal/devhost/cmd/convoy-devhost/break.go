@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
+
+// breakOrders creates, against the emulation running from app, one blocked
+// order of each kind, as the end-to-end tests do (e2e_heal_test.go's
+// poison, e2e_replay_test.go's failed deliveries):
+//
+//   - practice-transient-<time>: its seq 2 is readable, but its deliveries
+//     ran out (a receiver that holds the order's session abandons it
+//     MaxDeliveryCount times, as a handler losing its locks in an outage
+//     would), so Service Bus dead-letters it for MaxDeliveryCountExceeded;
+//     then seq 1 is applied and seq 3 parks. A transient cause: AutoReplay
+//     heals it at its next run (unless AutoReplayEnabled=false), or replay it.
+//   - practice-poison-<time>: its seq 2 can never be read (its amount is
+//     text); the handler refuses it until Service Bus dead-letters it, seq 3
+//     parks. A permanent cause: replay leaves it; skip seq 2.
+func breakOrders(ctx context.Context, app string, port int) error {
+	st, err := readState(app, port)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var sum struct {
+		AutoReplay struct {
+			Enabled bool `json:"enabled"`
+		} `json:"autoReplay"`
+	}
+	if err := getJSON(ctx, st.URL+"/api/summary", &sum); err != nil {
+		return fmt.Errorf("the emulation at %s does not answer (%v): is make devhost%s still running?", st.URL, err, portArg(port))
+	}
+	client, err := azservicebus.NewClientFromConnectionString(st.ServiceBusConnection, nil)
+	if err != nil {
+		return err
+	}
+	defer client.Close(context.Background())
+	sender, err := client.NewSender("orders", nil)
+	if err != nil {
+		return err
+	}
+	defer sender.Close(context.Background())
+
+	stamp := time.Now().UTC().Format("150405")
+	transient, poison := "practice-transient-"+stamp, "practice-poison-"+stamp
+	tx := func(order, op, extra string) string {
+		return fmt.Sprintf(`{"transaction":{"orderId":%q,"op":%q%s}}`, order, op, extra)
+	}
+	create := func(order string) string { return tx(order, "CreateOrder", `,"currency":"EUR"`) }
+	add := func(order, txID string, amount string) string {
+		return tx(order, "AddTransaction", fmt.Sprintf(`,"txId":%q,"amount":%s`, txID, amount))
+	}
+
+	// The transient one: hold its session first, so that the host's
+	// trigger cannot take seq 2, then spend its deliveries.
+	fmt.Printf("breaking %s: its seq 2 is abandoned until Service Bus dead-letters it (MaxDeliveryCountExceeded)\n", transient)
+	recv, err := client.AcceptSessionForQueue(ctx, "orders", transient, nil)
+	if err != nil {
+		return fmt.Errorf("hold the session of %s: %w", transient, err)
+	}
+	if err := send(ctx, sender, transient, 2, add(transient, "t-1", "1250")); err != nil {
+		recv.Close(context.Background())
+		return err
+	}
+	abandoned := 0
+	for abandoned < 100 {
+		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+		msgs, err := recv.ReceiveMessages(rctx, 1, nil)
+		rcancel()
+		if len(msgs) == 0 {
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				recv.Close(context.Background())
+				return fmt.Errorf("receive seq 2 of %s: %w", transient, err)
+			}
+			break // dead-lettered: nothing left in the session
+		}
+		if err := recv.AbandonMessage(ctx, msgs[0], nil); err != nil {
+			recv.Close(context.Background())
+			return fmt.Errorf("abandon seq 2 of %s: %w", transient, err)
+		}
+		abandoned++
+	}
+	recv.Close(context.Background())
+	if abandoned == 0 {
+		return fmt.Errorf("seq 2 of %s was never received: is the orders queue the emulation's?", transient)
+	}
+	if err := send(ctx, sender, transient, 1, create(transient)); err != nil {
+		return err
+	}
+	if err := send(ctx, sender, transient, 3, add(transient, "t-2", "50")); err != nil {
+		return err
+	}
+
+	fmt.Printf("breaking %s: its seq 2 cannot be read (amount \"a lot\"); the handler refuses it until it is dead-lettered\n", poison)
+	for _, m := range []struct {
+		seq  int64
+		body string
+	}{{1, create(poison)}, {2, add(poison, "t-1", `"a lot"`)}, {3, add(poison, "t-2", "50")}} {
+		if err := send(ctx, sender, poison, m.seq, m.body); err != nil {
+			return err
+		}
+	}
+
+	// Both are blocked once each is listed with its missing message in the
+	// dead-letter queue.
+	want := map[string]string{transient: "transient", poison: "permanent"}
+	var got map[string]string
+	for {
+		got, err = blockedCauses(ctx, st.URL)
+		if err == nil && got[transient] != "" && got[poison] != "" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the orders were not listed as blocked in time (listed: %v, %v): see %s/api/orders?blocked=true", got, err, st.URL)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	for id, cause := range want {
+		if got[id] != cause {
+			return fmt.Errorf("%s is blocked with a %s cause, want %s", id, got[id], cause)
+		}
+	}
+	auto := "AutoReplay is on: it replays this order at its next run (within the schedule's interval, a minute by default), so be quick, or start make devhost with AutoReplayEnabled=false"
+	if !sum.AutoReplay.Enabled {
+		auto = "AutoReplay is off (AutoReplayEnabled=false): it stays blocked until you replay it"
+	}
+	fmt.Printf(`
+Two orders are blocked, each missing its seq 2 (seq 1 applied, seq 3 parked):
+  see them:  %[1]s/api/orders?blocked=true   (or the dashboard: %[1]s/api/dashboard)
+
+  %[2]s: seq 2 dead-lettered for MaxDeliveryCountExceeded, readable: a transient cause.
+    %[4]s.
+    replay:  curl -X POST %[1]s/api/orders/%[2]s/replay
+         or  convoy replay %[2]s        (with ServiceBusConnection and StateStorage from the banner)
+    then:    curl %[1]s/api/orders/%[2]s    (appliedSeq 3, no longer blocked)
+
+  %[3]s: seq 2 can never be read (its amount is text): a permanent cause.
+    A replay leaves it dead-lettered and says why; skip it instead:
+    skip:    curl -X POST '%[1]s/api/orders/%[3]s/skip?seq=2'
+         or  convoy skip %[3]s 2        (with StateStorage from the banner)
+    then:    curl %[1]s/api/orders/%[3]s    (seq 2 rejected "skipped by operator", seq 3 applied)
+
+Keys are not checked by the emulation; in Azure add -H "x-functions-key: <admin key>" to replay and skip.
+`, st.URL, transient, poison, auto)
+	return nil
+}
+
+// send sends one message of order as LedgerIngest would (MessageId
+// <ledgerId>:<index>, application properties ledgerId and seq).
+func send(ctx context.Context, s *azservicebus.Sender, order string, seq int64, body string) error {
+	ledgerID := order // a ledger of its own per practice order
+	id := fmt.Sprintf("%s:%d", ledgerID, seq-1)
+	contentType := "application/json"
+	err := s.SendMessage(ctx, &azservicebus.Message{MessageID: &id, SessionID: &order, ContentType: &contentType,
+		ApplicationProperties: map[string]any{"ledgerId": ledgerID, "seq": seq}, Body: []byte(body)}, nil)
+	if err != nil {
+		return fmt.Errorf("send seq %d of %s: %w", seq, order, err)
+	}
+	return nil
+}
+
+// blockedCauses lists the blocked orders whose missing message is
+// dead-lettered, with its cause.
+func blockedCauses(ctx context.Context, url string) (map[string]string, error) {
+	var page struct {
+		Orders []struct {
+			OrderID string `json:"orderId"`
+			Missing struct {
+				Where string `json:"where"`
+				Cause string `json:"cause"`
+			} `json:"missing"`
+		} `json:"orders"`
+	}
+	if err := getJSON(ctx, url+"/api/orders?blocked=true&pageSize=500", &page); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, o := range page.Orders {
+		if o.Missing.Where == "deadLetter" {
+			out[o.OrderID] = o.Missing.Cause
+		}
+	}
+	return out, nil
+}
+
+func getJSON(ctx context.Context, url string, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// readState reads the state file of the emulation running from app.
+func readState(app string, port int) (state, error) {
+	var st state
+	path := filepath.Join(app, stateFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return st, fmt.Errorf("no emulation is running from %s (no %s): start make devhost%s in another terminal first", app, stateFile, portArg(port))
+	}
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return st, fmt.Errorf("%s: %w", path, err)
+	}
+	if !strings.HasPrefix(st.URL, "http://") || st.ServiceBusConnection == "" {
+		return st, fmt.Errorf("%s: no url or serviceBusConnection", path)
+	}
+	return st, nil
+}
+
+func portArg(port int) string {
+	if port == 7071 {
+		return ""
+	}
+	return fmt.Sprintf(" PORT=%d", port)
+}
