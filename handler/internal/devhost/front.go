@@ -27,10 +27,11 @@ func (h *Host) routes() http.Handler {
 		}
 		route := "/" + h.app.RoutePrefix() + "/" + strings.Trim(routeTemplate(f.Trigger.Route), "/")
 		for _, m := range f.Trigger.Methods {
-			mux.HandleFunc(strings.ToUpper(m)+" "+route, h.httpFunction(f))
+			mux.HandleFunc(strings.ToUpper(m)+" "+route, keysNotice(f, h.httpFunction(f)))
 		}
 	}
 	h.queueRoutes(mux)
+	mux.HandleFunc("/", noFunction) // front_notes.go
 	return mux
 }
 
