@@ -186,6 +186,15 @@ func (s *server) handleError(err error, c echo.Context) {
 		return
 	}
 	status, body := errorResponse(err)
+	var he *echo.HTTPError
+	if errors.As(err, &he) && (status == http.StatusNotFound || status == http.StatusMethodNotAllowed) {
+		// echo's routing errors say only "Not Found": name what was asked.
+		r := c.Request()
+		body.Error = fmt.Sprintf("no function answers %s %s", r.Method, r.URL.Path)
+		if allow := c.Response().Header().Get(echo.HeaderAllow); status == http.StatusMethodNotAllowed && allow != "" {
+			body.Error += " (allowed: " + allow + ")"
+		}
+	}
 	if status >= 500 {
 		s.Logger.Error("request failed", "path", c.Request().URL.Path, "status", status, "error", err)
 	}
