@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,4 +125,94 @@ func TestLedgersDuplicateWindow(t *testing.T) {
 	if !found {
 		t.Error("servicebus-emulator-config.json: no ledgers queue")
 	}
+}
+
+// TestHelp: help, -h, -help and --help, for the program and for each
+// command, print that help on stdout and exit 0 without starting anything,
+// even with every setting serve needs present (the port it would listen on
+// stays free); each command's help names the settings it reads.
+func TestHelp(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	t.Setenv("FUNCTIONS_CUSTOMHANDLER_PORT", strconv.Itoa(port))
+	t.Setenv("ServiceBusConnection", "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true;")
+	t.Setenv("StateStorage", storage)
+	settingsOf := map[string][]string{
+		"":        {"publish", "replay", "skip", "local.settings.json"},
+		"serve":   {"FUNCTIONS_CUSTOMHANDLER_PORT", "ServiceBusConnection", "ServiceBusConnection__fullyQualifiedNamespace", "StateStorage", "StateStorage__tableServiceUri", "AutoReplayEnabled"},
+		"publish": {"ServiceBusConnection", "ServiceBusConnection__fullyQualifiedNamespace", "StateStorage", "StateStorage__tableServiceUri", "LedgersQueueName", "OrdersQueueName", "--direct", "--stream", "--settings"},
+		"replay":  {"ServiceBusConnection", "StateStorage", "StateStorage is required", "OrdersQueueName", "OrdersTableName", "ReplayScanLimit", "--all", "--max", "--settings"},
+		"skip":    {"StateStorage", "StateStorage__tableServiceUri", "OrdersTableName", "--settings"},
+	}
+	for _, c := range []struct {
+		args  []string
+		topic string
+	}{
+		{[]string{"-h"}, ""}, {[]string{"--help"}, ""}, {[]string{"-help"}, ""}, {[]string{"help"}, ""},
+		{[]string{"help", "publish"}, "publish"}, {[]string{"publish", "-h"}, "publish"}, {[]string{"publish", "--stream", "s", "--help", "x.json"}, "publish"},
+		{[]string{"replay", "--help"}, "replay"}, {[]string{"replay", "--all", "-h"}, "replay"}, {[]string{"help", "replay"}, "replay"},
+		{[]string{"skip", "-h"}, "skip"}, {[]string{"skip", "o-1", "2", "--help"}, "skip"},
+		{[]string{"serve", "-h"}, "serve"}, {[]string{"help", "serve"}, "serve"},
+	} {
+		out, code := runCaptured(t, c.args...)
+		if code != 0 || !strings.HasPrefix(out, "usage: convoy") {
+			t.Errorf("convoy %v: exit %d, output %q", c.args, code, out)
+			continue
+		}
+		if c.topic != "" && !strings.Contains(firstLine(out), c.topic) {
+			t.Errorf("convoy %v: %q is not the help of %s", c.args, firstLine(out), c.topic)
+		}
+		for _, s := range settingsOf[c.topic] {
+			if !strings.Contains(out, s) {
+				t.Errorf("convoy %v: the help does not name %s", c.args, s)
+			}
+		}
+		if conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
+			conn.Close()
+			t.Fatalf("convoy %v: something listens on FUNCTIONS_CUSTOMHANDLER_PORT", c.args)
+		}
+	}
+	// Help of nothing, and a wrong command line, are errors (exit 2), on stderr.
+	for _, args := range [][]string{{"help", "nope"}, {"nope"}, {"replay"}, {"skip", "o-1"}, {"skip", "o-1", "x"}, {"skip", "bad id", "2"},
+		{"replay", "--max", "3", "o-1"}, {"replay", "--all", "o-1"}, {"replay", "--nope"}, {"publish"}} {
+		if out, code := runCaptured(t, args...); code != 2 || out != "" {
+			t.Errorf("convoy %v: exit %d, stdout %q; want 2 and nothing on stdout", args, code, out)
+		}
+	}
+}
+
+// runCaptured runs the command line in this process, with its stdout
+// captured; it fails the test when the command has not returned in 10 s
+// (serve started).
+func runCaptured(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr := os.Stdout, os.Stderr
+	os.Stdout = w
+	os.Stderr, _ = os.Open(os.DevNull)
+	done := make(chan int, 1)
+	go func() { done <- run(args) }()
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(10 * time.Second):
+		os.Stdout, os.Stderr = stdout, stderr
+		t.Fatalf("convoy %v did not return: it started something", args)
+	}
+	os.Stdout, os.Stderr = stdout, stderr
+	w.Close()
+	out, _ := io.ReadAll(r)
+	return string(out), code
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
