@@ -160,7 +160,9 @@ func run(ctx context.Context, o runOptions) error {
 	defer h.Stop()
 	var replaced []string
 	for _, k := range emulated {
-		if v, ok := given[k]; ok && v != az.ConnectionString() && v != h.ServiceBusConnectionString() {
+		v, ok := given[k]
+		sameAzurite := strings.EqualFold(strings.ReplaceAll(v, " ", ""), "UseDevelopmentStorage=true") && az.Port == 10002
+		if ok && v != az.ConnectionString() && v != h.ServiceBusConnectionString() && !sameAzurite {
 			replaced = append(replaced, k)
 		}
 	}
@@ -207,8 +209,9 @@ Service Bus, with Azurite (development only; Ctrl-C or SIGTERM stops all three).
   summary:     %[1]s/api/summary
   blocked:     %[1]s/api/orders?blocked=true
   an order:    %[1]s/api/orders/{orderId}        upload a ledger: POST %[1]s/api/ledgers
-  keys:        NOT CHECKED by the emulation: every function answers without a key (authLevel function
-               and admin alike). In Azure they need x-functions-key (the admin key for replay and skip).
+  keys:        NOT CHECKED, as with Core Tools locally: every function answers without a key (authLevel
+               function and admin alike; the dashboard's admin key field takes any text). In Azure they
+               need x-functions-key (the admin key for replay and skip).
   publish:     Service Bus (AMQP 1.0, plain TCP) on %[3]s:
                export ServiceBusConnection='%[4]s'
                go run . publish testdata/ledgers/01-morning.json
