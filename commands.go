@@ -190,8 +190,8 @@ func replayOrders(args []string) error {
 			// The HTTP function's code and answer (handler.ReplayOrder,
 			// ReplayAnswer): the body printed is the one it would answer.
 			rep, err := handler.ReplayOrder(ctx, r, id)
-			status, body := handler.ReplayAnswer(rep, err)
-			_ = out.Encode(body)
+			status, _ := handler.ReplayAnswer(rep, err)
+			_ = out.Encode(answerBody(rep, status, err))
 			if len(rep.Left) > 0 {
 				fmt.Fprintf(os.Stderr, "%s: %d dead letter(s) left dead-lettered (a permanent cause: re-sent, they would be dead-lettered again):\n", id, len(rep.Left))
 				for _, l := range rep.Left {
@@ -207,6 +207,24 @@ func replayOrders(args []string) error {
 			}
 			return nil
 		}, fs.Args()...)
+}
+
+// answerBody is the JSON body ReplayOrder answers with (without its
+// headers): the report, with "error" beside it when the status is not 200.
+func answerBody(rep handler.OrderReplay, status int, err error) any {
+	if status == http.StatusOK {
+		return rep
+	}
+	body := map[string]any{}
+	raw, _ := json.Marshal(rep)
+	_ = json.Unmarshal(raw, &body)
+	switch {
+	case err != nil:
+		body["error"] = fault.MessageOf(err)
+	case rep.Incomplete != nil:
+		body["error"] = rep.Incomplete.Reason
+	}
+	return body
 }
 
 // replayNeedsStorage is why a replay refuses to run without StateStorage.

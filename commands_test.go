@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/convoy-dev/convoy/handler"
+	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/replay"
 )
 
 // TestDecideQueued: what `convoy publish` does with a valid ledger bound
@@ -215,4 +218,30 @@ func runCaptured(t *testing.T, args ...string) (string, int) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// TestAnswerBody: `convoy replay` prints the body ReplayOrder answers with,
+// never the envelope of its headers: the report, with "error" beside it
+// when the replay was incomplete or failed.
+func TestAnswerBody(t *testing.T) {
+	inc := handler.OrderReplay{Report: replay.Report{OrderID: "o-1", Replayed: []replay.Replayed{},
+		Incomplete: &replay.Incomplete{NotReceived: 1, Reason: "1 locked by another reader"}}}
+	for _, c := range []struct {
+		rep  handler.OrderReplay
+		err  error
+		want []string
+	}{
+		{handler.OrderReplay{Report: replay.Report{OrderID: "o-1", Replayed: []replay.Replayed{}}}, nil, []string{`{"orderId":"o-1","replayed":[],"scanned":0}`}},
+		{inc, nil, []string{`"error":"1 locked by another reader"`, `"incomplete":{`, `"orderId":"o-1"`}},
+		{handler.OrderReplay{Report: replay.Report{OrderID: "o-1", Replayed: []replay.Replayed{}}}, fault.Errorf(fault.Unavailable, "Service Bus is down"),
+			[]string{`"error":"Service Bus is down"`, `"orderId":"o-1"`}},
+	} {
+		status, _ := handler.ReplayAnswer(c.rep, c.err)
+		raw, _ := json.Marshal(answerBody(c.rep, status, c.err))
+		for _, w := range c.want {
+			if !strings.Contains(string(raw), w) || strings.Contains(string(raw), `"Body"`) {
+				t.Errorf("status %d: %s, want %s and no envelope", status, raw, w)
+			}
+		}
+	}
 }
