@@ -1,0 +1,516 @@
+package main
+
+// The README's local walkthrough, done as a newcomer does it (issue 26, "Done
+// when"): a fresh clone of this repository, then the commands of the
+// README's "Try it locally" section, in order, taken from its code blocks so
+// that the README cannot drift from what works. `make devhost` runs in the
+// background until the end; every other line runs with bash in the clone.
+// The test only substitutes the ports the emulation actually took for the
+// ones the README shows (another run may hold 7071 or 5672), and waits, as
+// a reader would by looking, for the broken order to be listed as blocked
+// before running the heal commands. It logs the time from the clone to the
+// healed order.
+//
+// The clone reuses the Azurite already installed in .tools/ (AZURITE_TABLE,
+// which the Makefile exports, or .tools/ here) by a symlink, so that make
+// does not install it again.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
+
+// walkthroughHeading is the README section the test runs.
+const walkthroughHeading = "## Try it locally: publish, look, break, heal"
+
+// step is one code block of the walkthrough with the step it belongs to: the
+// last bold word of the prose before it (**Publish**, **Break**, …).
+type step struct {
+	name  string
+	lines []string
+}
+
+// walkthroughSteps reads the walkthrough's shell blocks from a README.
+func walkthroughSteps(readme string) ([]step, error) {
+	_, section, ok := strings.Cut(readme, walkthroughHeading+"\n")
+	if !ok {
+		return nil, fmt.Errorf("README has no section %q", walkthroughHeading)
+	}
+	if i := regexp.MustCompile(`(?m)^## `).FindStringIndex(section); i != nil {
+		section = section[:i[0]]
+	}
+	prose, fences := splitFences(section)
+	lines := strings.Split(prose, "\n")
+	bold := regexp.MustCompile(`\*\*([A-Z][a-z]+)\*\*`)
+	var steps []step
+	for _, f := range fences {
+		if f.lang != "sh" {
+			continue
+		}
+		name := ""
+		for _, l := range lines[:f.line-2] {
+			if m := bold.FindAllStringSubmatch(l, -1); m != nil {
+				name = m[len(m)-1][1]
+			}
+		}
+		var run []string
+		for _, l := range shellLines(f.text) {
+			if l != "" {
+				run = append(run, l)
+			}
+		}
+		steps = append(steps, step{name, run})
+	}
+	return steps, nil
+}
+
+func TestDocsWalkthroughSteps(t *testing.T) {
+	steps, err := walkthroughSteps(readPage(t, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, s := range steps {
+		names[s.name] = true
+	}
+	if !strings.HasPrefix(strings.Join(steps[0].lines, "\n"), "make devhost") {
+		t.Errorf("the walkthrough does not start with make devhost: %+v", steps[0])
+	}
+	for _, want := range []string{"Publish", "Look", "Break", "Heal"} {
+		if !names[want] {
+			t.Errorf("the walkthrough has no %s step with a code block: %+v", want, steps)
+		}
+	}
+}
+
+// healTarget is the order the heal commands name.
+var healTarget = regexp.MustCompile(`/api/orders/([A-Za-z0-9._-]+)/(?:replay|skip)|(?:convoy|go run \.) (?:replay|skip) ([A-Za-z0-9._-]+)`)
+
+func TestDocsWalkthrough(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("the walkthrough test clones the repository: git is needed")
+	}
+	tools := toolsDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+
+	began := time.Now()
+	clone := filepath.Join(t.TempDir(), "convoy")
+	if out, err := exec.CommandContext(ctx, "git", "clone", "--quiet", ".", clone).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+	head, _ := exec.Command("git", "-C", clone, "log", "-1", "--format=%h %s").Output()
+	t.Logf("cloned %s", strings.TrimSpace(string(head)))
+	if err := os.Symlink(tools, filepath.Join(clone, ".tools")); err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(clone, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := walkthroughSteps(string(readme))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	w := &walker{t: t, ctx: ctx, dir: clone, env: freshEnv(), subst: map[string]string{}}
+	defer w.stop()
+	broke := false
+	for _, s := range steps {
+		if s.name == "Break" {
+			broke = true
+		}
+		if s.name == "Heal" && !broke {
+			// No recipe in the README to break an order with: break the
+			// order its heal commands name, as the end-to-end tests do (a
+			// message that cannot be read), and wait until it is listed.
+			for _, l := range s.lines {
+				if m := healTarget.FindStringSubmatch(l); m != nil {
+					w.breakOrder(m[1] + m[2])
+					w.waitBlocked(m[1] + m[2])
+					break
+				}
+			}
+			broke = true
+		}
+		for _, l := range s.lines {
+			w.run(s.name, l)
+		}
+	}
+	if len(w.healed) == 0 {
+		t.Fatal("the walkthrough's heal commands name no order")
+	}
+	for _, order := range w.healed {
+		w.waitHealed(order)
+	}
+	t.Logf("clone to healed blocked orders %v: %.1f s\n%s", w.healed, time.Since(began).Seconds(), strings.Join(w.timings, "\n"))
+	if d := time.Since(began); d > 90*time.Second {
+		t.Errorf("the walkthrough took %.0f s from the clone, more than 90 s", d.Seconds())
+	}
+}
+
+// toolsDir is the .tools directory holding Azurite.
+func toolsDir(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("AZURITE_TABLE")
+	if bin == "" {
+		bin = filepath.Join(".tools", "node_modules", ".bin", "azurite-table")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("Azurite is not installed (run `make tools`): %v", err)
+	}
+	dir, err := filepath.Abs(filepath.Dir(filepath.Dir(filepath.Dir(bin))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// freshEnv is this process's environment without what a newcomer's shell
+// would not have: the settings the walkthrough exports itself, and an
+// enclosing make's flags.
+func freshEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "MAKEFLAGS" || name == "MAKELEVEL" || name == "MFLAGS" || name == "MAKEOVERRIDES":
+		case strings.HasPrefix(name, "ServiceBusConnection") || strings.HasPrefix(name, "StateStorage"):
+		default:
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// walker runs the walkthrough's lines in the clone.
+type walker struct {
+	t       *testing.T
+	ctx     context.Context
+	dir     string
+	env     []string
+	subst   map[string]string // the README's address → the one the emulation took
+	host    string            // http://127.0.0.1:port of the emulated host
+	devhost *exec.Cmd
+	logs    *syncBuffer
+	timings []string
+	began   time.Time
+	printed strings.Builder // what the commands printed, for placeholders
+	healed  []string        // the orders the heal commands name
+	port    int             // PORT= given to make, when the Makefile takes it
+}
+
+var placeholderRE = regexp.MustCompile(`([A-Za-z0-9._-]+)<[A-Za-z ]+>`)
+
+// fill replaces a placeholder of the README (practice-poison-<time>) with
+// what the latest command that printed the same prefix printed after it, as
+// a reader copies it from the terminal.
+func (w *walker) fill(l string) string {
+	return placeholderRE.ReplaceAllStringFunc(l, func(p string) string {
+		prefix := placeholderRE.FindStringSubmatch(p)[1]
+		all := regexp.MustCompile(regexp.QuoteMeta(prefix)+`[A-Za-z0-9._-]+`).FindAllString(w.printed.String(), -1)
+		if len(all) == 0 {
+			w.fatalf("%q: no earlier command printed %s…", l, prefix)
+		}
+		return all[len(all)-1] // the latest, as a reader copies it
+
+	})
+}
+
+func (w *walker) substitute(l string) string {
+	for from, to := range w.subst {
+		l = strings.ReplaceAll(l, from, to)
+	}
+	return l
+}
+
+func (w *walker) run(stepName, line string) {
+	w.t.Helper()
+	if w.began.IsZero() {
+		w.began = time.Now()
+	}
+	started := time.Now()
+	if strings.HasPrefix(line, "make devhost") {
+		w.startDevhost(line)
+	} else if name, value, ok := strings.Cut(strings.TrimPrefix(line, "export "), "="); ok && strings.HasPrefix(line, "export ") && !strings.ContainsAny(name, " $") {
+		words := shellWords(w.substitute(value))
+		if len(words) != 1 {
+			w.t.Fatalf("%s: %q: export of one value expected", stepName, line)
+		}
+		w.env = append(w.env, name+"="+words[0])
+	} else {
+		line = w.fill(w.substitute(line))
+		if strings.HasPrefix(line, "make ") && w.port != 0 {
+			line += fmt.Sprintf(" PORT=%d", w.port)
+		}
+		if m := healTarget.FindStringSubmatch(line); m != nil && stepName == "Heal" && !slices.Contains(w.healed, m[1]+m[2]) {
+			w.healed = append(w.healed, m[1]+m[2])
+		}
+		ctx, cancel := context.WithTimeout(w.ctx, 90*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", "-c", line)
+		cmd.Dir, cmd.Env = w.dir, w.env
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		w.printed.Write(out)
+		w.t.Logf("%s: $ %s\n%s", stepName, line, strings.TrimSpace(string(out)))
+		if err != nil {
+			w.fatalf("%s: %q: %v\n%s", stepName, line, err, stderr.String())
+		}
+		if strings.HasPrefix(line, "curl ") && !json.Valid(out) {
+			w.fatalf("%s: %q did not answer JSON", stepName, line)
+		}
+	}
+	if len(line) > 70 {
+		line = line[:70] + "…"
+	}
+	w.timings = append(w.timings, fmt.Sprintf("  %5.1f s  %s", time.Since(started).Seconds(), line))
+}
+
+// startDevhost starts `make devhost` and waits for its banner: the address
+// it serves and the Service Bus connection string it prints.
+func (w *walker) startDevhost(line string) {
+	w.t.Helper()
+	if regexp.MustCompile(`(?m)^PORT\s*\??=`).MatchString(readPage(w.t, filepath.Join(w.dir, "Makefile"))) {
+		w.port = freeTCPPort(w.t) // 7071 may be taken by another run
+		line += fmt.Sprintf(" PORT=%d", w.port)
+	}
+	cmd := exec.Command("bash", "-c", line)
+	cmd.Dir, cmd.Env = w.dir, w.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	w.logs = &syncBuffer{}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	cmd.Stderr = w.logs
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	w.devhost = cmd
+	hostRE := regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
+	sbRE := regexp.MustCompile(`Endpoint=sb://(127\.0\.0\.1:\d+)[^'"\s]*`)
+	storageRE := regexp.MustCompile(`StateStorage='([^']+)'`)
+	storage := ""
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		done := false
+		for sc.Scan() {
+			l := sc.Text()
+			fmt.Fprintln(w.logs, l)
+			if done {
+				continue
+			}
+			if m := hostRE.FindString(l); m != "" && w.host == "" && !strings.Contains(l, "/devhost/") {
+				w.host = m
+			}
+			if m := sbRE.FindStringSubmatch(l); m != nil {
+				w.subst["127.0.0.1:5672"] = m[1]
+			}
+			if m := storageRE.FindStringSubmatch(l); m != nil {
+				storage = m[1]
+			}
+			if w.host != "" && w.subst["127.0.0.1:5672"] != "" && storage != "" {
+				if !strings.Contains(storage, "127.0.0.1:10002/") {
+					// Azurite is not on its usual port: UseDevelopmentStorage=true
+					// would miss it; the banner's connection string does not.
+					w.subst["UseDevelopmentStorage=true"] = "'" + storage + "'"
+				}
+				w.subst["http://127.0.0.1:7071"] = w.host
+				done = true
+				close(ready)
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case <-ready:
+		w.t.Logf("make devhost: %s, Service Bus on %s", w.host, w.subst["127.0.0.1:5672"])
+	case <-time.After(90 * time.Second):
+		w.fatalf("make devhost printed no banner in 90 s")
+	}
+}
+
+// stop ends make devhost and everything it started (its process group).
+func (w *walker) stop() {
+	if w.devhost == nil || w.devhost.Process == nil {
+		return
+	}
+	pgid := w.devhost.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = w.devhost.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		w.t.Errorf("make devhost did not stop within 15 s of SIGTERM; killed")
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+func (w *walker) fatalf(format string, args ...any) {
+	w.t.Helper()
+	if w.logs != nil {
+		logs := w.logs.String()
+		if len(logs) > 6000 {
+			logs = "…" + logs[len(logs)-6000:]
+		}
+		w.t.Logf("make devhost's output:\n%s", logs)
+	}
+	w.t.Fatalf(format, args...)
+}
+
+// get reads a JSON answer of the emulated host.
+func (w *walker) get(path string, v any) int {
+	w.t.Helper()
+	req, _ := http.NewRequestWithContext(w.ctx, "GET", w.host+path, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		w.fatalf("GET %s: %v", path, err)
+	}
+	return resp.StatusCode
+}
+
+// blockedEntry is the blocked list's entry of the order, or nil.
+func (w *walker) blockedEntry(order string) map[string]any {
+	var page struct {
+		Orders []map[string]any `json:"orders"`
+	}
+	w.get("/api/orders?blocked=true&pageSize=500", &page)
+	for _, o := range page.Orders {
+		if o["orderId"] == order {
+			return o
+		}
+	}
+	return nil
+}
+
+// waitBlocked waits, as a reader looking at the blocked list would, until
+// the order is listed with its missing message dead-lettered.
+func (w *walker) waitBlocked(order string) {
+	w.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		e := w.blockedEntry(order)
+		if e != nil {
+			if m, _ := e["missing"].(map[string]any); m != nil && m["where"] == "deadLetter" {
+				w.t.Logf("blocked: %v", e)
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			w.fatalf("order %s is not listed as blocked by a dead letter after 60 s: %v", order, e)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitHealed waits until the order has no gap and nothing parked, and is
+// off the blocked list.
+func (w *walker) waitHealed(order string) {
+	w.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var v map[string]any
+		code := w.get("/api/orders/"+order, &v)
+		if code == 200 && v["missingSeq"] == nil && v["parked"] == 0.0 && w.blockedEntry(order) == nil {
+			w.t.Logf("healed: %v", v)
+			return
+		}
+		if time.Now().After(deadline) {
+			w.fatalf("order %s not healed 60 s after the heal commands: %d %v", order, code, v)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// breakOrder sends an order whose second message cannot be read (its amount
+// is a string), as TestPoisonMessage does: it is delivered ten times, then
+// dead-lettered, and the third message waits parked behind it.
+func (w *walker) breakOrder(order string) {
+	w.t.Helper()
+	if order == "" {
+		w.fatalf("no order to break: the heal commands name none")
+	}
+	conn := ""
+	for _, kv := range w.env {
+		if v, ok := strings.CutPrefix(kv, "ServiceBusConnection="); ok {
+			conn = v
+		}
+	}
+	client, err := azservicebus.NewClientFromConnectionString(conn, nil)
+	if err != nil {
+		w.fatalf("break: %v", err)
+	}
+	defer client.Close(w.ctx)
+	sender, err := client.NewSender("orders", nil)
+	if err != nil {
+		w.fatalf("break: %v", err)
+	}
+	defer sender.Close(w.ctx)
+	for seq, tx := range []string{
+		`{"orderId":"%s","op":"CreateOrder","currency":"EUR"}`,
+		`{"orderId":"%s","op":"AddTransaction","txId":"t-1","amount":"a lot"}`,
+		`{"orderId":"%s","op":"AddTransaction","txId":"t-2","amount":5}`,
+	} {
+		id, ct := fmt.Sprintf("walk:%d", seq), "application/json"
+		body := fmt.Sprintf(`{"transaction":`+tx+`}`, order)
+		if err := sender.SendMessage(w.ctx, &azservicebus.Message{MessageID: &id, SessionID: &order, ContentType: &ct,
+			ApplicationProperties: map[string]any{"ledgerId": "walk", "seq": int64(seq + 1)}, Body: []byte(body)}, nil); err != nil {
+			w.fatalf("break: send: %v", err)
+		}
+	}
+	w.t.Logf("broke order %s: seq 2 cannot be read (no recipe in the README's Break step)", order)
+}
+
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// syncBuffer collects a process's output from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
