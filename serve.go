@@ -73,6 +73,12 @@ func serve() error {
 
 // newServer is the custom handler's echo server on clients c: the processor,
 // the publisher, replay and automatic replay on the orders table and queue.
+//
+// The orders table has two stores, one per kind of caller (their retries are
+// tablestore.ProcessorRetry and OperatorRetry): the processor's (and so
+// SkipGap's, a commit of the processor under its lock, bounded by
+// SkipDeadline), and operators' (OrderStatus, BlockedOrders, HealthSummary,
+// the replays and AutoReplay), whose requests fail fast when storage hangs.
 func newServer(cfg settings.Settings, c *clients, log *slog.Logger) (*echo.Echo, error) {
 	store := c.orderStore(cfg.OrdersTable)
 	processor := convoy.NewProcessor(store, convoy.ProcessorOptions{
@@ -84,14 +90,15 @@ func newServer(cfg settings.Settings, c *clients, log *slog.Logger) (*echo.Echo,
 	if err != nil {
 		return nil, err
 	}
-	rep := replayer{c: c, queue: cfg.OrdersQueue, opts: replay.Options{MaxScan: cfg.ReplayScanLimit, Orders: store}}
+	operator := c.operatorStore(cfg.OrdersTable)
+	rep := replayer{c: c, queue: cfg.OrdersQueue, opts: replay.Options{MaxScan: cfg.ReplayScanLimit, Orders: operator}}
 	ar := cfg.AutoReplay
-	healer := heal.New(store, store, store, func() (replay.Source, convoy.Sender, func(), error) {
+	healer := heal.New(operator, operator, operator, func() (replay.Source, convoy.Sender, func(), error) {
 		src, sender, close, err := rep.source()
 		return src, sender, close, err
 	}, heal.Options{Disabled: !ar.Enabled, BackoffBase: ar.BackoffBase, BackoffMax: ar.BackoffMax, BreakerBase: ar.BreakerBase,
 		MaxOrders: ar.MaxOrders, MaxScan: cfg.ReplayScanLimit,
-		PeekTimeout: handler.DeadLetterPeekDeadline, OrderTimeout: handler.AutoReplayOrderDeadline})
-	return handler.New(handler.Deps{Processor: processor, Orders: store, Ledgers: publisher, Blocked: store,
+		PeekTimeout: handler.DeadLetterPeekDeadline, PassTimeout: handler.AutoReplayPassDeadline})
+	return handler.New(handler.Deps{Processor: processor, Orders: operator, Ledgers: publisher, Blocked: operator,
 		Replay: rep, Heal: healer, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes}), nil
 }

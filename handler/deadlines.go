@@ -18,27 +18,37 @@ import (
 const (
 	// ReadDeadline: OrderStatus, BlockedOrders, HealthSummary (and so the
 	// dashboard's data), reads of Table Storage and one peek of the
-	// dead-letter queue.
-	ReadDeadline = 20 * time.Second
+	// dead-letter queue (DeadLetterPeekDeadline). Healthy, these answer in
+	// well under a second; with storage accepting connections and never
+	// answering they answer 503 in this long (their store's requests try
+	// 3 s each, tablestore.OperatorRetry, so one stuck on a dead kept-alive
+	// connection is tried again on a fresh one within this deadline).
+	ReadDeadline = 5 * time.Second
 	// DeadLetterPeekDeadline bounds the one read of the dead-letter queue
 	// behind BlockedOrders, HealthSummary and each AutoReplay run
 	// (heal.Options.PeekTimeout): with Service Bus down or silent these
 	// answer in about this long, each blocked order's missing message
 	// "unknown", with why.
 	DeadLetterPeekDeadline = 3 * time.Second
-	// SkipDeadline: SkipGap, one processor commit retried within
-	// TransientRetrySeconds (20 s by default).
-	SkipDeadline = 30 * time.Second
+	// SkipDeadline: SkipGap, one read and one processor commit (tens of
+	// milliseconds when healthy), retried within this deadline rather than
+	// TransientRetrySeconds: an operator waits, and calls again after a 503
+	// (a skip already recorded is then refused, changing nothing). The skip
+	// runs on the processor's store (tablestore.ProcessorRetry, under the
+	// order's lock); this deadline alone bounds it.
+	SkipDeadline = 5 * time.Second
 	// ReplayDeadline: ReplayOrder and ReplayDeadLetters (a few seconds per
 	// hundred dead letters re-sent, plus a 5 s wait for the last receive).
 	ReplayDeadline = 60 * time.Second
-	// AutoReplayDeadline: one AutoReplay run; it starts no order's replay
-	// with less than AutoReplayOrderDeadline left, the rest wait for the
-	// next run.
+	// AutoReplayDeadline: one AutoReplay run; its reads of the dead-letter
+	// queue, the index and the states end AutoReplayPassDeadline before it,
+	// which its one replay pass keeps; what it does not reach waits for the
+	// next run, counted. With storage hung, its first read fails within about 6 s
+	// (tablestore.OperatorRetry) and the run pauses.
 	AutoReplayDeadline = 60 * time.Second
-	// AutoReplayOrderDeadline bounds one order's replay in a run
-	// (heal.Options.OrderTimeout).
-	AutoReplayOrderDeadline = 20 * time.Second
+	// AutoReplayPassDeadline is what a run keeps for its replay pass
+	// (heal.Options.PassTimeout).
+	AutoReplayPassDeadline = 20 * time.Second
 	// UploadDeadline: LedgerUpload. The longest, as a ledger of many
 	// thousands of orders takes tens of seconds; one cut short answers 503
 	// and resumes from its checkpoint when sent again.

@@ -19,7 +19,7 @@ import (
 
 // Healer is automatic replay and the orders' health (heal.Healer).
 type Healer interface {
-	Explain(ctx context.Context, orders []convoy.BlockedOrder) []heal.BlockedWithCause
+	Explain(ctx context.Context, orders []convoy.BlockedOrder) ([]heal.BlockedWithCause, error)
 	Summarize(ctx context.Context) (heal.Summary, error)
 	RunOnce(ctx context.Context) heal.Run
 }
@@ -102,7 +102,7 @@ func (s *server) summary(ctx context.Context, r httpRequest) (int, any, error) {
 	}
 	sum, err := s.Heal.Summarize(ctx)
 	if err != nil {
-		return 0, nil, fault.Wrap(fault.Unavailable, err, "storage or Service Bus is unavailable")
+		return 0, nil, fault.Wrap(fault.Unavailable, err, "storage is unavailable")
 	}
 	return http.StatusOK, sum, nil
 }

@@ -19,8 +19,8 @@ import (
 // fakeHealer answers with a fixed run and summary.
 type fakeHealer struct{ run heal.Run }
 
-func (f fakeHealer) Explain(_ context.Context, o []convoy.BlockedOrder) []heal.BlockedWithCause {
-	return nil
+func (f fakeHealer) Explain(_ context.Context, o []convoy.BlockedOrder) ([]heal.BlockedWithCause, error) {
+	return nil, nil
 }
 func (f fakeHealer) Summarize(context.Context) (heal.Summary, error) {
 	return heal.Summary{BlockedOrders: 2}, nil

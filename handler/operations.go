@@ -81,9 +81,13 @@ func (s *server) blockedOrders(ctx context.Context, r httpRequest) (int, any, er
 	if s.Heal == nil {
 		return http.StatusOK, page, nil
 	}
-	// Each order with where its missing message is, and why (one peek of
-	// the dead-letter queue per page).
-	out := map[string]any{"orders": s.Heal.Explain(ctx, page.Orders)}
+	// Each order with where its missing message is, and why, as AutoReplay
+	// last learnt it (nothing of Service Bus is read per page).
+	explained, err := s.Heal.Explain(ctx, page.Orders)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := map[string]any{"orders": explained}
 	if page.Continuation != "" {
 		out["continuation"] = page.Continuation
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -24,9 +25,11 @@ type State struct {
 	NextAttempt time.Time `json:"nextAttempt"`
 	Replayed    int64     `json:"replayed"` // messages re-sent by automatic replay, in all
 	LastError   string    `json:"lastError,omitempty"`
+	ETag        string    `json:"-"` // as ReplayStates read it
 }
 
-// StateStore keeps the States (in Table Storage: tablestore.Store).
+// StateStore keeps the States and the shared Health record (in Table
+// Storage: tablestore.Store).
 type StateStore interface {
 	// ReplayState reads an order's state and its ETag; ok is false when it
 	// has none.
@@ -35,8 +38,19 @@ type StateStore interface {
 	// only if there is none), and returns the new ETag; a fault.Conflict
 	// when another writer came first.
 	PutReplayState(ctx context.Context, s State, etag string) (string, error)
-	// ReplayStates lists up to limit states, and whether more exist.
-	ReplayStates(ctx context.Context, limit int) ([]State, bool, error)
+	// DeleteReplayState removes an order's state only if it still has etag
+	// (gone or changed: no error).
+	DeleteReplayState(ctx context.Context, orderID, etag string) error
+	// ReplayStates lists up to limit states of the orders after after (""
+	// from the first), by order id, each with its ETag, and whether more
+	// follow.
+	ReplayStates(ctx context.Context, after string, limit int) ([]State, bool, error)
+	// Health reads the shared record; the zero Health, "" and ok false when
+	// there is none yet.
+	Health(ctx context.Context) (h Health, etag string, ok bool, err error)
+	// PutHealth writes h only if the record still has etag ("": only if
+	// there is none); a fault.Conflict otherwise.
+	PutHealth(ctx context.Context, h Health, etag string) (string, error)
 }
 
 // Options tune a Healer; the zero value works (and replays).
@@ -45,19 +59,20 @@ type Options struct {
 	BackoffBase time.Duration // wait after an order's first attempt (default 1 min); doubled per attempt
 	BackoffMax  time.Duration // the longest wait between attempts (default 1 h); also the breaker's
 	BreakerBase time.Duration // pause after a failed run (default 1 min); doubled per failed run in a row
-	MaxOrders   int           // orders replayed per run (default 50)
-	MaxScan     int           // replay.Options.MaxScan
-	MaxBlocked  int           // blocked orders a summary reads (default 10,000)
-	// PeekTimeout bounds the one read of the dead-letter sub-queue behind
-	// Explain, Summarize and each run's figures (0: the caller's deadline
-	// only). What was read by then is used, marked incomplete; nothing read
-	// means the sub-queue could not be read.
+	MaxOrders   int           // orders replayed per run (default 1,000)
+	// MaxScan is replay.Options.MaxScan: the dead letters a run's replay
+	// pass receives at most (and so holds locked). Its one peek reads at
+	// most 10 times as many.
+	MaxScan int
+	// PeekTimeout bounds the run's one read of the dead-letter sub-queue
+	// (0: the run's deadline only). What was read by then is used, marked
+	// incomplete; nothing read means the sub-queue could not be read.
 	PeekTimeout time.Duration
-	// OrderTimeout bounds the replay of one order in a run, and a run starts
-	// no order with less than this left before its own deadline (0: no bound
-	// but the run's).
-	OrderTimeout time.Duration
-	Now          func() time.Time
+	// PassTimeout is what a run keeps for its replay pass: it ends the
+	// reading of the index and the states that much before its deadline,
+	// and starts no pass with less left (0: no reserve).
+	PassTimeout time.Duration
+	Now         func() time.Time
 }
 
 func (o Options) backoff(attempts int) time.Duration {
@@ -84,9 +99,10 @@ type Healer struct {
 	open    Opener
 	opts    Options
 
-	mu        sync.Mutex
-	failures  int // failed runs in a row
-	openUntil time.Time
+	// local is the breaker of this instance while storage cannot be read
+	// (the shared one, in Health, cannot be read either then).
+	mu    sync.Mutex
+	local Breaker
 }
 
 // Defaults of Options (the app settings AutoReplay… default to them).
@@ -94,8 +110,15 @@ const (
 	DefaultBackoffBase = time.Minute
 	DefaultBackoffMax  = time.Hour
 	DefaultBreakerBase = time.Minute
-	DefaultMaxOrders   = 50
+	// DefaultMaxOrders: a run's cost is per dead letter (each received
+	// once, in one pass), not per order, so a run claims every due order
+	// its deadline lets it replay.
+	DefaultMaxOrders = 1000
 )
+
+// indexPage is how many index entries or states one query reads: the most
+// a page of Table Storage holds.
+const indexPage = 1000
 
 // New returns a Healer.
 func New(blocked convoy.BlockedIndex, orders replay.OrderReader, states StateStore, open Opener, opts Options) *Healer {
@@ -112,8 +135,8 @@ func New(blocked convoy.BlockedIndex, orders replay.OrderReader, states StateSto
 	if opts.MaxOrders <= 0 {
 		opts.MaxOrders = DefaultMaxOrders
 	}
-	if opts.MaxBlocked <= 0 {
-		opts.MaxBlocked = 10_000
+	if opts.MaxScan <= 0 {
+		opts.MaxScan = replay.DefaultMaxScan
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -130,24 +153,19 @@ type BlockedWithCause struct {
 	Missing Missing `json:"missing"`
 }
 
-// Explain adds to each blocked order where its missing message is, from one
-// peek of the dead-letter sub-queue. When the sub-queue cannot be read the
-// orders are listed with Where "unknown" and the reason.
-func (h *Healer) Explain(ctx context.Context, orders []convoy.BlockedOrder) []BlockedWithCause {
-	out := make([]BlockedWithCause, len(orders))
-	dls, err := h.deadLetters(ctx)
-	for i, o := range orders {
-		out[i].BlockedOrder = o
-		if err != nil {
-			out[i].Missing = Missing{Where: WhereUnknown, Why: err.Error()}
-			continue
-		}
-		out[i].Missing = dls.Missing(o.OrderID, o.MissingSeq, o.AppliedSeq)
-		if st, _, ok, err := h.states.ReplayState(ctx, o.OrderID); err == nil && ok {
-			out[i].Missing.AutoReplay = &st
-		}
+// Explain adds to each blocked order where its missing message is, as
+// recorded in its index entry by the last run that learnt it (or a replay
+// or a skip): one read of the Health record, nothing of Service Bus.
+func (h *Healer) Explain(ctx context.Context, orders []convoy.BlockedOrder) ([]BlockedWithCause, error) {
+	hl, _, _, err := h.states.Health(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the auto-replay record: %w", err)
 	}
-	return out
+	out := make([]BlockedWithCause, len(orders))
+	for i, o := range orders {
+		out[i] = BlockedWithCause{BlockedOrder: o, Missing: missingOf(o, hl.LastRun)}
+	}
+	return out, nil
 }
 
 // deadLetters is one read of the dead-letter sub-queue within PeekTimeout;
@@ -226,18 +244,20 @@ func (e *UnreadableError) Unwrap() error { return e.Err }
 type Summary struct {
 	At                   string `json:"at"`
 	BlockedOrders        int    `json:"blockedOrders"`
-	BlockedComplete      bool   `json:"blockedComplete"` // false: more than MaxBlocked, counts are of those read
+	BlockedComplete      bool   `json:"blockedComplete"` // false: more than one page of the index; the counts are the last run's
 	OldestBlockedSince   string `json:"oldestBlockedSince,omitempty"`
 	OldestBlockedSeconds int64  `json:"oldestBlockedSeconds"`
 	ParkedMessages       int64  `json:"parkedMessages"`
 	// MissingBy counts blocked orders by where their missing message is
 	// ("deadLetter/transient", "deadLetter/permanent", "notDeadLettered", …).
-	MissingBy   map[string]int `json:"missingBy"`
-	DeadLetters *DeadLetters   `json:"deadLetters"` // null when the sub-queue could not be read
-	// DeadLettersUnreadable says why the dead-letter sub-queue could not be
-	// read (DeadLetters is then null, every blocked order counts under
-	// MissingBy "unknown" and the auto-replay figures that come from the
-	// sub-queue, Pending and Retrying, are 0).
+	MissingBy map[string]int `json:"missingBy"`
+	// FiguresAt is when the last AutoReplay run read the dead-letter queue:
+	// DeadLetters, DeadLettersUnreadable, AutoReplay.Pending and Retrying,
+	// and each missing message's whereabouts, are as of then ("" before the
+	// first run).
+	FiguresAt   string       `json:"figuresAt,omitempty"`
+	DeadLetters *DeadLetters `json:"deadLetters"` // null when the last run could not read the sub-queue (or none ran)
+	// DeadLettersUnreadable says why DeadLetters is null.
 	DeadLettersUnreadable string     `json:"deadLettersUnreadable,omitempty"`
 	AutoReplay            AutoReplay `json:"autoReplay"`
 }
@@ -245,105 +265,79 @@ type Summary struct {
 // AutoReplay are the automatic replay's figures.
 type AutoReplay struct {
 	Enabled bool `json:"enabled"`
-	// Replayed: messages re-sent by automatic replay, in all (over the
-	// orders with a state).
+	// Replayed: messages re-sent by automatic replay, in all.
 	Replayed int64 `json:"replayed"`
 	// Pending: orders with a dead letter of a transient cause still in the
 	// sub-queue (waiting for the next run, their backoff or the breaker).
 	Pending int `json:"pending"`
 	// Retrying: of those, orders already replayed at least once whose
 	// dead letter came back (their cause is not over).
-	Retrying    int    `json:"retrying"`
+	Retrying int `json:"retrying"`
+	// Unreached: orders the last run could not reach (Figures.Unreached).
+	Unreached   int    `json:"unreached"`
 	BreakerOpen bool   `json:"breakerOpen"`
 	OpenUntil   string `json:"breakerOpenUntil,omitempty"`
+	BreakerWhy  string `json:"breakerWhy,omitempty"`
 }
 
-// Summarize reads the blocked orders (up to MaxBlocked), the dead-letter
-// sub-queue and the replay states. A dead-letter sub-queue that cannot be
-// read (Service Bus down) is no error: the summary then says so
-// (DeadLettersUnreadable) and has every figure that storage gives.
+// notRunYet is DeadLettersUnreadable before the first run.
+const notRunYet = "not read yet: each AutoReplay run reads the dead-letter queue once, and none has run"
+
+// Summarize is the summary from the Health record and the first page of the
+// blocked index: two reads of storage (plus one per index entry a crash
+// left pending), nothing of Service Bus, whatever the outage's size. With
+// more blocked orders than a page holds, the counts are the last run's.
 func (h *Healer) Summarize(ctx context.Context) (Summary, error) {
-	s, _, _, err := h.summarize(ctx)
-	if u := (*UnreadableError)(nil); errors.As(err, &u) {
-		return s, nil
+	hl, _, _, err := h.states.Health(ctx)
+	if err != nil {
+		return Summary{}, fmt.Errorf("read the auto-replay record: %w", err)
 	}
-	return s, err
-}
-
-func (h *Healer) summarize(ctx context.Context) (Summary, *DeadLetters, map[string]bool, error) {
+	entries, more, err := h.blocked.ScanBlocked(ctx, "", indexPage)
+	if err != nil {
+		return Summary{}, fmt.Errorf("list blocked orders: %w", err)
+	}
+	blocked, err := convoy.CheckEntries(ctx, h.blocked, entries)
+	if err != nil {
+		return Summary{}, fmt.Errorf("list blocked orders: %w", err)
+	}
 	now := h.opts.Now()
-	s := Summary{At: now.UTC().Format(time.RFC3339), MissingBy: map[string]int{}, AutoReplay: AutoReplay{Enabled: h.Enabled()}}
-	var blocked []convoy.BlockedOrder
-	token := ""
-	for {
-		page, err := convoy.ListBlocked(ctx, h.blocked, token, min(convoy.MaxBlockedPageSize, h.opts.MaxBlocked-len(blocked)))
-		if err != nil {
-			return s, nil, nil, fmt.Errorf("list blocked orders: %w", err)
-		}
-		blocked = append(blocked, page.Orders...)
-		token = page.Continuation
-		if token == "" {
-			s.BlockedComplete = true
-			break
-		}
-		if len(blocked) >= h.opts.MaxBlocked {
-			break
-		}
+	s := Summary{At: now.UTC().Format(time.RFC3339), BlockedComplete: !more, AutoReplay: AutoReplay{Enabled: h.Enabled(), Replayed: hl.Replayed}}
+	counts := countBlocked(blocked, hl.LastRun)
+	s.BlockedOrders, s.ParkedMessages, s.MissingBy = counts.BlockedOrders, counts.ParkedMessages, counts.MissingBy
+	if more && hl.LastRun != nil && hl.LastRun.BlockedOrders > len(blocked) {
+		s.BlockedOrders, s.ParkedMessages, s.MissingBy = hl.LastRun.BlockedOrders, hl.LastRun.ParkedMessages, hl.LastRun.MissingBy
 	}
-	dls, dlErr := h.deadLetters(ctx)
-	if dlErr != nil {
-		s.DeadLettersUnreadable = dlErr.Error()
-	}
-	s.DeadLetters = dls
-	isBlocked := map[string]bool{}
-	s.BlockedOrders = len(blocked)
-	for _, o := range blocked {
-		isBlocked[o.OrderID] = true
-		s.ParkedMessages += int64(o.Parked)
-		if s.OldestBlockedSince == "" || o.BlockedSince < s.OldestBlockedSince {
-			s.OldestBlockedSince = o.BlockedSince
-		}
-		m := Missing{Where: WhereUnknown}
-		if dls != nil {
-			m = dls.Missing(o.OrderID, o.MissingSeq, o.AppliedSeq)
-		}
-		key := m.Where
-		if m.Cause != "" {
-			key += "/" + m.Cause
-		}
-		s.MissingBy[key]++
-	}
-	if s.OldestBlockedSince != "" {
+	if len(blocked) > 0 {
+		s.OldestBlockedSince = blocked[0].BlockedSince // the index is oldest first
 		if t, err := time.Parse(time.RFC3339Nano, s.OldestBlockedSince); err == nil {
 			s.OldestBlockedSeconds = max(0, int64(now.Sub(t)/time.Second))
 		}
 	}
-	states, _, err := h.states.ReplayStates(ctx, 10_000)
-	if err != nil {
-		return s, nil, nil, fmt.Errorf("read auto-replay states: %w", err)
+	s.DeadLettersUnreadable = notRunYet
+	if f := hl.LastRun; f != nil {
+		s.FiguresAt = f.At.UTC().Format(time.RFC3339)
+		s.DeadLetters, s.DeadLettersUnreadable = f.DeadLetters, f.DeadLettersUnreadable
+		s.AutoReplay.Pending, s.AutoReplay.Retrying, s.AutoReplay.Unreached = f.Pending, f.Retrying, f.Unreached
 	}
-	byOrder := map[string]State{}
-	for _, st := range states {
-		s.AutoReplay.Replayed += st.Replayed
-		byOrder[st.OrderID] = st
+	if b := hl.Breaker; now.Before(b.OpenUntil) {
+		s.AutoReplay.BreakerOpen, s.AutoReplay.OpenUntil, s.AutoReplay.BreakerWhy = true, b.OpenUntil.UTC().Format(time.RFC3339), b.Why
 	}
-	if dls != nil {
-		for _, c := range dls.transientOrders() {
-			s.AutoReplay.Pending++
-			if st, ok := byOrder[c.orderID]; ok && st.Attempts > 0 && st.Seq == c.seq {
-				s.AutoReplay.Retrying++
-			}
+	return s, nil
+}
+
+// countBlocked sums up blocked orders (the Figures' blocked counts).
+func countBlocked(blocked []convoy.BlockedOrder, last *Figures) Figures {
+	f := Figures{BlockedOrders: len(blocked), MissingBy: map[string]int{}}
+	for _, o := range blocked {
+		f.ParkedMessages += int64(o.Parked)
+		m := missingOf(o, last)
+		key := m.Where
+		if m.Cause != "" {
+			key += "/" + m.Cause
 		}
+		f.MissingBy[key]++
 	}
-	h.mu.Lock()
-	if now.Before(h.openUntil) {
-		s.AutoReplay.BreakerOpen, s.AutoReplay.OpenUntil = true, h.openUntil.UTC().Format(time.RFC3339)
-	}
-	h.mu.Unlock()
-	if dlErr != nil {
-		return s, nil, nil, dlErr
-	}
-	return s, dls, isBlocked, nil
+	return f
 }
 
 // Replay is one order replayed by a run.
@@ -373,37 +367,197 @@ type Run struct {
 	Paused string `json:"paused,omitempty"`
 }
 
-// RunOnce is one timer run: the summary (which reads storage and the
-// dead-letter sub-queue, and so probes both), then, unless disabled or the
-// breaker is open, a replay of up to MaxOrders orders with dead letters of a
-// transient cause, blocked ones first, each no sooner than its backoff
-// allows. A run that finds storage or Service Bus failing opens the breaker
-// for BreakerBase, doubled per failed run in a row up to BackoffMax; the
-// first run after that pause that succeeds closes it. The breaker lives in
-// the instance (each instance's first run after an outage probes for itself).
+// RunOnce is one timer run, bounded by ctx's deadline:
+//
+//  1. it reads the dead-letter queue once (a peek, locking nothing);
+//  2. it reads every auto-replay state and the whole blocked index, records
+//     in each blocked order's entry where its missing message is (when that
+//     changed), and removes the states of orders with nothing left to replay;
+//  3. unless disabled or the breaker is open, it claims up to MaxOrders
+//     orders whose dead letters of a transient cause are due (blocked
+//     orders first, then the oldest dead letters; each order no sooner than
+//     its backoff allows), and replays them all in one pass over the
+//     sub-queue (replay.All): each dead letter received once, the others
+//     released;
+//  4. it writes its figures and the breaker into the Health record, which
+//     the summary and the dashboard read on any instance.
+//
+// Orders it could not reach (beyond MaxScan dead letters, or its deadline)
+// are Failed, counted as Unreached, and wait for the next run. A run that
+// finds storage or Service Bus failing opens the breaker for BreakerBase,
+// doubled per failed run in a row up to BackoffMax; the first run after the
+// pause that succeeds closes it.
 func (h *Healer) RunOnce(ctx context.Context) Run {
 	r := Run{Replayed: []Replay{}}
-	s, dls, blocked, err := h.summarize(ctx)
-	if u := (*UnreadableError)(nil); errors.As(err, &u) {
-		r.Paused = h.trip("Service Bus is failing: " + u.Error())
-		return r
-	}
-	if err != nil {
-		r.Paused = h.trip("storage is failing: " + cut(err.Error()))
-		return r
-	}
-	r.Summary = &s
-	if h.opts.Disabled {
-		return r
-	}
 	now := h.opts.Now()
-	h.mu.Lock()
-	openUntil := h.openUntil
-	h.mu.Unlock()
-	if now.Before(openUntil) {
-		r.Paused = fmt.Sprintf("circuit breaker open until %s after a failing run", openUntil.UTC().Format(time.RFC3339))
+	hl, _, _, err := h.states.Health(ctx)
+	if err != nil {
+		r.Paused = h.tripLocal("storage is failing: " + cut(err.Error()))
 		return r
 	}
+	if until, open := h.localOpen(now); open {
+		// This instance's own pause after a run that found storage failing
+		// (which it could not record in the Health record).
+		r.Paused = fmt.Sprintf("circuit breaker open until %s after a run found storage failing", until.UTC().Format(time.RFC3339))
+		return r
+	}
+	readCtx, cancel := h.reserve(ctx)
+	defer cancel()
+	dls, dlErr := h.deadLetters(readCtx)
+	states, err := h.readStates(readCtx)
+	if err != nil {
+		r.Paused = h.trip(ctx, "storage is failing: "+cut(err.Error()), nil)
+		return r
+	}
+	f, blocked, err := h.survey(readCtx, dls, dlErr, states, now)
+	if err != nil {
+		r.Paused = h.trip(ctx, "storage is failing: "+cut(err.Error()), nil)
+		return r
+	}
+	sum := h.summaryOf(f, hl, now)
+	r.Summary = &sum
+	if dlErr != nil {
+		r.Paused = h.trip(ctx, "Service Bus is failing: "+dlErr.Error(), f)
+		return r
+	}
+	if h.opts.Disabled {
+		h.record(ctx, f, 0, true)
+		return r
+	}
+	if b := hl.Breaker; now.Before(b.OpenUntil) {
+		r.Paused = fmt.Sprintf("circuit breaker open until %s after a failing run", b.OpenUntil.UTC().Format(time.RFC3339))
+		h.record(ctx, f, 0, false)
+		return r
+	}
+	replayed, failed := h.replayDue(ctx, dls, blocked, states, now, &r)
+	f.Unreached = len(r.Failed)
+	sum.AutoReplay.Unreached = f.Unreached
+	if failed != "" {
+		r.Paused = h.trip(ctx, failed, f)
+		return r
+	}
+	h.record(ctx, f, replayed, true)
+	sum.AutoReplay.Replayed += replayed
+	return r
+}
+
+// reserve is ctx ended PassTimeout before its deadline (the reads of a run
+// leave its replay pass that much), when the deadline leaves the reads as
+// long again; otherwise the reads have it all, and the pass is left to the
+// next run.
+func (h *Healer) reserve(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok || h.opts.PassTimeout <= 0 || time.Until(deadline) < 2*h.opts.PassTimeout {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, deadline.Add(-h.opts.PassTimeout))
+}
+
+// readStates reads every auto-replay state, page by page.
+func (h *Healer) readStates(ctx context.Context) (map[string]State, error) {
+	out := map[string]State{}
+	after := ""
+	for {
+		page, more, err := h.states.ReplayStates(ctx, after, indexPage)
+		if err != nil {
+			return nil, fmt.Errorf("read auto-replay states: %w", err)
+		}
+		for _, st := range page {
+			out[st.OrderID] = st
+		}
+		if !more || len(page) == 0 {
+			return out, nil
+		}
+		after = page[len(page)-1].OrderID
+	}
+}
+
+// survey reads the whole blocked index (until ctx ends), records each
+// blocked order's whereabouts where they changed, removes the states of
+// orders with nothing left to replay, and sums it all up.
+func (h *Healer) survey(ctx context.Context, dls *DeadLetters, dlErr error, states map[string]State, now time.Time) (*Figures, map[string]bool, error) {
+	f := &Figures{At: now, DeadLetters: dls, BlockedComplete: true, States: len(states), StatesComplete: true}
+	if dlErr != nil {
+		f.DeadLettersUnreadable = dlErr.Error()
+	}
+	var orders []convoy.BlockedOrder
+	blocked := map[string]bool{}
+	after := ""
+	for {
+		if ctx.Err() != nil {
+			f.BlockedComplete = false
+			break
+		}
+		entries, more, err := h.blocked.ScanBlocked(ctx, after, indexPage)
+		if err != nil && len(orders) > 0 && ctx.Err() != nil {
+			f.BlockedComplete = false
+			break
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("list blocked orders: %w", err)
+		}
+		for _, e := range entries {
+			listed, err := convoy.CheckEntries(ctx, h.blocked, []convoy.BlockedEntry{e})
+			if err != nil || len(listed) == 0 {
+				continue // pending, stale or unreadable now: the next run looks again
+			}
+			o := listed[0]
+			orders, blocked[o.OrderID] = append(orders, o), true
+			if dls == nil {
+				continue
+			}
+			m := dls.Missing(o.OrderID, o.MissingSeq, o.AppliedSeq)
+			if st, ok := states[o.OrderID]; ok {
+				st.ETag = ""
+				m.AutoReplay = &st
+			}
+			if n, changed := encodeNote(m, now, e.Note); changed {
+				_ = h.blocked.UpdateBlocked(ctx, e.OrderID, e.Since, convoy.BlockedUpdate{Note: &n}, e.ETag) // best effort
+				o.Note = n
+				orders[len(orders)-1] = o
+			}
+		}
+		if !more || len(entries) == 0 {
+			break
+		}
+		after = entries[len(entries)-1].Key
+	}
+	counts := countBlocked(orders, f)
+	f.BlockedOrders, f.ParkedMessages, f.MissingBy = counts.BlockedOrders, counts.ParkedMessages, counts.MissingBy
+	if dls != nil {
+		due := map[string]bool{}
+		for _, c := range dls.transientOrders() {
+			due[c.orderID] = true
+			f.Pending++
+			if st, ok := states[c.orderID]; ok && st.Attempts > 0 && st.Seq == c.seq {
+				f.Retrying++
+			}
+		}
+		// States of orders with nothing left to replay: removed once their
+		// backoff is over (a dead letter that comes back later starts over).
+		if dls.Complete {
+			for id, st := range states {
+				if !due[id] && !now.Before(st.NextAttempt) && ctx.Err() == nil {
+					_ = h.states.DeleteReplayState(ctx, id, st.ETag) // best effort: the next run tries again
+				}
+			}
+		}
+	}
+	return f, blocked, nil
+}
+
+// summaryOf is the summary a run writes its metrics line from.
+func (h *Healer) summaryOf(f *Figures, hl Health, now time.Time) Summary {
+	s := Summary{At: now.UTC().Format(time.RFC3339), BlockedOrders: f.BlockedOrders, BlockedComplete: f.BlockedComplete,
+		ParkedMessages: f.ParkedMessages, MissingBy: f.MissingBy, FiguresAt: f.At.UTC().Format(time.RFC3339),
+		DeadLetters: f.DeadLetters, DeadLettersUnreadable: f.DeadLettersUnreadable,
+		AutoReplay: AutoReplay{Enabled: h.Enabled(), Replayed: hl.Replayed, Pending: f.Pending, Retrying: f.Retrying}}
+	return s
+}
+
+// replayDue claims the due orders and replays them in one pass; it returns
+// how many messages were re-sent, and why the run failed ("" if it did not).
+func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[string]bool, states map[string]State, now time.Time, r *Run) (int64, string) {
 	todo := dls.transientOrders()
 	for i := range todo {
 		todo[i].blocked = blocked[todo[i].orderID]
@@ -417,115 +571,166 @@ func (h *Healer) RunOnce(ctx context.Context) Run {
 		}
 		return 0
 	})
-	if len(todo) == 0 {
-		h.reset()
-		return r
+	claims := map[string]claim{}
+	for _, c := range todo {
+		if len(claims) >= h.opts.MaxOrders {
+			break // the rest wait for the next run
+		}
+		st, etag, ok, err := h.states.ReplayState(ctx, c.orderID)
+		if err != nil {
+			return 0, "storage is failing: " + cut(err.Error())
+		}
+		if !ok || st.Seq != c.seq {
+			st = State{OrderID: c.orderID, Seq: c.seq}
+		} else if now.Before(st.NextAttempt) {
+			r.Waiting++
+			continue
+		}
+		st.OrderID, st.ETag = c.orderID, ""
+		st.Attempts++
+		st.LastAttempt, st.NextAttempt = now, now.Add(h.opts.backoff(st.Attempts))
+		// The claim: of two runs that read the same state, one writes it.
+		if etag, err = h.states.PutReplayState(ctx, st, etag); err != nil {
+			if fault.CodeOf(err) == fault.Conflict {
+				r.Elsewhere++
+				continue
+			}
+			return 0, "storage is failing: " + cut(err.Error())
+		}
+		claims[c.orderID] = claim{st: st, etag: etag, left: dls.permanentOf(c.orderID)}
+	}
+	if len(claims) == 0 {
+		return 0, ""
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < h.opts.PassTimeout/2 {
+		h.giveBack(ctx, claims, now, "")
+		for id := range claims {
+			r.Failed = append(r.Failed, Failure{OrderID: id, Error: "the run's deadline came before its replay pass: the next run replays it"})
+		}
+		return 0, ""
 	}
 	src, sender, close, err := h.open()
 	if err != nil {
-		r.Paused = h.trip("Service Bus is failing: " + cut(err.Error()))
-		return r
+		h.giveBack(ctx, claims, now, "")
+		return 0, "Service Bus is failing: " + cut(err.Error())
 	}
 	defer close()
-	done := 0
-	for _, c := range todo {
-		if done >= h.opts.MaxOrders || ctx.Err() != nil || !h.timeForOne(ctx) {
-			break // the rest wait for the next run
-		}
-		rep, failed, err := h.replayOrder(ctx, src, sender, c, now, &r)
-		if err != nil {
-			r.Failed = append(r.Failed, Failure{OrderID: c.orderID, Error: cut(err.Error())})
-			if failed {
-				r.Paused = h.trip("a replay failed: " + cut(err.Error()))
-				return r
-			}
+	pass, perr := replay.All(ctx, src, sender, replay.AllOptions{Options: replay.Options{MaxScan: h.opts.MaxScan, Orders: h.orders,
+		Select: func(d replay.DeadLetter) bool {
+			_, ok := claims[d.SessionID]
+			return ok && Classify(d, -1).Class == Transient
+		}}, Max: h.opts.MaxScan, NoClosingPeek: true, StopAt: dls.lastTransientOf(claims)})
+	var replayed int64
+	unreached := []string{}
+	ids := slices.Sorted(maps.Keys(claims))
+	for _, id := range ids {
+		c := claims[id]
+		done := pass.ByOrder[id]
+		if done == nil {
+			unreached = append(unreached, id)
 			continue
 		}
-		if rep != nil {
-			r.Replayed = append(r.Replayed, *rep)
-			done++
+		c.st.Replayed += int64(len(done.Replayed))
+		replayed += int64(len(done.Replayed))
+		_, _ = h.states.PutReplayState(ctx, c.st, c.etag) // best effort: the claim already holds the backoff
+		if len(done.Replayed) > 0 {
+			r.Replayed = append(r.Replayed, Replay{OrderID: id, Seqs: done.Replayed, Attempt: c.st.Attempts, Left: c.left,
+				NextWait: h.opts.backoff(c.st.Attempts).String()})
 		}
 	}
-	h.reset()
-	return r
-}
-
-// timeForOne reports whether ctx leaves an order's replay its OrderTimeout.
-func (h *Healer) timeForOne(ctx context.Context) bool {
-	deadline, ok := ctx.Deadline()
-	return !ok || h.opts.OrderTimeout <= 0 || time.Until(deadline) >= h.opts.OrderTimeout
-}
-
-// replayOrder claims and replays one order, within OrderTimeout; nil when it
-// was not its turn. failed reports an error of storage or Service Bus (trip
-// the breaker).
-func (h *Healer) replayOrder(ctx context.Context, src replay.Source, sender convoy.Sender, c candidate, now time.Time, r *Run) (*Replay, bool, error) {
-	if h.opts.OrderTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, h.opts.OrderTimeout)
-		defer cancel()
+	if perr != nil {
+		for _, id := range unreached {
+			r.Failed = append(r.Failed, Failure{OrderID: id, Error: cut(perr.Error())})
+		}
+		return replayed, "a replay failed: " + cut(perr.Error())
 	}
-	st, etag, ok, err := h.states.ReplayState(ctx, c.orderID)
-	if err != nil {
-		return nil, true, err
-	}
-	if !ok || st.Seq != c.seq {
-		st = State{OrderID: c.orderID, Seq: c.seq, Replayed: st.Replayed}
-	} else if now.Before(st.NextAttempt) {
-		r.Waiting++
-		return nil, false, nil
-	}
-	st.OrderID = c.orderID
-	st.Attempts++
-	st.LastAttempt, st.NextAttempt = now, now.Add(h.opts.backoff(st.Attempts))
-	// The claim: of two runs that read the same state, one writes it.
-	if etag, err = h.states.PutReplayState(ctx, st, etag); err != nil {
-		if fault.CodeOf(err) == fault.Conflict {
+	for _, id := range unreached {
+		switch {
+		case pass.Scanned >= h.opts.MaxScan:
+			// Behind MaxScan dead letters it keeps (of a permanent cause, or
+			// of orders not due): never reached however often it runs.
+			r.Failed = append(r.Failed, Failure{OrderID: id, Error: fmt.Sprintf(
+				"its dead letters lie beyond the first %d of the dead-letter queue, which this run received and left (ReplayScanLimit): skip the gaps of the dead letters of a permanent cause, or raise ReplayScanLimit", h.opts.MaxScan)})
+		case ctx.Err() != nil:
+			r.Failed = append(r.Failed, Failure{OrderID: id, Error: "the run's deadline came before its dead letters: the next run replays them"})
+		default:
+			// Locked by another reader (a replay by an operator): no
+			// attempt; the claim is given back so that the next run tries.
 			r.Elsewhere++
-			return nil, false, nil
+			h.giveBack(ctx, map[string]claim{id: claims[id]}, now, "")
 		}
-		return nil, true, err
 	}
-	rep, rerr := replay.Order(ctx, src, sender, c.orderID, replay.Options{MaxScan: h.opts.MaxScan, Orders: h.orders,
-		Select: func(d replay.DeadLetter) bool { return Classify(d, -1).Class == Transient }})
-	st.Replayed += int64(len(rep.Replayed))
-	st.LastError = ""
-	if rerr != nil {
-		st.LastError = cut(rerr.Error())
-	}
-	elsewhere := rerr == nil && rep.Incomplete != nil && len(rep.Replayed) == 0
-	if elsewhere {
-		// Another reader held the order's dead letters: this was no
-		// attempt. Give the claim back so that the next run tries at once.
-		st.Attempts--
-		st.NextAttempt = now
-	}
-	_, _ = h.states.PutReplayState(ctx, st, etag) // best effort: the claim already holds the backoff
-	if rerr != nil {
-		return nil, !errors.Is(rerr, context.Canceled), rerr
-	}
-	if elsewhere {
-		r.Elsewhere++
-		return nil, false, nil
-	}
-	out := &Replay{OrderID: c.orderID, Attempt: st.Attempts, Left: len(rep.Left) + len(rep.Unplaceable), NextWait: h.opts.backoff(st.Attempts).String()}
-	for _, x := range rep.Replayed {
-		out.Seqs = append(out.Seqs, x.Seq)
-	}
-	return out, false, nil
+	return replayed, ""
 }
 
-// trip records a failed run and opens the breaker; it returns why.
-func (h *Healer) trip(why string) string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.failures++
-	h.openUntil = h.opts.Now().Add(double(h.opts.BreakerBase, h.failures, h.opts.BackoffMax))
-	return fmt.Sprintf("%s; circuit breaker open until %s (%d failing run(s) in a row)", why, h.openUntil.UTC().Format(time.RFC3339), h.failures)
+// claim is an order's state as a run claimed it.
+type claim struct {
+	st   State
+	etag string
+	left int // dead letters of a permanent cause, left for an operator
 }
 
-func (h *Healer) reset() {
+// giveBack undoes claims: no attempt was made.
+func (h *Healer) giveBack(ctx context.Context, claims map[string]claim, now time.Time, why string) {
+	for _, c := range claims {
+		c.st.Attempts--
+		c.st.NextAttempt = now
+		c.st.LastError = why
+		_, _ = h.states.PutReplayState(ctx, c.st, c.etag) // best effort
+	}
+}
+
+// record writes a run's figures, and what it replayed, into the Health
+// record; closed closes the breaker (a run that succeeded). Best effort: a
+// run that cannot write it has found storage failing, and the next one will.
+func (h *Healer) record(ctx context.Context, f *Figures, replayed int64, closed bool) {
+	_, _ = updateHealth(context.WithoutCancel(ctx), h.states, func(hl *Health) {
+		hl.LastRun, hl.Replayed = f, hl.Replayed+replayed
+		if closed {
+			hl.Breaker = Breaker{}
+		}
+	})
+	if closed {
+		h.mu.Lock()
+		h.local = Breaker{}
+		h.mu.Unlock()
+	}
+}
+
+// trip records a failed run and opens the breaker, in the Health record
+// (with the run's figures, when it has them); it returns why.
+func (h *Healer) trip(ctx context.Context, why string, f *Figures) string {
+	now := h.opts.Now()
+	var b Breaker
+	_, err := updateHealth(context.WithoutCancel(ctx), h.states, func(hl *Health) {
+		hl.Breaker.Failures++
+		hl.Breaker.OpenUntil = now.Add(double(h.opts.BreakerBase, hl.Breaker.Failures, h.opts.BackoffMax))
+		hl.Breaker.Why = why
+		if f != nil {
+			hl.LastRun = f
+		}
+		b = hl.Breaker
+	})
+	if err != nil {
+		return h.tripLocal(why)
+	}
+	return fmt.Sprintf("%s; circuit breaker open until %s (%d failing run(s) in a row)", why, b.OpenUntil.UTC().Format(time.RFC3339), b.Failures)
+}
+
+// tripLocal opens this instance's breaker: storage cannot be read, so the
+// shared one cannot be written.
+func (h *Healer) tripLocal(why string) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.failures = 0
+	h.local.Failures++
+	h.local.OpenUntil = h.opts.Now().Add(double(h.opts.BreakerBase, h.local.Failures, h.opts.BackoffMax))
+	return fmt.Sprintf("%s; circuit breaker open until %s (%d failing run(s) in a row)", why, h.local.OpenUntil.UTC().Format(time.RFC3339), h.local.Failures)
+}
+
+// localOpen reports whether this instance's own breaker is open, and until
+// when.
+func (h *Healer) localOpen(now time.Time) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.local.OpenUntil, now.Before(h.local.OpenUntil)
 }

@@ -317,16 +317,15 @@ func (f *fixture) block(t *testing.T, orders ...string) []convoy.BlockedOrder {
 	return page.Orders
 }
 
-// TestDeadLettersWithinPeekTimeout: with Service Bus silent, Explain and
-// Summarize answer once PeekTimeout has passed, the missing messages
-// "unknown" with why, the summary with every figure storage gives; a run
-// pauses. A Service Bus that stops part-way leaves what was read usable.
-// An opener that does not return (the SDK waiting for its connection lock)
-// is given up at the deadline too.
+// TestDeadLettersWithinPeekTimeout: with Service Bus silent, a run pauses
+// once PeekTimeout has passed and records why; Explain and Summarize then
+// say so without touching Service Bus. A Service Bus that stops part-way
+// leaves what was read usable. An opener that does not return (the SDK
+// waiting for its connection lock) is given up at the deadline too.
 func TestDeadLettersWithinPeekTimeout(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
-	blocked := f.block(t, "o-1", "o-2")
+	f.block(t, "o-1", "o-2")
 	f.q.add("o-1", 1, heal.ReasonMaxDelivery, "")
 	src := &stalling{dlq: f.q}
 	h := heal.New(f.store, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) {
@@ -340,60 +339,297 @@ func TestDeadLettersWithinPeekTimeout(t *testing.T) {
 			t.Errorf("%s took %s with PeekTimeout 100ms", what, took)
 		}
 	}
-	within("Explain", func() {
-		for _, o := range h.Explain(ctx, blocked) {
-			if o.Missing.Where != heal.WhereUnknown || !strings.Contains(o.Missing.Why, "did not answer within 100ms") {
-				t.Errorf("%s: %+v, want unknown: did not answer within 100ms", o.OrderID, o.Missing)
-			}
+	explain := func() []heal.BlockedWithCause {
+		t.Helper()
+		page, err := convoy.ListBlocked(ctx, f.store, "", 100)
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	within("Summarize", func() {
-		s, err := h.Summarize(ctx)
-		if err != nil || s.BlockedOrders != 2 || s.ParkedMessages != 2 || s.MissingBy[heal.WhereUnknown] != 2 || s.DeadLetters != nil ||
-			!strings.Contains(s.DeadLettersUnreadable, "did not answer within 100ms") {
-			t.Errorf("summary %+v, %v", s, err)
+		got, err := h.Explain(ctx, page.Orders)
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
+		return got
+	}
 	within("RunOnce", func() {
 		if r := h.RunOnce(ctx); !strings.Contains(r.Paused, "Service Bus is failing") || len(r.Replayed) != 0 || len(f.sent()) != 0 {
 			t.Errorf("run %+v", r)
 		}
 	})
+	for _, o := range explain() {
+		if o.Missing.Where != heal.WhereUnknown || !strings.Contains(o.Missing.Why, "did not answer within 100ms") {
+			t.Errorf("%s: %+v, want unknown: did not answer within 100ms", o.OrderID, o.Missing)
+		}
+	}
+	s, err := h.Summarize(ctx)
+	if err != nil || s.BlockedOrders != 2 || s.ParkedMessages != 2 || s.MissingBy[heal.WhereUnknown] != 2 || s.DeadLetters != nil ||
+		!strings.Contains(s.DeadLettersUnreadable, "did not answer within 100ms") || !s.AutoReplay.BreakerOpen {
+		t.Errorf("summary %+v, %v", s, err)
+	}
 
 	// One page, then silence: o-1's missing message is in that page.
 	src.pages = 1
-	within("Explain after one page", func() {
-		got := h.Explain(ctx, blocked)
-		if got[0].Missing.Where != heal.WhereDeadLetter || got[1].Missing.Where != heal.WhereUnknown || !strings.Contains(got[1].Missing.Why, "read only in part") {
-			t.Errorf("%+v / %+v, want o-1's in the dead-letter queue and o-2's unknown (read in part)", got[0].Missing, got[1].Missing)
-		}
-	})
+	f.clock.add(time.Hour) // past the breaker's pause
+	within("RunOnce after one page", func() { h.RunOnce(ctx) })
+	got := explain()
+	if got[0].Missing.Where != heal.WhereDeadLetter || got[1].Missing.Where != heal.WhereUnknown || !strings.Contains(got[1].Missing.Why, "read only in part") {
+		t.Errorf("%+v / %+v, want o-1's in the dead-letter queue and o-2's unknown (read in part)", got[0].Missing, got[1].Missing)
+	}
 
 	stuck := make(chan struct{})
 	defer close(stuck)
 	h = heal.New(f.store, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) {
 		<-stuck
 		return f.q, f.sender, func() {}, nil
-	}, heal.Options{PeekTimeout: 100 * time.Millisecond})
-	within("Explain with a stuck opener", func() {
-		if got := h.Explain(ctx, blocked); got[0].Missing.Where != heal.WhereUnknown {
-			t.Errorf("%+v, want unknown", got[0].Missing)
+	}, heal.Options{PeekTimeout: 100 * time.Millisecond, Now: f.clock.now})
+	f.clock.add(time.Hour)
+	within("RunOnce with a stuck opener", func() {
+		if r := h.RunOnce(ctx); !strings.Contains(r.Paused, "did not answer within 100ms") {
+			t.Errorf("run %+v, want paused: did not answer", r)
 		}
 	})
 }
 
-// TestRunLeavesOrdersForTheNextRun: a run starts no order's replay with less
-// than OrderTimeout left before its deadline; it does not pause for that.
-func TestRunLeavesOrdersForTheNextRun(t *testing.T) {
+// TestRunKeepsItsPassTime: a run whose deadline leaves less than
+// PassTimeout for its replay pass replays nothing, says which orders wait,
+// and does not pause for that; the next run replays them.
+func TestRunKeepsItsPassTime(t *testing.T) {
 	f := newFixture()
 	f.q.add("o-1", 2, heal.ReasonMaxDelivery, "")
-	h := f.healer(heal.Options{OrderTimeout: time.Minute})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	h := f.healer(heal.Options{PassTimeout: time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if r := h.RunOnce(ctx); len(r.Replayed) != 0 || r.Paused != "" || len(f.sent()) != 0 {
-		t.Fatalf("run with 30 s left and a 1 min budget per order: %+v", r)
+	if r := h.RunOnce(ctx); len(r.Replayed) != 0 || r.Paused != "" || len(f.sent()) != 0 || len(r.Failed) != 1 {
+		t.Fatalf("run with 20 s left and a 1 min pass: %+v", r)
 	}
 	if r := h.RunOnce(context.Background()); len(r.Replayed) != 1 {
 		t.Fatalf("run without a deadline: %+v", r)
+	}
+}
+
+// counting is a dead-letter sub-queue that counts what is asked of it.
+type counting struct {
+	*dlq
+	mu                                   sync.Mutex
+	receives, peeks, completes, abandons int
+	received                             map[int64]int // times each dead letter was received
+}
+
+func (c *counting) Receive(ctx context.Context, max int) ([]replay.DeadLetter, error) {
+	out, err := c.dlq.Receive(ctx, max)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.receives++
+	for _, m := range out {
+		c.received[m.SequenceNumber]++
+	}
+	return out, err
+}
+
+func (c *counting) Peek(ctx context.Context, from int64, max int) ([]replay.DeadLetter, error) {
+	c.mu.Lock()
+	c.peeks++
+	c.mu.Unlock()
+	return c.dlq.Peek(ctx, from, max)
+}
+
+func (c *counting) Complete(ctx context.Context, m replay.DeadLetter) error {
+	c.mu.Lock()
+	c.completes++
+	c.mu.Unlock()
+	return c.dlq.Complete(ctx, m)
+}
+
+func (c *counting) Abandon(ctx context.Context, m replay.DeadLetter) error {
+	c.mu.Lock()
+	c.abandons++
+	c.mu.Unlock()
+	return c.dlq.Abandon(ctx, m)
+}
+
+func (c *counting) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.receives, c.peeks, c.completes, c.abandons = 0, 0, 0, 0
+	c.received = map[int64]int{}
+}
+
+// TestRunIsBounded (issue 25): after an outage, 5,000 dead letters of a
+// transient cause over 1,000 orders, interleaved. A run reads the sub-queue
+// once (peeks) and receives each dead letter at most once, in one pass that
+// stops past the last one it wants; it settles each once. With 400 orders a
+// run, three runs re-send every dead letter exactly once; with the default,
+// one run does, abandoning none. (Before: 2,500 receives, 1,000 peeks and
+// 240,000 abandons in a run.)
+func TestRunIsBounded(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	const orders, each = 1000, 5
+	fill := func(prefix string) {
+		for seq := int64(2); seq < 2+each; seq++ {
+			for o := range orders {
+				f.q.add(fmt.Sprintf("%s-%04d", prefix, o), seq, heal.ReasonMaxDelivery, "")
+			}
+		}
+	}
+	src := &counting{dlq: f.q}
+	run := func(maxOrders int) (runs, abandons int) {
+		h := heal.New(f.store, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) {
+			return src, f.sender, func() {}, nil
+		}, heal.Options{Now: f.clock.now, MaxOrders: maxOrders})
+		for ; len(f.q.msgs) > 0 && runs < 100; runs++ {
+			src.reset()
+			left := len(f.q.msgs)
+			r := h.RunOnce(ctx)
+			if r.Paused != "" || len(r.Failed) > 0 {
+				t.Fatalf("run %d: %+v", runs, r)
+			}
+			replayed := left - len(f.q.msgs)
+			for seq, n := range src.received {
+				if n > 1 {
+					t.Fatalf("run %d received dead letter %d %d times", runs, seq, n)
+				}
+			}
+			// The peek: the whole sub-queue, 250 a page, and one empty page.
+			if want := left/250 + 1; src.peeks > want+1 {
+				t.Errorf("run %d: %d peeks of %d dead letters, want about %d", runs, src.peeks, left, want)
+			}
+			if src.completes != replayed || src.completes+src.abandons != len(src.received) || src.receives > len(src.received)/100+2 {
+				t.Errorf("run %d: %d receives of %d dead letters, %d completes, %d abandons for %d replayed",
+					runs, src.receives, len(src.received), src.completes, src.abandons, replayed)
+			}
+			abandons += src.abandons
+		}
+		return runs, abandons
+	}
+	check := func(what string) {
+		t.Helper()
+		sent := map[string]int{}
+		for _, s := range f.sent() {
+			sent[s]++
+		}
+		if len(sent) != orders*each || len(f.sender.Messages()) != orders*each {
+			t.Fatalf("%s: re-sent %d distinct of %d messages (%d sends), want each once", what, len(sent), orders*each, len(f.sender.Messages()))
+		}
+	}
+	fill("a")
+	if runs, _ := run(400); runs != 3 {
+		t.Errorf("400 orders a run: %d runs, want 3", runs)
+	}
+	check("400 orders a run")
+	f.sender = &ledgertest.Sender{}
+	fill("b")
+	if runs, abandons := run(0); runs != 1 || abandons != 0 {
+		t.Errorf("default: %d runs, %d abandons; want 1 run abandoning nothing", runs, abandons)
+	}
+	check("default")
+}
+
+// TestUnreachedIsAFailure (issue 25): a dead letter of a transient cause
+// behind more than MaxScan dead letters of a permanent cause is reported as
+// a failure of its order and counted, never silently "elsewhere"; with room
+// to reach it, it is replayed.
+func TestUnreachedIsAFailure(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	for i := range 12 {
+		f.q.add(fmt.Sprintf("p-%d", i), 2, "OperatorMoved", "")
+	}
+	f.q.add("o-1", 2, heal.ReasonMaxDelivery, "")
+	r := f.healer(heal.Options{MaxScan: 10}).RunOnce(ctx)
+	if len(r.Failed) != 1 || r.Failed[0].OrderID != "o-1" || !strings.Contains(r.Failed[0].Error, "beyond the first 10") || r.Elsewhere != 0 ||
+		r.Summary.AutoReplay.Unreached != 1 {
+		t.Fatalf("run %+v (summary %+v), want o-1 failed: beyond the first 10", r, r.Summary)
+	}
+	if s, _ := f.healer(heal.Options{}).Summarize(ctx); s.AutoReplay.Unreached != 1 {
+		t.Errorf("summary %+v, want 1 unreached", s.AutoReplay)
+	}
+	f.clock.add(time.Hour)
+	if r := f.healer(heal.Options{MaxScan: 20}).RunOnce(ctx); len(r.Replayed) != 1 || len(r.Failed) != 0 {
+		t.Fatalf("run with room: %+v", r)
+	}
+}
+
+// TestSharedAcrossInstances (issue 25): on Flex the timer runs on instances
+// of its own, the summary on HTTP instances. A breaker opened by a run, and
+// where each missing message is, are seen by another Healer on the same
+// storage, which never opens Service Bus to say so; a run on a third
+// instance (a timer takeover) keeps the breaker's pause.
+func TestSharedAcrossInstances(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	f.block(t, "o-1")
+	f.q.add("o-1", 1, "OperatorMoved", "")
+	timer := f.healer(heal.Options{})
+	if r := timer.RunOnce(ctx); r.Paused != "" {
+		t.Fatalf("run %+v", r)
+	}
+	opened := 0
+	web := heal.New(f.store, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) {
+		opened++
+		return f.q, f.sender, func() {}, nil
+	}, heal.Options{Now: f.clock.now})
+	page, _ := convoy.ListBlocked(ctx, f.store, "", 10)
+	got, err := web.Explain(ctx, page.Orders)
+	if err != nil || len(got) != 1 || got[0].Missing.Where != heal.WhereDeadLetter || got[0].Missing.Cause != heal.Permanent {
+		t.Fatalf("explained %+v, %v: want o-1's missing message dead-lettered, permanent", got, err)
+	}
+	f.q.peekFail = errors.New("service bus down")
+	if r := timer.RunOnce(ctx); r.Paused == "" {
+		t.Fatalf("run during the outage: %+v", r)
+	}
+	s, err := web.Summarize(ctx)
+	if err != nil || !s.AutoReplay.BreakerOpen || !strings.Contains(s.AutoReplay.BreakerWhy, "service bus down") || s.MissingBy["deadLetter/permanent"] != 1 {
+		t.Fatalf("summary on another instance %+v, %v: want the breaker open with why, o-1 still dead-lettered", s, err)
+	}
+	if opened != 0 {
+		t.Fatalf("the HTTP instance opened Service Bus %d times", opened)
+	}
+	f.q.peekFail = nil
+	f.q.add("o-2", 1, heal.ReasonMaxDelivery, "")
+	if r := f.healer(heal.Options{}).RunOnce(ctx); !strings.Contains(r.Paused, "circuit breaker open") || len(f.sent()) != 0 {
+		t.Fatalf("a run on a third instance within the pause: %+v", r)
+	}
+}
+
+// TestStatesCleanedUp (issue 25): an order's auto-replay state is removed
+// once it has nothing left to replay and its backoff is over; the count of
+// messages replayed in all is kept in the shared record.
+func TestStatesCleanedUp(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	f.q.add("o-1", 2, heal.ReasonMaxDelivery, "")
+	h := f.healer(heal.Options{})
+	if r := h.RunOnce(ctx); len(r.Replayed) != 1 {
+		t.Fatalf("run %+v", r)
+	}
+	if _, _, ok, _ := f.store.ReplayState(ctx, "o-1"); !ok {
+		t.Fatal("no state after the replay")
+	}
+	f.clock.add(2 * time.Minute)
+	h.RunOnce(ctx)
+	if _, _, ok, _ := f.store.ReplayState(ctx, "o-1"); ok {
+		t.Fatal("the state of an order with nothing left to replay was kept")
+	}
+	if s, _ := h.Summarize(ctx); s.AutoReplay.Replayed != 1 {
+		t.Fatalf("replayed in all %d, want 1", s.AutoReplay.Replayed)
+	}
+}
+
+// TestEveryStateCounted (issue 25): more than 10,000 states are all read
+// (the listing used to stop there and say nothing).
+func TestEveryStateCounted(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	for i := range 10_001 {
+		if _, err := f.store.PutReplayState(ctx, heal.State{OrderID: fmt.Sprintf("o-%05d", i), Seq: 2, Attempts: 1,
+			NextAttempt: f.clock.now().Add(time.Hour)}, ""); err != nil {
+			t.Fatal(err)
+		}
+		f.q.add(fmt.Sprintf("o-%05d", i), 2, heal.ReasonMaxDelivery, "")
+	}
+	r := f.healer(heal.Options{MaxScan: 20_000}).RunOnce(ctx)
+	if r.Summary == nil || r.Summary.AutoReplay.Retrying != 10_001 || r.Waiting != 10_001 {
+		t.Fatalf("run: waiting %d, summary %+v; want all 10,001 orders retrying and waiting", r.Waiting, r.Summary)
 	}
 }

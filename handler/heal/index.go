@@ -23,6 +23,9 @@ type Missing struct {
 	Why              string `json:"why,omitempty"`
 	// AutoReplay is the order's automatic replay state, when it has one.
 	AutoReplay *State `json:"autoReplay,omitempty"`
+	// LearntAt is when this was learnt (by an AutoReplay run, a replay or
+	// a skip); later runs that saw the same left it as it is.
+	LearntAt string `json:"learntAt,omitempty"`
 }
 
 // Where values.
@@ -166,4 +169,30 @@ type candidate struct {
 	seq     int64 // the lowest seq dead-lettered for a transient cause
 	qseq    int64
 	blocked bool
+}
+
+// permanentOf counts the dead letters of orderID of a permanent cause.
+func (d *DeadLetters) permanentOf(orderID string) int {
+	n := 0
+	for _, l := range d.byOrder[orderID] {
+		if Classify(l.dl, -1).Class == Permanent {
+			n++
+		}
+	}
+	return n
+}
+
+// lastTransientOf is the highest sequence number (in the queue) of the
+// dead letters of a transient cause of the orders in ids: a replay pass that
+// has received it has received every one it wants.
+func (d *DeadLetters) lastTransientOf(ids map[string]claim) int64 {
+	var last int64
+	for id := range ids {
+		for _, l := range d.byOrder[id] {
+			if Classify(l.dl, -1).Class == Transient {
+				last = max(last, l.qseq)
+			}
+		}
+	}
+	return last
 }

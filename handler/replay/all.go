@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 )
@@ -25,6 +26,14 @@ type AllOptions struct {
 	// Continuation is the previous call's Progress.Continuation ("" for the
 	// first call).
 	Continuation string
+	// NoClosingPeek leaves out the peek that tells Done and Incomplete
+	// apart (a caller that peeked the sub-queue already and knows what it
+	// wants received): neither is then set, unless the scan limit was reached.
+	NoClosingPeek bool
+	// StopAt, when not 0, stops receiving once a dead letter with this
+	// sequence number or a higher one was received (a caller that peeked
+	// knows where the last dead letter it wants lies).
+	StopAt int64
 }
 
 // Totals are counts since the first call of a replay of every dead letter.
@@ -41,6 +50,12 @@ type Progress struct {
 	Replayed   int `json:"replayed"`   // re-sent and completed by this call
 	Orders     int `json:"orders"`     // orders with a dead letter re-sent by this call
 	Duplicates int `json:"duplicates"` // completed without re-sending: their order had applied them
+	// Left counts the dead letters Options.Select did not choose: released
+	// untouched.
+	Left int `json:"left,omitempty"`
+	// ByOrder says, for each order with a dead letter re-sent or completed
+	// as a duplicate by this call, which seqs.
+	ByOrder map[string]*OrderProgress `json:"-"`
 	// Unplaceable dead letters stay dead-lettered (skip their gap);
 	// UnplaceableIDs names the first few of this call.
 	Unplaceable    int      `json:"unplaceable"`
@@ -58,6 +73,22 @@ type Progress struct {
 }
 
 const maxListedIDs = 20
+
+// OrderProgress is what one call of All did for one order.
+type OrderProgress struct {
+	Replayed   []int64 // seqs re-sent, in order
+	Duplicates []int64 // seqs completed as duplicates
+}
+
+func (p *Progress) order(id string) *OrderProgress {
+	if p.ByOrder == nil {
+		p.ByOrder = map[string]*OrderProgress{}
+	}
+	if p.ByOrder[id] == nil {
+		p.ByOrder[id] = &OrderProgress{}
+	}
+	return p.ByOrder[id]
+}
 
 // All replays a bounded part of every placeable dead letter (see classify):
 // it receives up to Max dead letters, completes the duplicates, holds the
@@ -85,6 +116,7 @@ func All(ctx context.Context, src Source, sender convoy.Sender, opts AllOptions)
 	var held []DeadLetter
 	defer func() { release(ctx, src, held) }()
 	sc := newScan(src, budget)
+	sc.stopAt = opts.StopAt
 	err = sc.run(ctx)
 	p.Scanned = len(sc.msgs)
 	if err != nil {
@@ -94,6 +126,11 @@ func All(ctx context.Context, src Source, sender convoy.Sender, opts AllOptions)
 	state := newAppliedSeqs(opts.Orders)
 	byOrder := map[string][]placed{}
 	for i, m := range sc.msgs {
+		if opts.Select != nil && !opts.Select(m) {
+			p.Left++
+			held = append(held, m)
+			continue
+		}
 		pl, k, err := classify(ctx, state, m)
 		if err != nil {
 			held = append(held, sc.msgs[i:]...)
@@ -118,6 +155,7 @@ func All(ctx context.Context, src Source, sender convoy.Sender, opts AllOptions)
 				return p.finish(), fmt.Errorf("complete duplicate dead letter %s: %w", m.MessageID, err)
 			}
 			p.Duplicates++
+			p.order(m.SessionID).Duplicates = append(p.order(m.SessionID).Duplicates, pl.msg.Seq)
 		default:
 			byOrder[m.SessionID] = append(byOrder[m.SessionID], pl)
 		}
@@ -134,6 +172,9 @@ func All(ctx context.Context, src Source, sender convoy.Sender, opts AllOptions)
 		p.Replayed += done
 		if done > 0 {
 			p.Orders++
+			for _, x := range todo[:done] {
+				p.order(id).Replayed = append(p.order(id).Replayed, x.msg.Seq)
+			}
 		}
 		if err != nil {
 			held = append(held, dls(todo[done:])...)
@@ -143,13 +184,13 @@ func All(ctx context.Context, src Source, sender convoy.Sender, opts AllOptions)
 			return p.finish(), fmt.Errorf("replay the dead letters of order %q: %w", id, err)
 		}
 	}
-	skip := p.Unplaceable
-	if p.Scanned >= budget {
+	skip := p.Unplaceable + p.Left
+	if p.Scanned >= budget && !sc.stopped {
 		if p.Replayed+p.Duplicates == 0 && budget >= limit {
 			p.Incomplete = &Incomplete{ScanLimitReached: true, ScanLimit: limit,
 				Reason: fmt.Sprintf("the first %d dead letters are all unplaceable: skip their orders' gaps and remove them, or raise ReplayScanLimit", limit)}
 		}
-	} else {
+	} else if !opts.NoClosingPeek {
 		unseen, cut, err := notReceived(ctx, src, sc.received, peekLimit(limit), func(DeadLetter) bool { return true })
 		if err != nil {
 			return p.finish(), err
@@ -203,17 +244,45 @@ func sendOrder(ctx context.Context, src Source, sender convoy.Sender, todo []pla
 		if err := sender.SendBatch(ctx, b); err != nil {
 			return done, err
 		}
-		for _, p := range todo[done : done+n] {
-			if err := src.Complete(ctx, p.m); err != nil {
-				// Re-sent but still dead-lettered: the next run re-sends it
-				// under the same MessageId (dropped as a duplicate) or finds
-				// it applied, and completes it.
-				return done, fmt.Errorf("complete the dead-lettered copy of seq %d: %w", p.msg.Seq, err)
-			}
-			done++
+		n, err = completeAll(ctx, src, todo[done:done+n])
+		done += n
+		if err != nil {
+			// Re-sent but still dead-lettered: the next run re-sends it
+			// under the same MessageId (dropped as a duplicate) or finds
+			// it applied, and completes it.
+			return done, err
 		}
 	}
 	return done, nil
+}
+
+// completeAll completes the dead-lettered copies of a batch just re-sent,
+// releaseWorkers at a time (one round trip each); it returns how many of
+// them, from the first, were completed before the first that failed.
+func completeAll(ctx context.Context, src Source, ps []placed) (int, error) {
+	errs := make([]error, len(ps))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(releaseWorkers, len(ps)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				errs[i] = src.Complete(ctx, ps[i].m)
+			}
+		}()
+	}
+	for i := range ps {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return i, fmt.Errorf("complete the dead-lettered copy of seq %d: %w", ps[i].msg.Seq, err)
+		}
+	}
+	return len(ps), nil
 }
 
 func dls(ps []placed) []DeadLetter {

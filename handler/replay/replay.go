@@ -20,6 +20,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
@@ -349,10 +351,38 @@ func send(ctx context.Context, sender convoy.Sender, m convoy.OrderMessage) erro
 	return sender.SendBatch(ctx, b)
 }
 
+// releaseWorkers is how many abandons release has in flight at once: each
+// is a round trip of its own (an SDK settles one message per call).
+const releaseWorkers = 16
+
+// releaseTimeout bounds release once the run's own context has ended (the
+// locks are then released on a context of their own).
+const releaseTimeout = 5 * time.Second
+
+// release abandons msgs, releaseWorkers at a time, even when ctx has ended
+// (a run cut short by its deadline still gives its locks back at once).
 func release(ctx context.Context, src Source, msgs []DeadLetter) {
-	for _, m := range msgs {
-		_ = src.Abandon(ctx, m) // a lock not released expires by itself
+	if len(msgs) == 0 {
+		return
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	next := make(chan DeadLetter)
+	var wg sync.WaitGroup
+	for range min(releaseWorkers, len(msgs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := range next {
+				_ = src.Abandon(ctx, m) // a lock not released expires by itself
+			}
+		}()
+	}
+	for _, m := range msgs {
+		next <- m
+	}
+	close(next)
+	wg.Wait()
 }
 
 // orderMessage rebuilds the order message from a dead letter; false when it

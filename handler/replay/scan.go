@@ -21,6 +21,10 @@ type scan struct {
 	at   map[int64]int // sequence number → index in msgs
 	// cameRound: a receive brought back a dead letter already received.
 	cameRound bool
+	// stopAt, when not 0: receiving stops once a dead letter with this
+	// sequence number or a higher one was received.
+	stopAt int64
+	stopped bool
 }
 
 func newScan(src Source, limit int) *scan {
@@ -31,7 +35,7 @@ func newScan(src Source, limit int) *scan {
 // receive that brings back one already received. On error, msgs holds what
 // was received before it.
 func (s *scan) run(ctx context.Context) error {
-	for len(s.msgs) < s.limit && !s.cameRound {
+	for len(s.msgs) < s.limit && !s.cameRound && !s.stopped {
 		batch, err := s.src.Receive(ctx, min(receiveBatch, s.limit-len(s.msgs)))
 		if err != nil {
 			return fmt.Errorf("read dead letters: %w", err)
@@ -47,6 +51,7 @@ func (s *scan) run(ctx context.Context) error {
 			}
 			s.at[m.SequenceNumber] = len(s.msgs)
 			s.msgs = append(s.msgs, m)
+			s.stopped = s.stopped || (s.stopAt > 0 && m.SequenceNumber >= s.stopAt)
 		}
 	}
 	return nil

@@ -44,7 +44,7 @@ func decodeState(raw []byte) (heal.State, error) {
 	if err := json.Unmarshal([]byte(props(e.Properties).str("State")), &st); err != nil {
 		return heal.State{}, fault.Wrap(fault.Internal, err, "decode auto-replay state "+e.RowKey)
 	}
-	st.OrderID = e.RowKey
+	st.OrderID, st.ETag = e.RowKey, e.ETag
 	return st, nil
 }
 
@@ -82,8 +82,83 @@ func (s *Store) PutReplayState(ctx context.Context, st heal.State, etag string) 
 	return string(newTag), nil
 }
 
-// ReplayStates implements heal.StateStore: one paged query.
-func (s *Store) ReplayStates(ctx context.Context, limit int) ([]heal.State, bool, error) {
-	filter := fmt.Sprintf("PartitionKey eq '%s'", autoReplayPartition)
+// ReplayStates implements heal.StateStore: one query per 1,000 states.
+func (s *Store) ReplayStates(ctx context.Context, after string, limit int) ([]heal.State, bool, error) {
+	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey gt '%s'", autoReplayPartition, escape(after))
 	return listUpTo(ctx, s.table, filter, limit, "list auto-replay states", decodeState)
+}
+
+// DeleteReplayState implements heal.StateStore: a delete under If-Match.
+func (s *Store) DeleteReplayState(ctx context.Context, orderID, etag string) error {
+	tag := azcore.ETag(etag)
+	_, err := s.table.DeleteEntity(ctx, autoReplayPartition, orderID, &aztables.DeleteEntityOptions{IfMatch: &tag})
+	switch tableCode(err) {
+	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound, aztables.UpdateConditionNotSatisfied:
+		return nil // gone, or written again since: kept
+	}
+	return classifyOrNil(err, "remove the auto-replay state of "+orderID)
+}
+
+// healthPartition and healthRow hold the shared heal.Health record.
+const (
+	healthPartition = "~health"
+	healthRow       = "autoreplay"
+)
+
+// Health implements heal.StateStore: a point read.
+func (s *Store) Health(ctx context.Context) (heal.Health, string, bool, error) {
+	resp, err := s.table.GetEntity(ctx, healthPartition, healthRow, nil)
+	switch tableCode(err) {
+	case "":
+		if err != nil {
+			return heal.Health{}, "", false, classify(err, "read the auto-replay record")
+		}
+	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+		return heal.Health{}, "", false, nil
+	default:
+		return heal.Health{}, "", false, classify(err, "read the auto-replay record")
+	}
+	var e aztables.EDMEntity
+	if err := json.Unmarshal(resp.Value, &e); err != nil {
+		return heal.Health{}, "", false, fault.Wrap(fault.Internal, err, "decode the auto-replay record")
+	}
+	var h heal.Health
+	if err := json.Unmarshal([]byte(props(e.Properties).str("Health")), &h); err != nil {
+		return heal.Health{}, "", false, fault.Wrap(fault.Internal, err, "decode the auto-replay record")
+	}
+	return h, string(resp.ETag), true, nil
+}
+
+// PutHealth implements heal.StateStore: insert when etag is "", otherwise a
+// replace under If-Match.
+func (s *Store) PutHealth(ctx context.Context, h heal.Health, etag string) (string, error) {
+	raw, _ := json.Marshal(h)
+	data, err := json.Marshal(aztables.EDMEntity{
+		Entity:     aztables.Entity{PartitionKey: healthPartition, RowKey: healthRow},
+		Properties: map[string]any{"Health": string(raw)},
+	})
+	if err != nil {
+		return "", fault.Wrap(fault.Internal, err, "encode the auto-replay record")
+	}
+	var newTag azcore.ETag
+	err = withTable(ctx, s.table, func() error {
+		if etag == "" {
+			resp, err := s.table.AddEntity(ctx, data, nil)
+			newTag = resp.ETag
+			return err
+		}
+		tag := azcore.ETag(etag)
+		resp, err := s.table.UpdateEntity(ctx, data, &aztables.UpdateEntityOptions{IfMatch: &tag, UpdateMode: aztables.UpdateModeReplace})
+		newTag = resp.ETag
+		return err
+	})
+	switch tableCode(err) {
+	case "":
+	case aztables.EntityAlreadyExists, aztables.UpdateConditionNotSatisfied, aztables.ResourceNotFound, aztables.EntityNotFound:
+		return "", fault.Errorf(fault.Conflict, "the auto-replay record changed meanwhile")
+	}
+	if err != nil {
+		return "", classify(err, "write the auto-replay record")
+	}
+	return string(newTag), nil
 }

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
@@ -45,6 +46,49 @@ const (
 	txPrefix     = "t:"
 	markerPrefix = "v:"
 )
+
+// The SDK's own retries of one Table Storage request (the same azcore retry
+// policy for the aztables client and for Batches), by who waits for it. The
+// program builds a pair of clients for each (serve's newServer).
+var (
+	// ProcessorRetry, the SDK's defaults (no try timeout, 3 retries after
+	// about 0.8 s, 1.6 s, 3.2 s), is for the processor and the publisher
+	// (OrderProcessor, LedgerIngest, LedgerUpload) and the commands: they
+	// retry a failed request within their TransientRetrySeconds
+	// (fault.RetryPolicy), which ends the request in flight at that budget,
+	// not earlier: a shorter try or fewer retries would end the budget early
+	// (an invocation answers before it has retried as long as it may).
+	ProcessorRetry = policy.RetryOptions{}
+	// OperatorRetry is for the callers an operator waits on (OrderStatus,
+	// BlockedOrders, HealthSummary, ReplayOrder, ReplayDeadLetters) and the
+	// AutoReplay timer. Each try has 3 s: a healthy account answers a read,
+	// a page of a query or an entity-group transaction in well under a
+	// second, so 3 s cuts no normal request; a try cut short is retried
+	// once, after about 0.2 s (at most 1 s). So with storage accepting
+	// connections and never answering (Azurite paused with SIGSTOP) a
+	// request fails in about 6 s, classified Unavailable, instead of holding
+	// its caller to its deadline (AutoReplay's run: 60 s). Each caller
+	// retries anyway (AutoReplay at its next run, an operator by calling
+	// again), so the SDK only rides out a blip.
+	OperatorRetry = policy.RetryOptions{
+		MaxRetries:    1, // 0 would mean the SDK's default of 3
+		TryTimeout:    3 * time.Second,
+		RetryDelay:    200 * time.Millisecond,
+		MaxRetryDelay: time.Second,
+	}
+)
+
+// ClientOptions are the options of an aztables client whose requests retry
+// as r (ProcessorRetry or OperatorRetry).
+func ClientOptions(r policy.RetryOptions) *aztables.ClientOptions {
+	return &aztables.ClientOptions{ClientOptions: *BatchOptions(r)}
+}
+
+// BatchOptions are the options of Batches retrying as r, the same as
+// ClientOptions(r)'s.
+func BatchOptions(r policy.RetryOptions) *azcore.ClientOptions {
+	return &azcore.ClientOptions{Retry: r}
+}
 
 // Store is a convoy.Store on one table.
 type Store struct {
@@ -249,6 +293,11 @@ func listUpTo[T any](ctx context.Context, table *aztables.Client, filter string,
 	pager := table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Top: &top})
 	var out []T
 	for pager.More() && len(out) <= limit {
+		if len(out) == limit {
+			// The service says another page follows: more, without reading
+			// it (it may prove empty; the next call then finds nothing).
+			return out, true, nil
+		}
 		page, err := pager.NextPage(ctx)
 		if tableCode(err) == aztables.TableNotFound {
 			return nil, false, nil

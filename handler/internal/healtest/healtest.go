@@ -41,12 +41,45 @@ func Run(t *testing.T, s heal.StateStore) {
 	if _, err := s.PutReplayState(ctx, st, tag); fault.CodeOf(err) != fault.Conflict {
 		t.Fatalf("replace under a stale ETag: %v, want a conflict", err)
 	}
-	all, _, err := s.ReplayStates(ctx, 1000)
+	all, _, err := s.ReplayStates(ctx, "", 1000)
 	found := false
 	for _, x := range all {
 		found = found || (x.OrderID == id && x.Attempts == 2)
 	}
 	if err != nil || !found {
 		t.Fatalf("listing %+v, %v: the state is missing", all, err)
+	}
+	// Removed only under its current ETag.
+	if err := s.DeleteReplayState(ctx, id, tag); err != nil {
+		t.Fatalf("delete under a stale ETag: %v, want nothing done", err)
+	}
+	if _, _, ok, _ := s.ReplayState(ctx, id); !ok {
+		t.Fatal("a delete under a stale ETag removed the state")
+	}
+	if err := s.DeleteReplayState(ctx, id, tag3); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok, _ := s.ReplayState(ctx, id); ok {
+		t.Fatal("the state is still there after its delete")
+	}
+
+	// The shared health record: insert-only without an ETag, replace under
+	// the current one.
+	h, htag, ok, err := s.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Replayed++
+	h.Breaker = heal.Breaker{Failures: 2, OpenUntil: at, Why: "a reason"}
+	newTag, err := s.PutHealth(ctx, h, htag)
+	if err != nil || (ok && newTag == htag) {
+		t.Fatalf("write the health record (existing %v): %q, %v", ok, newTag, err)
+	}
+	if _, err := s.PutHealth(ctx, h, htag); fault.CodeOf(err) != fault.Conflict {
+		t.Fatalf("a write under a stale ETag: %v, want a conflict", err)
+	}
+	got2, tag4, ok, err := s.Health(ctx)
+	if err != nil || !ok || tag4 != newTag || got2.Replayed != h.Replayed || got2.Breaker.Failures != 2 || !got2.Breaker.OpenUntil.Equal(at) || got2.Breaker.Why != "a reason" {
+		t.Fatalf("read back %+v %q %v %v, want %+v %q", got2, tag4, ok, err, h, newTag)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/heal"
@@ -50,18 +51,61 @@ func (s *Store) PutReplayState(_ context.Context, st heal.State, etag string) (s
 }
 
 // ReplayStates implements heal.StateStore.
-func (s *Store) ReplayStates(_ context.Context, limit int) ([]heal.State, bool, error) {
+func (s *Store) ReplayStates(_ context.Context, after string, limit int) ([]heal.State, bool, error) {
+	if err := s.fail("index", ""); err != nil {
+		return nil, false, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []heal.State
 	for _, r := range s.replay {
-		out = append(out, r.st)
-	}
-	slices.SortFunc(out, func(a, b heal.State) int {
-		if a.OrderID < b.OrderID {
-			return -1
+		if r.st.OrderID > after {
+			st := r.st
+			st.ETag = strconv.FormatInt(r.tag, 10)
+			out = append(out, st)
 		}
-		return 1
-	})
+	}
+	slices.SortFunc(out, func(a, b heal.State) int { return strings.Compare(a.OrderID, b.OrderID) })
 	return out[:min(limit, len(out))], len(out) > limit, nil
+}
+
+// DeleteReplayState implements heal.StateStore.
+func (s *Store) DeleteReplayState(_ context.Context, orderID, etag string) error {
+	if err := s.fail("index", orderID); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.replay[orderID]; ok && strconv.FormatInt(r.tag, 10) == etag {
+		delete(s.replay, orderID)
+	}
+	return nil
+}
+
+// Health implements heal.StateStore.
+func (s *Store) Health(context.Context) (heal.Health, string, bool, error) {
+	if err := s.fail("health", ""); err != nil {
+		return heal.Health{}, "", false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.healthTag == 0 {
+		return heal.Health{}, "", false, nil
+	}
+	return s.health, strconv.FormatInt(s.healthTag, 10), true, nil
+}
+
+// PutHealth implements heal.StateStore.
+func (s *Store) PutHealth(_ context.Context, h heal.Health, etag string) (string, error) {
+	if err := s.fail("health", ""); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if (etag == "") != (s.healthTag == 0) || (etag != "" && strconv.FormatInt(s.healthTag, 10) != etag) {
+		return "", fault.Errorf(fault.Conflict, "the auto-replay record changed meanwhile")
+	}
+	s.tags++
+	s.health, s.healthTag = h, s.tags
+	return strconv.FormatInt(s.tags, 10), nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/heal"
 )
 
 // Store keeps orders in a map.
@@ -19,6 +20,9 @@ type Store struct {
 	mu      sync.Mutex
 	orders  map[string]*convoy.Order
 	blocked map[string]convoy.BlockedEntry // the blocked index, by key
+	// health is the heal.Health record; healthTag its ETag (0: none yet).
+	health    heal.Health
+	healthTag int64
 	replay  map[string]replayState         // automatic replay states, by order
 	tags    int64
 	// Fail, if set, is called before every operation ("load", "commit", "index"); a
