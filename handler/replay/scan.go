@@ -23,7 +23,7 @@ type scan struct {
 	cameRound bool
 	// stopAt, when not 0: receiving stops once a dead letter with this
 	// sequence number or a higher one was received.
-	stopAt int64
+	stopAt  int64
 	stopped bool
 }
 

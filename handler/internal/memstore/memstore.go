@@ -23,8 +23,8 @@ type Store struct {
 	// health is the heal.Health record; healthTag its ETag (0: none yet).
 	health    heal.Health
 	healthTag int64
-	replay  map[string]replayState         // automatic replay states, by order
-	tags    int64
+	replay    map[string]replayState // automatic replay states, by order
+	tags      int64
 	// Fail, if set, is called before every operation ("load", "commit", "index"); a
 	// non-nil error is returned instead of doing it (fault injection).
 	Fail func(op, orderID string) error
