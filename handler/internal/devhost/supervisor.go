@@ -390,6 +390,8 @@ func (in *Instance) supervise() {
 		in.mu.Unlock()
 		select {
 		case <-in.ctx.Done():
+			// The handler started last (stop may have killed the one before).
+			_ = cmd.Process.Kill()
 			<-exited
 			return
 		case <-in.recycle:
