@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -77,10 +78,15 @@ var _ queueSender = (*servicebus.Sender)(nil)
 
 // clients are built once per process and shared.
 type clients struct {
-	tables  *aztables.ServiceClient // nil when StateStorage is not needed
-	batches *tablestore.Batches     // entity-group transactions on the same account
-	bus     *azservicebus.Client    // Service Bus, in Azure or the local emulation alike
-	senders map[string]queueSender
+	tables  *aztables.ServiceClient // nil when StateStorage is not needed; tablestore.ProcessorRetry
+	batches *tablestore.Batches     // entity-group transactions on the same account, as tables
+	// operatorTables and operatorBatches are the same account's clients for
+	// the callers an operator waits on and AutoReplay
+	// (tablestore.OperatorRetry); nil with tables.
+	operatorTables  *aztables.ServiceClient
+	operatorBatches *tablestore.Batches
+	bus             *azservicebus.Client // Service Bus, in Azure or the local emulation alike
+	senders         map[string]queueSender
 }
 
 // deadLetters opens the dead-letter sub-queue of queue for one replay run.
@@ -96,7 +102,10 @@ func newClients(cfg settings.Settings) (*clients, error) {
 	c := &clients{senders: map[string]queueSender{}}
 	var err error
 	if cfg.Storage != (settings.Connection{}) {
-		if c.tables, c.batches, err = tableService(cfg.Storage); err != nil {
+		if c.tables, c.batches, err = tableService(cfg.Storage, tablestore.ProcessorRetry); err != nil {
+			return nil, fmt.Errorf("setting StateStorage: %w", err)
+		}
+		if c.operatorTables, c.operatorBatches, err = tableService(cfg.Storage, tablestore.OperatorRetry); err != nil {
 			return nil, fmt.Errorf("setting StateStorage: %w", err)
 		}
 	}
@@ -168,26 +177,34 @@ func credential(c settings.Connection) (azcore.TokenCredential, error) {
 	return azidentity.NewDefaultAzureCredential(nil)
 }
 
-func tableService(c settings.Connection) (*aztables.ServiceClient, *tablestore.Batches, error) {
+// tableService is an aztables client and Batches on the account of c, each
+// request retried as retry (tablestore.ProcessorRetry or OperatorRetry).
+func tableService(c settings.Connection, retry policy.RetryOptions) (*aztables.ServiceClient, *tablestore.Batches, error) {
 	if !c.UsesIdentity() {
-		svc, err := aztables.NewServiceClientFromConnectionString(c.ConnectionString, nil)
+		svc, err := aztables.NewServiceClientFromConnectionString(c.ConnectionString, tablestore.ClientOptions(retry))
 		if err != nil {
 			return nil, nil, err
 		}
-		batches, err := tablestore.NewBatchesFromConnectionString(c.ConnectionString, nil)
+		batches, err := tablestore.NewBatchesFromConnectionString(c.ConnectionString, tablestore.BatchOptions(retry))
 		return svc, batches, err
 	}
 	cred, err := credential(c)
 	if err != nil {
 		return nil, nil, err
 	}
-	svc, err := aztables.NewServiceClient(c.Endpoint, cred, nil)
-	return svc, tablestore.NewBatches(c.Endpoint, cred, nil), err
+	svc, err := aztables.NewServiceClient(c.Endpoint, cred, tablestore.ClientOptions(retry))
+	return svc, tablestore.NewBatches(c.Endpoint, cred, tablestore.BatchOptions(retry)), err
 }
 
-// orderStore is the processor's store on table.
+// orderStore is the processor's store on table (tablestore.ProcessorRetry).
 func (c *clients) orderStore(table string) *tablestore.Store {
 	return tablestore.New(c.tables.NewClient(table), c.batches.Table(table))
+}
+
+// operatorStore is the store on table of the callers an operator waits on
+// and of AutoReplay (tablestore.OperatorRetry).
+func (c *clients) operatorStore(table string) *tablestore.Store {
+	return tablestore.New(c.operatorTables.NewClient(table), c.operatorBatches.Table(table))
 }
 
 // serviceBus is the program's one azservicebus client, with the SDK's own

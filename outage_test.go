@@ -142,9 +142,14 @@ type app struct {
 }
 
 func startApp(t *testing.T, serviceBusPort int) *app {
+	return startAppOn(t, storage, serviceBusPort)
+}
+
+// startAppOn is startApp on the Table Storage of connection string conn.
+func startAppOn(t *testing.T, conn string, serviceBusPort int) *app {
 	env := map[string]string{
 		"ServiceBusConnection": fmt.Sprintf("Endpoint=sb://127.0.0.1:%d;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;", serviceBusPort),
-		"StateStorage":         storage,
+		"StateStorage":         conn,
 		"OrdersTableName":      fresh("o"),
 		"LedgersTableName":     fresh("l"),
 	}
