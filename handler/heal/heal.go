@@ -309,9 +309,7 @@ func (h *Healer) Summarize(ctx context.Context) (Summary, error) {
 	}
 	if len(blocked) > 0 {
 		s.OldestBlockedSince = blocked[0].BlockedSince // the index is oldest first
-		if t, err := time.Parse(time.RFC3339Nano, s.OldestBlockedSince); err == nil {
-			s.OldestBlockedSeconds = max(0, int64(now.Sub(t)/time.Second))
-		}
+		s.OldestBlockedSeconds = secondsSince(s.OldestBlockedSince, now)
 	}
 	s.DeadLettersUnreadable = notRunYet
 	if f := hl.LastRun; f != nil {
@@ -323,6 +321,16 @@ func (h *Healer) Summarize(ctx context.Context) (Summary, error) {
 		s.AutoReplay.BreakerOpen, s.AutoReplay.OpenUntil, s.AutoReplay.BreakerWhy = true, b.OpenUntil.UTC().Format(time.RFC3339), b.Why
 	}
 	return s, nil
+}
+
+// secondsSince is how long before now the RFC 3339 time since was (0 for
+// none).
+func secondsSince(since string, now time.Time) int64 {
+	t, err := time.Parse(time.RFC3339Nano, since)
+	if since == "" || err != nil {
+		return 0
+	}
+	return max(0, int64(now.Sub(t)/time.Second))
 }
 
 // countBlocked sums up blocked orders (the Figures' blocked counts).
@@ -429,8 +437,10 @@ func (h *Healer) RunOnce(ctx context.Context) Run {
 		h.record(ctx, f, 0, false)
 		return r
 	}
-	replayed, failed := h.replayDue(ctx, dls, blocked, states, now, &r)
+	replayed, settled, failed := h.replayDue(ctx, dls, blocked, states, now, &r)
+	h.afterPass(ctx, f, dls, blocked, states, settled, now)
 	f.Unreached = len(r.Failed)
+	sum = h.summaryOf(f, hl, now)
 	sum.AutoReplay.Unreached = f.Unreached
 	if failed != "" {
 		r.Paused = h.trip(ctx, failed, f)
@@ -524,14 +534,14 @@ func (h *Healer) survey(ctx context.Context, dls *DeadLetters, dlErr error, stat
 	}
 	counts := countBlocked(orders, f)
 	f.BlockedOrders, f.ParkedMessages, f.MissingBy = counts.BlockedOrders, counts.ParkedMessages, counts.MissingBy
+	if len(orders) > 0 {
+		f.OldestBlockedSince = orders[0].BlockedSince // the index is oldest first
+	}
 	if dls != nil {
+		f.Pending, f.Retrying = dls.pending(states)
 		due := map[string]bool{}
 		for _, c := range dls.transientOrders() {
 			due[c.orderID] = true
-			f.Pending++
-			if st, ok := states[c.orderID]; ok && st.Attempts > 0 && st.Seq == c.seq {
-				f.Retrying++
-			}
 		}
 		// States of orders with nothing left to replay: removed once their
 		// backoff is over (a dead letter that comes back later starts over).
@@ -546,18 +556,37 @@ func (h *Healer) survey(ctx context.Context, dls *DeadLetters, dlErr error, stat
 	return f, blocked, nil
 }
 
+// afterPass brings a run's figures up to what its pass settled, and records
+// in the entries of the blocked orders it replayed that their missing
+// messages are on their way back.
+func (h *Healer) afterPass(ctx context.Context, f *Figures, dls *DeadLetters, blocked map[string]bool, states map[string]State, settled map[string]*replay.OrderProgress, now time.Time) {
+	if len(settled) == 0 {
+		return
+	}
+	for id, p := range settled {
+		dls.settled(id, append(slices.Clone(p.Replayed), p.Duplicates...))
+		if blocked[id] && len(p.Replayed) > 0 {
+			_ = Learnt(ctx, h.blocked, id, Missing{Where: WhereNotDeadLettered,
+				Why: fmt.Sprintf("re-sent by AutoReplay at %s (seqs %v): on its way back to the order", now.UTC().Format(time.RFC3339), p.Replayed)}, now)
+		}
+	}
+	f.Pending, f.Retrying = dls.pending(states)
+}
+
 // summaryOf is the summary a run writes its metrics line from.
 func (h *Healer) summaryOf(f *Figures, hl Health, now time.Time) Summary {
 	s := Summary{At: now.UTC().Format(time.RFC3339), BlockedOrders: f.BlockedOrders, BlockedComplete: f.BlockedComplete,
 		ParkedMessages: f.ParkedMessages, MissingBy: f.MissingBy, FiguresAt: f.At.UTC().Format(time.RFC3339),
 		DeadLetters: f.DeadLetters, DeadLettersUnreadable: f.DeadLettersUnreadable,
-		AutoReplay: AutoReplay{Enabled: h.Enabled(), Replayed: hl.Replayed, Pending: f.Pending, Retrying: f.Retrying}}
+		AutoReplay:         AutoReplay{Enabled: h.Enabled(), Replayed: hl.Replayed, Pending: f.Pending, Retrying: f.Retrying},
+		OldestBlockedSince: f.OldestBlockedSince}
+	s.OldestBlockedSeconds = secondsSince(f.OldestBlockedSince, now)
 	return s
 }
 
 // replayDue claims the due orders and replays them in one pass; it returns
 // how many messages were re-sent, and why the run failed ("" if it did not).
-func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[string]bool, states map[string]State, now time.Time, r *Run) (int64, string) {
+func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[string]bool, states map[string]State, now time.Time, r *Run) (int64, map[string]*replay.OrderProgress, string) {
 	todo := dls.transientOrders()
 	for i := range todo {
 		todo[i].blocked = blocked[todo[i].orderID]
@@ -578,7 +607,7 @@ func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[st
 		}
 		st, etag, ok, err := h.states.ReplayState(ctx, c.orderID)
 		if err != nil {
-			return 0, "storage is failing: " + cut(err.Error())
+			return 0, nil, "storage is failing: " + cut(err.Error())
 		}
 		if !ok || st.Seq != c.seq {
 			st = State{OrderID: c.orderID, Seq: c.seq}
@@ -595,24 +624,24 @@ func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[st
 				r.Elsewhere++
 				continue
 			}
-			return 0, "storage is failing: " + cut(err.Error())
+			return 0, nil, "storage is failing: " + cut(err.Error())
 		}
 		claims[c.orderID] = claim{st: st, etag: etag, left: dls.permanentOf(c.orderID)}
 	}
 	if len(claims) == 0 {
-		return 0, ""
+		return 0, nil, ""
 	}
 	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < h.opts.PassTimeout/2 {
 		h.giveBack(ctx, claims, now, "")
 		for id := range claims {
 			r.Failed = append(r.Failed, Failure{OrderID: id, Error: "the run's deadline came before its replay pass: the next run replays it"})
 		}
-		return 0, ""
+		return 0, nil, ""
 	}
 	src, sender, close, err := h.open()
 	if err != nil {
 		h.giveBack(ctx, claims, now, "")
-		return 0, "Service Bus is failing: " + cut(err.Error())
+		return 0, nil, "Service Bus is failing: " + cut(err.Error())
 	}
 	defer close()
 	pass, perr := replay.All(ctx, src, sender, replay.AllOptions{Options: replay.Options{MaxScan: h.opts.MaxScan, Orders: h.orders,
@@ -642,7 +671,7 @@ func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[st
 		for _, id := range unreached {
 			r.Failed = append(r.Failed, Failure{OrderID: id, Error: cut(perr.Error())})
 		}
-		return replayed, "a replay failed: " + cut(perr.Error())
+		return replayed, pass.ByOrder, "a replay failed: " + cut(perr.Error())
 	}
 	for _, id := range unreached {
 		switch {
@@ -660,7 +689,7 @@ func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[st
 			h.giveBack(ctx, map[string]claim{id: claims[id]}, now, "")
 		}
 	}
-	return replayed, ""
+	return replayed, pass.ByOrder, ""
 }
 
 // claim is an order's state as a run claimed it.

@@ -196,3 +196,46 @@ func (d *DeadLetters) lastTransientOf(ids map[string]claim) int64 {
 	}
 	return last
 }
+
+// settled removes from d the dead letters of orderID with the given seqs
+// (re-sent and completed, or completed as duplicates), so that the counts
+// say what the sub-queue holds after a run's pass.
+func (d *DeadLetters) settled(orderID string, seqs []int64) {
+	ls := d.byOrder[orderID]
+	kept := ls[:0]
+	for _, l := range ls {
+		if l.seq == 0 || !slices.Contains(seqs, l.seq) {
+			kept = append(kept, l)
+			continue
+		}
+		d.Total--
+		reason := l.reason
+		if reason == "" {
+			reason = "(none)"
+		}
+		if d.ByReason[reason] > 0 {
+			d.ByReason[reason]--
+			if d.ByReason[reason] == 0 {
+				delete(d.ByReason, reason)
+			}
+		}
+		if Classify(l.dl, -1).Class == Transient {
+			d.Transient--
+		} else {
+			d.Permanent--
+		}
+	}
+	d.byOrder[orderID] = kept
+}
+
+// pending counts the orders with a dead letter of a transient cause, and of
+// those, the ones already replayed whose dead letter came back.
+func (d *DeadLetters) pending(states map[string]State) (pending, retrying int) {
+	for _, c := range d.transientOrders() {
+		pending++
+		if st, ok := states[c.orderID]; ok && st.Attempts > 0 && st.Seq == c.seq {
+			retrying++
+		}
+	}
+	return pending, retrying
+}
