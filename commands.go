@@ -268,10 +268,29 @@ func skipGap(args []string) error {
 	if err != nil {
 		return describe(id, err)
 	}
+	// With Service Bus set, the skipped seq's dead letter is completed too,
+	// as the HTTP skip does (it would keep alerting as a permanent cause).
+	if hasServiceBus(lookup) {
+		if r, err := operatorReplayer(cfg, c); err == nil {
+			sctx, cancel := context.WithTimeout(ctx, handler.SkipSettleDeadline)
+			handler.SettleSkipped(sctx, r, &res)
+			cancel()
+		}
+	}
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
-// withoutServiceBus: skip uses no Service Bus, but the settings loader (and
+// hasServiceBus reports whether lookup names a Service Bus namespace.
+func hasServiceBus(lookup func(string) (string, bool)) bool {
+	for _, k := range []string{"ServiceBusConnection", "ServiceBusConnection__fullyQualifiedNamespace"} {
+		if v, ok := lookup(k); ok && v != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutServiceBus: skip needs no Service Bus, but the settings loader (and
 // newClients) want a connection; a syntactically valid one, never dialled
 // (an azservicebus client connects on its first send or receive), stands in
 // when none is set.

@@ -58,6 +58,29 @@ func (r replayer) ReplayOrder(ctx context.Context, orderID string) (handler.Orde
 	return handler.OrderReplay{Report: rep, Left: left}, err
 }
 
+var _ handler.SkipSettler = replayer{}
+
+// SettleSkipped is handler.SkipSettler: replay.Order choosing the skipped
+// seq only, which the order (read from the store) counts as applied, so its
+// dead letter is completed as a duplicate, never re-sent.
+func (r replayer) SettleSkipped(ctx context.Context, orderID string, seq int64) (replay.Report, error) {
+	empty := replay.Report{OrderID: orderID, Replayed: []replay.Replayed{}}
+	if r.opts.Orders == nil {
+		return empty, fault.Errorf(fault.Invalid, "no orders table to tell the skipped seq applied")
+	}
+	opts := r.opts
+	opts.Select = func(d replay.DeadLetter) bool {
+		n, ok := convoy.IntProperty(d.Properties[convoy.PropSeq])
+		return ok && n == seq
+	}
+	src, sender, close, err := r.source()
+	if err != nil {
+		return empty, err
+	}
+	defer close()
+	return replay.Order(ctx, src, sender, orderID, opts)
+}
+
 // operatorReplayer is the replayer of `convoy replay`, as serve builds the
 // HTTP functions' (newServer): the orders' appliedSeq read from the orders
 // table, so that a dead letter already applied (or skipped) is completed as

@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -246,6 +247,45 @@ type SkipResult struct {
 	Skipped int64       `json:"skipped"`
 	Drained []int64     `json:"drained"`
 	Order   convoy.View `json:"order"`
+	// DeadLetter says what became of the skipped seq's dead letter (absent
+	// when the skip had no Service Bus to look with).
+	DeadLetter *SkippedDeadLetter `json:"deadLetter,omitempty"`
+}
+
+// SkippedDeadLetter is what a skip did with the dead letter of its seq: once
+// the seq is skipped it is a duplicate, completed so that it no longer
+// counts (and alerts) as a dead letter of a permanent cause.
+type SkippedDeadLetter struct {
+	Completed []string `json:"completed"` // message ids completed
+	Note      string   `json:"note,omitempty"`
+}
+
+// SkipSettler completes the dead letters of a seq an operator skipped (the
+// program's replayer: replay.Order choosing that seq, which the order now
+// counts as applied, so it is completed as a duplicate, never re-sent).
+type SkipSettler interface {
+	SettleSkipped(ctx context.Context, orderID string, seq int64) (replay.Report, error)
+}
+
+// SettleSkipped completes the dead letter of the seq res skipped, if any,
+// and says so in res; a skip stands whatever this finds (its dead letter is
+// then left for a replay of every dead letter, which completes it as a
+// duplicate).
+func SettleSkipped(ctx context.Context, s SkipSettler, res *SkipResult) {
+	rep, err := s.SettleSkipped(ctx, res.OrderID, res.Skipped)
+	d := &SkippedDeadLetter{Completed: []string{}}
+	for _, x := range rep.Duplicates {
+		d.Completed = append(d.Completed, x.MessageID)
+	}
+	switch {
+	case err != nil:
+		d.Note = "the dead-letter queue could not be read: " + cut(fault.MessageOf(err)) + "; a replay of every dead letter (POST /api/deadletters/replay) completes it later"
+	case rep.Incomplete != nil:
+		d.Note = rep.Incomplete.Reason
+	case len(d.Completed) == 0:
+		d.Note = fmt.Sprintf("no dead letter of seq %d: it was never dead-lettered (or already removed)", res.Skipped)
+	}
+	res.DeadLetter = d
 }
 
 // skipGap is SkipGap: POST /api/orders/{orderId}/skip?seq=N. N must be the
@@ -254,6 +294,13 @@ func (s *server) skipGap(ctx context.Context, r httpRequest) (int, any, error) {
 	out, err := SkipGap(ctx, s.Processor, r.Params["orderId"], r.Query.Get("seq"))
 	if err != nil {
 		return 0, nil, err
+	}
+	if settler, ok := s.Replay.(SkipSettler); ok {
+		// The skip stands; looking for its dead letter has a deadline of
+		// its own (a scan ends with a receive that waits).
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), SkipSettleDeadline)
+		SettleSkipped(sctx, settler, &out)
+		cancel()
 	}
 	s.Logger.Warn("gap skipped by operator", "orderId", out.OrderID, "seq", out.Skipped, "drained", len(out.Drained), "appliedSeq", out.Order.AppliedSeq)
 	return http.StatusOK, out, nil

@@ -420,6 +420,12 @@ func TestPoisonMessage(t *testing.T) {
 	if blocked := e.blocked(t); len(blocked) != 0 {
 		t.Fatalf("still blocked after the skip: %v", blocked)
 	}
+	// The skipped seq's dead letter is completed: it no longer counts (and
+	// alerts) as a dead letter of a permanent cause (issue 25).
+	dl, _ := skipped["deadLetter"].(map[string]any)
+	if left := e.host.Queue("orders").DeadLetters(); len(left) != 0 || fmt.Sprint(dl["completed"]) != "[P:2]" {
+		t.Fatalf("after the skip: dead letters %+v, answer's deadLetter %v; want P:2 completed", left, dl)
+	}
 }
 
 // TestReplayAfterFix: a message fails all its deliveries (a broken
