@@ -70,7 +70,7 @@ type AutoReplay struct {
 	BackoffBase time.Duration // AutoReplayBackoffSeconds: wait after an order's first attempt, doubled per attempt; default 60
 	BackoffMax  time.Duration // AutoReplayBackoffMaxSeconds: the longest wait (and breaker pause); default 3600
 	BreakerBase time.Duration // AutoReplayBreakerSeconds: pause after a failing run, doubled per failing run; default 60
-	MaxOrders   int           // AutoReplayMaxOrders: orders replayed per run; default 50
+	MaxOrders   int           // AutoReplayMaxOrders: orders replayed per run; default 1000
 }
 
 // Defaults.
