@@ -86,7 +86,16 @@ type OrderMessage struct {
 	Seq       int64  // application property seq
 	Last      bool   // application property last (omitted when false)
 	Body      []byte // EncodeBody of the transaction
+	// Trace context (W3C traceparent, handler/tracing), sent as the
+	// application properties traceparent and Diagnostic-Id, each when set.
+	TraceParent, DiagnosticID string
 }
+
+// Application properties of the trace context (handler/tracing).
+const (
+	PropTraceParent  = "traceparent"
+	PropDiagnosticID = "Diagnostic-Id"
+)
 
 // NewOrderMessage returns the message of the index-th transaction of a
 // ledger, given its seq.
@@ -103,6 +112,12 @@ func (m OrderMessage) Properties() map[string]any {
 	p := map[string]any{PropLedgerID: m.LedgerID, PropSeq: m.Seq}
 	if m.Last {
 		p[PropLast] = true
+	}
+	if m.TraceParent != "" {
+		p[PropTraceParent] = m.TraceParent
+	}
+	if m.DiagnosticID != "" {
+		p[PropDiagnosticID] = m.DiagnosticID
 	}
 	return p
 }
@@ -137,6 +152,12 @@ func (m OrderMessage) EnvelopeBytes() int {
 		amqpString(len(PropSeq)) + amqpLong(m.Seq)
 	if m.Last {
 		app += amqpString(len(PropLast)) + 1 // true
+	}
+	if m.TraceParent != "" {
+		app += amqpString(len(PropTraceParent)) + amqpString(len(m.TraceParent))
+	}
+	if m.DiagnosticID != "" {
+		app += amqpString(len(PropDiagnosticID)) + amqpString(len(m.DiagnosticID))
 	}
 	return annotation + props + app
 }
@@ -175,13 +196,19 @@ func amqpLong(n int64) int {
 // transaction's message before its seq is known (exact for any seq ≥ 128).
 const maxSizeSeq = int64(1) << 62
 
+// measureTraceParent stands for the trace context the sender stamps on a
+// message (a version 00 traceparent is always 55 characters).
+const measureTraceParent = "00-00000000000000000000000000000000-0000000000000000-00"
+
 // MeasureTransaction returns the size on the queue of the message that will
-// carry the index-th transaction of ledger ledgerID, whatever its seq.
+// carry the index-th transaction of ledger ledgerID, whatever its seq, with
+// the trace context the sender stamps on it.
 func MeasureTransaction(ledgerID string, index int, last bool, t Transaction) (int, error) {
 	m, err := NewOrderMessage(ledgerID, index, maxSizeSeq, last, t)
 	if err != nil {
 		return 0, err
 	}
+	m.TraceParent, m.DiagnosticID = measureTraceParent, measureTraceParent
 	return m.Size(), nil
 }
 

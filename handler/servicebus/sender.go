@@ -12,6 +12,9 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/tracing"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Sender sends to one queue. Create one per queue per process and reuse it:
@@ -49,13 +52,16 @@ func ToMessage(m convoy.OrderMessage) *azservicebus.Message {
 }
 
 // NewBatch implements convoy.Sender: a batch sized to the entity's maximum
-// message size (256 KiB on Standard, up to 100 MiB on Premium).
+// message size (256 KiB on Standard, up to 100 MiB on Premium). The
+// messages added get the trace context of ctx's span (the publish or
+// replay operation) in traceparent and Diagnostic-Id, where they carry
+// none of their own (tracing.Stamp: a context already set is kept).
 func (s *Sender) NewBatch(ctx context.Context) (convoy.Batch, error) {
 	b, err := s.sender.NewMessageBatch(ctx, nil)
 	if err != nil {
 		return nil, classify(err, "create batch for queue "+s.queue)
 	}
-	return &batch{mb: b}, nil
+	return &batch{mb: b, trace: trace.SpanContextFromContext(ctx)}, nil
 }
 
 // SendBatch implements convoy.Sender.
@@ -70,9 +76,13 @@ func (s *Sender) SendBatch(ctx context.Context, b convoy.Batch) error {
 	return nil
 }
 
-type batch struct{ mb *azservicebus.MessageBatch }
+type batch struct {
+	mb    *azservicebus.MessageBatch
+	trace trace.SpanContext
+}
 
 func (b *batch) Add(m convoy.OrderMessage) error {
+	m.TraceParent, m.DiagnosticID = tracing.Stamp(m.TraceParent, m.DiagnosticID, b.trace)
 	err := b.mb.AddMessage(ToMessage(m), nil)
 	if errors.Is(err, azservicebus.ErrMessageTooLarge) {
 		return convoy.ErrBatchFull
@@ -85,10 +95,15 @@ func (b *batch) Len() int { return int(b.mb.NumMessages()) }
 // SendLedger sends a ledger document to the ledgers queue, with its ledgerId
 // as MessageId so that the queue's duplicate detection drops a resend, and
 // its stream as SessionId so that the ledgers of one stream are taken one
-// after the other.
+// after the other. It carries the trace context of ctx's span, if any, in
+// traceparent and Diagnostic-Id: LedgerIngest continues that trace.
 func (s *Sender) SendLedger(ctx context.Context, ledgerID, stream string, doc []byte) error {
 	contentType := convoy.ContentType
-	err := s.sender.SendMessage(ctx, &azservicebus.Message{MessageID: &ledgerID, SessionID: &stream, ContentType: &contentType, Body: doc}, nil)
+	msg := &azservicebus.Message{MessageID: &ledgerID, SessionID: &stream, ContentType: &contentType, Body: doc}
+	if tp, did := tracing.Stamp("", "", trace.SpanContextFromContext(ctx)); tp != "" {
+		msg.ApplicationProperties = map[string]any{tracing.PropTraceParent: tp, tracing.PropDiagnosticID: did}
+	}
+	err := s.sender.SendMessage(ctx, msg, nil)
 	if errors.Is(err, azservicebus.ErrMessageTooLarge) {
 		return fault.Errorf(fault.TooLarge, "ledger %q (%d bytes) is larger than a message on queue %s may be: upload it over HTTP (LedgerUpload) or publish it with --direct", ledgerID, len(doc), s.queue)
 	}

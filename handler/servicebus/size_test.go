@@ -14,6 +14,9 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/servicebus"
+	"github.com/convoy-dev/convoy/handler/tracing"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // newMessageBatch is the SDK's own batch constructor (Sender.NewMessageBatch
@@ -28,11 +31,15 @@ func randomMessage(r *rand.Rand) convoy.OrderMessage {
 		return []int{0, 1, 5, 100, 200, 255, 256, 257, 300, 4000}[r.IntN(10)] + r.IntN(3)
 	}
 	id := func(max int) string { return strings.Repeat("a", 1+r.IntN(max)) }
+	traceValue := func() string { // none, a traceparent, or a producer's longer value
+		return []string{"", "", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", strings.Repeat("t", 250+r.IntN(10))}[r.IntN(4)]
+	}
 	return convoy.OrderMessage{
 		SessionID: id(100), MessageID: id(128), LedgerID: id(100),
-		Seq:  []int64{1, 127, 128, 1 << 40, 1<<63 - 1}[r.IntN(5)],
-		Last: r.IntN(2) == 0,
-		Body: []byte(strings.Repeat("<", n())),
+		Seq:         []int64{1, 127, 128, 1 << 40, 1<<63 - 1}[r.IntN(5)],
+		Last:        r.IntN(2) == 0,
+		Body:        []byte(strings.Repeat("<", n())),
+		TraceParent: traceValue(), DiagnosticID: traceValue(),
 	}
 }
 
@@ -108,13 +115,15 @@ func TestLedgerMeasuredAsSent(t *testing.T) {
 	ctx := context.Background()
 
 	// The oracle: the SDK's count of the large message alone, with a seq
-	// above 127 (full-width, as Parse assumes before seqs are known).
+	// above 127 (full-width, as Parse assumes before seqs are known) and
+	// the trace context the sender stamps (traceparent and Diagnostic-Id).
 	alone := &sdkSender{limit: 1 << 30}
 	l, err := ledger.Parse(doc, ledger.Limits{MaxMessageBytes: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m, _ := convoy.NewOrderMessage(l.ID, 1, 300, false, l.Entries[1].Transaction)
+	m.TraceParent, m.DiagnosticID = tracing.Stamp("", "", trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}}))
 	b, _ := alone.NewBatch(ctx)
 	if err := b.Add(m); err != nil {
 		t.Fatal(err)
