@@ -19,11 +19,17 @@ type call struct {
 	log   *slog.Logger
 	attrs []any // the invocation's: function, invocation id
 	logs  []string
+	msgs  []*msgTrace // the messages of a traced function, with their spans (tracing.go)
 }
 
-// logAt logs a line with the invocation's attributes first. (Not a
-// Logger.With per invocation: it formats them even when nothing is logged.)
+// logAt logs a line with the invocation's attributes first, and the trace
+// fields of the message it is about last (traceAttrs). (Not a Logger.With
+// per invocation: it formats them even when nothing is logged.)
 func (c *call) logAt(level slog.Level, msg string, attrs ...any) {
+	c.write(level, msg, c.traceAttrs(msg, attrs)...)
+}
+
+func (c *call) write(level slog.Level, msg string, attrs ...any) {
 	if ctx := context.Background(); c.log.Enabled(ctx, level) {
 		c.log.Log(ctx, level, msg, append(c.attrs[:len(c.attrs):len(c.attrs)], attrs...)...)
 	}
@@ -33,7 +39,8 @@ func (c *call) logAt(level slog.Level, msg string, attrs ...any) {
 // in Logs too (the host writes successful calls' Logs to the function's log),
 // its values quoted as slog's text handler quotes them (logLine).
 func (c *call) outcome(level slog.Level, msg string, attrs ...any) {
-	c.logAt(level, msg, attrs...)
+	attrs = c.traceAttrs(msg, attrs)
+	c.write(level, msg, attrs...)
 	c.logs = append(c.logs, logLine(msg, attrs...))
 }
 
@@ -51,8 +58,9 @@ func (s *server) invocation(name string, fn invocationFunc) echo.HandlerFunc {
 		c := &call{log: s.Logger, attrs: []any{"function", name, "invocationId", r.Header.Get("X-Azure-Functions-InvocationId")}}
 		ctx, cancel := s.withDeadline(r.Context(), name)
 		defer cancel()
-		outputs, err := s.decodeAndRun(ctx, ec, c, fn)
+		outputs, err := s.decodeAndRun(ctx, ec, c, name, fn)
 		err = s.pastDeadline(ctx, name, err)
+		defer c.endMessageSpans(err)
 		if err != nil {
 			status, body := errorResponse(err)
 			if status < 500 {
@@ -70,7 +78,7 @@ func (s *server) invocation(name string, fn invocationFunc) echo.HandlerFunc {
 	}
 }
 
-func (s *server) decodeAndRun(ctx context.Context, ec echo.Context, c *call, fn invocationFunc) (map[string]any, error) {
+func (s *server) decodeAndRun(ctx context.Context, ec echo.Context, c *call, name string, fn invocationFunc) (map[string]any, error) {
 	body, err := s.readBody(ec)
 	if err != nil {
 		return nil, err
@@ -78,5 +86,6 @@ func (s *server) decodeAndRun(ctx context.Context, ec echo.Context, c *call, fn 
 	if c.req, err = invocation.Parse(body); err != nil {
 		return nil, fault.Wrap(fault.Invalid, err, "unreadable invocation")
 	}
+	c.startMessageSpans(ctx, name)
 	return fn(ctx, c)
 }

@@ -6,8 +6,14 @@ import (
 	"log/slog"
 	"net/http"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/invocation"
 	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/tracing"
 )
 
 // LedgerPublisher de-batches ledgers (ledger.Publisher).
@@ -30,26 +36,66 @@ func (s *server) ingestLedger(ctx context.Context, c *call) (map[string]any, err
 		return nil, fault.Wrap(fault.Invalid, err, "unreadable Service Bus trigger payload")
 	}
 	for _, m := range msgs {
-		sum, err := s.Ledgers.PublishQueued(ctx, m.Body, m.SessionID)
-		switch fault.CodeOf(err) {
-		case "":
-			c.outcome(slog.LevelInfo, "ledger "+sum.Outcome, "ledgerId", sum.LedgerID, "stream", m.SessionID, "messageId", m.MessageID,
-				"transactions", sum.Transactions, "orders", sum.Orders, "messages", sum.Messages)
-		case fault.Invalid, fault.TooLarge:
-			rec, rerr := s.Ledgers.RecordRejection(ctx, m.Body, err)
-			if rerr != nil {
-				return nil, rerr
-			}
-			c.outcome(slog.LevelWarn, "ledger rejected", "ledgerId", rec.ID, "stream", m.SessionID, "messageId", m.MessageID,
-				"problems", len(rec.Problems), "error", fault.MessageOf(err))
-		case fault.Conflict:
-			c.outcome(slog.LevelError, "ledger rejected: its id was used for other content", "ledgerId", sum.LedgerID,
-				"messageId", m.MessageID, "error", fault.MessageOf(err))
-		default:
+		if err := s.ingestOne(ctx, c, m); err != nil {
 			return nil, err
 		}
 	}
 	return nil, nil
+}
+
+// ingestOne publishes one queued ledger in a publish span that continues
+// the trace its producer put on the message (traceparent, else
+// Diagnostic-Id), or starts one; its order messages carry the span's
+// context.
+func (s *server) ingestOne(ctx context.Context, c *call, m invocation.Message) (err error) {
+	tc := tracing.FromProperties(propertyGetter(m.ApplicationProperties))
+	for _, p := range tc.Problems {
+		c.outcome(slog.LevelWarn, "trace context ignored", "stream", m.SessionID, "messageId", m.MessageID, "problem", p)
+	}
+	ctx, span := startPublish(ctx, tc.SpanContext, c.invocationID())
+	var sum ledger.Summary
+	defer func() { endPublish(span, sum, err) }()
+	ids := func() []any {
+		sc := span.SpanContext()
+		return []any{"traceId", sc.TraceID().String(), "spanId", sc.SpanID().String()}
+	}
+	sum, err = s.Ledgers.PublishQueued(ctx, m.Body, m.SessionID)
+	switch fault.CodeOf(err) {
+	case "":
+		c.outcome(slog.LevelInfo, "ledger "+sum.Outcome, append([]any{"ledgerId", sum.LedgerID, "stream", m.SessionID, "messageId", m.MessageID,
+			"transactions", sum.Transactions, "orders", sum.Orders, "messages", sum.Messages}, ids()...)...)
+	case fault.Invalid, fault.TooLarge:
+		rec, rerr := s.Ledgers.RecordRejection(ctx, m.Body, err)
+		if rerr != nil {
+			return rerr
+		}
+		c.outcome(slog.LevelWarn, "ledger rejected", append([]any{"ledgerId", rec.ID, "stream", m.SessionID, "messageId", m.MessageID,
+			"problems", len(rec.Problems), "error", fault.MessageOf(err)}, ids()...)...)
+	case fault.Conflict:
+		c.outcome(slog.LevelError, "ledger rejected: its id was used for other content", append([]any{"ledgerId", sum.LedgerID,
+			"messageId", m.MessageID, "error", fault.MessageOf(err)}, ids()...)...)
+	default:
+		return err
+	}
+	return nil
+}
+
+// startPublish starts a ledger's publish span under parent (none: a new
+// trace).
+func startPublish(ctx context.Context, parent trace.SpanContext, invocationID string) (context.Context, trace.Span) {
+	return tracing.Start(ctx, "publish ledger", parent, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("messaging.system", "servicebus"), attribute.String("messaging.operation.type", "send"),
+			attribute.String("faas.invocation_id", invocationID)))
+}
+
+func endPublish(span trace.Span, sum ledger.Summary, err error) {
+	span.SetAttributes(attribute.String("convoy.ledger_id", sum.LedgerID), attribute.String("convoy.outcome", sum.Outcome),
+		attribute.Int("convoy.transactions", sum.Transactions), attribute.Int("convoy.orders", sum.Orders),
+		attribute.Int("messaging.batch.message_count", sum.Messages))
+	if err != nil {
+		span.SetStatus(codes.Error, fault.MessageOf(err))
+	}
+	span.End()
 }
 
 // uploadLedger is LedgerUpload: POST /api/ledgers. 202 when the ledger was
@@ -60,7 +106,15 @@ func (s *server) uploadLedger(ctx context.Context, r httpRequest) (int, any, err
 		return 0, nil, fault.Errorf(fault.Invalid, "the request body is empty: send the ledger as a JSON body with a Content-Length header "+
 			"(the Functions host forwards a body only when Content-Length is above 0, so a chunked upload arrives empty)")
 	}
+	// The request's trace continues (a client's traceparent header);
+	// without one the ledger starts its own.
+	tc := tracing.FromHeader(r.Header.Values(tracing.HeaderTraceParent))
+	for _, p := range tc.Problems {
+		s.Logger.Warn("trace context ignored", "function", FnLedgerUpload, "invocationId", r.Header.Get("X-Azure-Functions-InvocationId"), "problem", p)
+	}
+	ctx, span := startPublish(ctx, tc.SpanContext, r.Header.Get("X-Azure-Functions-InvocationId"))
 	sum, err := s.Ledgers.Publish(ctx, r.Body)
+	endPublish(span, sum, err)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -167,9 +167,12 @@ func TestOutcomeLinesQuoteSenderValues(t *testing.T) {
 	if err != nil {
 		t.Fatalf("line %q: %v", line, err)
 	}
-	want := []field{{"sessionId", "o-1"}, {"seq", "2"}, {"messageId", forged}, {"outcome", "parked"}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("line %q parses to %q, want %q", line, got, want)
+	// The message's own fields, then its trace fields (tracing.go): the
+	// message carries no context, so a trace of its own.
+	want := []field{{"sessionId", "o-1"}, {"seq", "2"}, {"messageId", forged}, {"outcome", "parked"}, {"orderId", "o-1"}}
+	if len(got) != len(want)+2 || fmt.Sprint(got[:len(want)]) != fmt.Sprint(want) ||
+		got[5].Key != "traceId" || len(got[5].Value) != 32 || got[6].Key != "spanId" || len(got[6].Value) != 16 {
+		t.Fatalf("line %q parses to %q, want %q then traceId and spanId", line, got, want)
 	}
 	if !strings.Contains(line, " outcome=parked") || !strings.HasPrefix(out.Logs[1], "order blocked sessionId=o-1 missingSeq=1 ") {
 		t.Fatalf("plain values must stay unquoted for the queries: %q", out.Logs)

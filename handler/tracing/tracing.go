@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -25,12 +26,26 @@ import (
 // ScopeName is the instrumentation scope of the program's spans.
 const ScopeName = "github.com/convoy-dev/convoy"
 
-// tracer follows the global provider (otel's global tracers delegate to the
-// provider Setup installs, even when taken before).
-var tracer = otel.Tracer(ScopeName)
+// tracer is the program's tracer: the global provider's (which delegates to
+// the provider Setup installs), or the one SetTracerProvider gave.
+var tracer atomic.Pointer[trace.Tracer]
+
+func init() {
+	t := otel.Tracer(ScopeName)
+	tracer.Store(&t)
+}
 
 // Tracer is the program's tracer.
-func Tracer() trace.Tracer { return tracer }
+func Tracer() trace.Tracer { return *tracer.Load() }
+
+// SetTracerProvider makes tp the program's provider and returns what
+// restores the previous one: for tests that record spans.
+func SetTracerProvider(tp trace.TracerProvider) (restore func()) {
+	prev := tracer.Load()
+	t := tp.Tracer(ScopeName)
+	tracer.Store(&t)
+	return func() { tracer.Store(prev) }
+}
 
 // Config is what Setup read from the environment.
 type Config struct {
@@ -95,6 +110,7 @@ func Setup(ctx context.Context, getenv func(string) string) (cfg Config, shutdow
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
+	SetTracerProvider(tp)
 	cfg.Enabled = true
 	return cfg, func(ctx context.Context) error {
 		return errors.Join(tp.ForceFlush(ctx), tp.Shutdown(ctx))
@@ -121,7 +137,7 @@ func Start(ctx context.Context, name string, parent trace.SpanContext, opts ...t
 	if parent.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
 	}
-	ctx, span := tracer.Start(ctx, name, opts...)
+	ctx, span := Tracer().Start(ctx, name, opts...)
 	if !span.SpanContext().IsValid() {
 		ctx = trace.ContextWithSpanContext(ctx, newSpanContext())
 		span = trace.SpanFromContext(ctx)
