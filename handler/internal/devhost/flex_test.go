@@ -74,7 +74,11 @@ func runFlexHandler() {
 	}
 	mux.HandleFunc("GET /api/sleep", sleep)
 	mux.HandleFunc("POST /api/sleep", sleep)
-	_ = http.ListenAndServe("127.0.0.1:"+os.Getenv("FUNCTIONS_CUSTOMHANDLER_PORT"), mux)
+	// A port taken meanwhile is a failed start (exit 1, restarted), not a clean exit.
+	if err := http.ListenAndServe("127.0.0.1:"+os.Getenv("FUNCTIONS_CUSTOMHANDLER_PORT"), mux); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 }
 
 // flexApp stages the app of mode "flex".

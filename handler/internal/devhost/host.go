@@ -444,11 +444,28 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
+// freePort finds a free port for a handler, as the host does; a port handed
+// out in the last minute is not handed out again, so that handlers started
+// at once (every group's instances) do not get the same one.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if at, ok := portsGiven[port]; ok && time.Since(at) < time.Minute {
+			continue
+		}
+		portsGiven[port] = time.Now()
+		return port, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]time.Time{}
+)

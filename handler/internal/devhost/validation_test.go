@@ -79,7 +79,11 @@ func runFakeHandler(mode string) {
 	if mode == "slowstart" { // takes a while before it listens, as a cold start does
 		time.Sleep(700 * time.Millisecond)
 	}
-	_ = http.ListenAndServe("127.0.0.1:"+os.Getenv("FUNCTIONS_CUSTOMHANDLER_PORT"), mux)
+	// A port taken meanwhile is a failed start (exit 1, restarted), not a clean exit.
+	if err := http.ListenAndServe("127.0.0.1:"+os.Getenv("FUNCTIONS_CUSTOMHANDLER_PORT"), mux); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 }
 
 // TestResponseValidation: the emulation judges answers as the host does:
