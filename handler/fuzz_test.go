@@ -52,8 +52,15 @@ func FuzzInvocations(f *testing.F) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if o.AppliedSeq > 0 && len(o.Rejected)+countApplied(o) == 0 {
-					t.Fatalf("order %s advanced without any effect: %+v", id, o.View())
+				if o.AppliedSeq == 0 {
+					continue
+				}
+				v, err := convoy.ReadView(context.Background(), fx.store, fx.store, id, "", 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(v.Rejected)+countApplied(o) == 0 {
+					t.Fatalf("order %s advanced without any effect: %+v", id, v)
 				}
 			}
 		}
@@ -62,7 +69,7 @@ func FuzzInvocations(f *testing.F) {
 
 // countApplied is how many transactions had an effect an outsider can see.
 func countApplied(o *convoy.Order) int {
-	n := len(o.Transactions)
+	n := int(o.TxCount)
 	if o.Status != convoy.StatusNew {
 		n++
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strconv"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
@@ -130,18 +132,60 @@ func orderMessage(m invocation.Message) (convoy.Message, error) {
 	return convoy.Message{Seq: seq, Last: last, MessageID: m.MessageID, Tx: tx}, nil
 }
 
-// orderStatus is OrderStatus: GET /api/orders/{orderId}.
+// orderStatus is OrderStatus: GET /api/orders/{orderId}[?pageSize=N&continuation=T].
+// The head and the first page of the order's transactions and rejections
+// (pageSize of each, default and at most 1,000); a continuation in the
+// answer when more follow, to pass back for the next page.
 func (s *server) orderStatus(ctx context.Context, r httpRequest) (int, any, error) {
 	id := r.Params["orderId"]
 	if why := convoy.CheckID(id); why != "" {
 		return 0, nil, &fault.Error{Code: fault.Invalid, Message: "orderId " + why}
 	}
-	o, err := s.Orders.Load(ctx, id)
+	size, token, err := historyParams(r.Query)
 	if err != nil {
 		return 0, nil, err
 	}
-	if o.Version == 0 {
-		return 0, nil, fault.Errorf(fault.NotFound, "order %q has no state", id)
+	h, ok := s.Orders.(convoy.History)
+	if !ok { // a reader without history: the head alone
+		o, err := s.Orders.Load(ctx, id)
+		if err != nil {
+			return 0, nil, err
+		}
+		if o.Version == 0 {
+			return 0, nil, fault.Errorf(fault.NotFound, "order %q has no state", id)
+		}
+		return http.StatusOK, o.View(), nil
 	}
-	return http.StatusOK, o.View(), nil
+	v, err := convoy.ReadView(ctx, s.Orders, h, id, token, size)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, v, nil
+}
+
+// historyParams reads OrderStatus's query: pageSize (1-1000) and
+// continuation (a token this service issued), each at most once.
+func historyParams(q url.Values) (size int, token string, err error) {
+	for _, k := range []string{"pageSize", "continuation"} {
+		if len(q[k]) > 1 {
+			return 0, "", fault.Errorf(fault.Invalid, "%s is given %d times, at most once", k, len(q[k]))
+		}
+	}
+	if v, ok := q["pageSize"]; ok {
+		n, perr := strconv.Atoi(v[0])
+		if perr != nil || n < 1 || n > convoy.MaxHistoryPageSize {
+			return 0, "", fault.Errorf(fault.Invalid, "pageSize %s is not an integer between 1 and %d", convoy.Quote(v[0]), convoy.MaxHistoryPageSize)
+		}
+		size = n
+	}
+	if v, ok := q["continuation"]; ok {
+		if v[0] == "" {
+			return 0, "", fault.Errorf(fault.Invalid, "continuation is empty: omit it for the first page")
+		}
+		if _, perr := convoy.ParseHistoryCursor(v[0]); perr != nil {
+			return 0, "", perr
+		}
+		token = v[0]
+	}
+	return size, token, nil
 }

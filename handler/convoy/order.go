@@ -1,6 +1,7 @@
 package convoy
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -39,8 +40,19 @@ type Rejection struct {
 	Reason string `json:"reason"`
 }
 
-// Order is the durable state of one order: the fold of its transactions so
-// far, the checkpoint (AppliedSeq) and the messages parked behind a gap.
+// TxRecord is one stored transaction: its position (0 for the first one
+// added, then 1, 2, …) and its entry.
+type TxRecord struct {
+	Position int64
+	TxEntry
+}
+
+// Order is the state one message needs (issue 27): the head (the fold's
+// figures, the checkpoint AppliedSeq, the version) and the messages parked
+// behind a gap. Its history (transactions, rejections) stays in the store,
+// read a page at a time (History, ReadView); the few transactions the order
+// has looked up or written lately are remembered, at most maxKnown of them
+// between calls, so that what an order holds does not grow with its history.
 type Order struct {
 	ID           string
 	Status       Status
@@ -48,8 +60,8 @@ type Order struct {
 	Currency     string
 	Data         json.RawMessage // of the CreateOrder, or of a DeleteOrder that carried data
 	AppliedSeq   int64           // highest seq applied or rejected; all below it are too
-	Transactions []TxEntry
-	Rejected     []Rejection // ascending seq
+	TotalAmount  int64           // sum of the transactions' amounts
+	TxCount      int64           // transactions added so far: the next one's position
 	Parked       map[int64]Message
 	BlockedSince time.Time // when the current run of parked messages began; zero if none
 	UpdatedAt    time.Time
@@ -57,9 +69,24 @@ type Order struct {
 	// token. 0 means the order has no stored state.
 	Version int64
 
-	txIndex map[string]int // TxID → position in Transactions, derived
-	total   int64          // sum of the amounts, derived with txIndex
+	known   map[string]knownTx // transactions looked up or written: a bounded working set
+	present int64              // entries of known that are present: all TxCount of them means known is the whole list
+	tick    uint64             // recency clock of known
 }
+
+// knownTx is what the order knows of one txId: absent, or present at a
+// position with an amount.
+type knownTx struct {
+	present bool
+	pos     int64
+	amount  int64
+	used    uint64
+}
+
+// maxKnown is how many known transactions an order keeps between calls (the
+// most recently used): enough for a ModifyTransaction that follows its
+// AddTransaction closely to need no read, a constant whatever the history.
+const maxKnown = 32
 
 // NewOrder returns the state of an order nothing has happened to.
 func NewOrder(id string) *Order {
@@ -67,9 +94,75 @@ func NewOrder(id string) *Order {
 }
 
 // Total is the sum of the transactions' amounts.
-func (o *Order) Total() int64 {
-	o.indexOf("") // derives the total with the index
-	return o.total
+func (o *Order) Total() int64 { return o.TotalAmount }
+
+// Knows reports whether the order knows whether txID exists (it has looked
+// it up, or written it): deciding a ModifyTransaction needs it.
+func (o *Order) Knows(txID string) bool {
+	_, ok := o.known[txID]
+	return ok
+}
+
+// Learn records what the store holds of txID: r, or nothing (r nil).
+func (o *Order) Learn(txID string, r *TxRecord) {
+	if r == nil {
+		o.remember(txID, knownTx{})
+		return
+	}
+	o.remember(txID, knownTx{present: true, pos: r.Position, amount: r.Amount})
+}
+
+func (o *Order) remember(txID string, k knownTx) {
+	if o.known == nil {
+		o.known = map[string]knownTx{}
+	}
+	o.tick++
+	k.used = o.tick
+	if k.present && !o.known[txID].present {
+		o.present++
+	}
+	o.known[txID] = k
+}
+
+// knowsAll reports whether the order knows every transaction it has (it
+// wrote them all, or looked them all up): a txId it does not know is absent.
+func (o *Order) knowsAll() bool { return o.present >= o.TxCount }
+
+// Lookup returns the txId whose stored record deciding m would need and the
+// order does not know, if any: that of a ModifyTransaction (its amount and
+// position), and with adds, that of an AddTransaction too (which the commit
+// otherwise checks: it inserts the txId, and fails if it exists).
+func (o *Order) Lookup(m Message, adds bool) (string, bool) {
+	if m.Seq != o.AppliedSeq+1 || o.Complete || o.Status != StatusOpen {
+		return "", false
+	}
+	switch t := m.Tx; {
+	case t.Op == ModifyTransaction, t.Op == AddTransaction && adds:
+		return t.TxID, !o.Knows(t.TxID) && !o.knowsAll()
+	}
+	return "", false
+}
+
+// NextParked returns the parked message that is next in sequence, if any.
+func (o *Order) NextParked() (Message, bool) {
+	m, ok := o.Parked[o.AppliedSeq+1]
+	return m, ok
+}
+
+// Forget keeps the maxKnown most recently used known transactions: called
+// between calls, when nothing uncommitted depends on the others.
+func (o *Order) Forget() {
+	if len(o.known) <= maxKnown {
+		return
+	}
+	ids := slices.Collect(maps.Keys(o.known))
+	slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(o.known[b].used, o.known[a].used) })
+	for _, id := range ids[maxKnown:] {
+		if o.known[id].present {
+			o.present--
+		}
+		delete(o.known, id)
+	}
 }
 
 // MissingSeq is the seq the order waits for when messages are parked, else 0.
@@ -83,35 +176,12 @@ func (o *Order) MissingSeq() int64 {
 // Clone returns a deep copy of o.
 func (o *Order) Clone() *Order {
 	c := *o
-	c.Transactions = slices.Clone(o.Transactions)
-	c.Rejected = slices.Clone(o.Rejected)
 	c.Parked = maps.Clone(o.Parked)
 	if c.Parked == nil {
 		c.Parked = map[int64]Message{}
 	}
-	c.txIndex = nil
+	c.known = maps.Clone(o.known)
 	return &c
-}
-
-func (o *Order) indexOf(txID string) (int, bool) {
-	if o.txIndex == nil {
-		o.txIndex = make(map[string]int, len(o.Transactions))
-		o.total = 0
-		for i, t := range o.Transactions {
-			o.txIndex[t.TxID] = i
-			o.total += t.Amount
-		}
-	}
-	i, ok := o.txIndex[txID]
-	return i, ok
-}
-
-func (o *Order) addTx(t TxEntry) int {
-	o.indexOf(t.TxID) // builds the index if needed
-	o.Transactions = append(o.Transactions, t)
-	o.txIndex[t.TxID] = len(o.Transactions) - 1
-	o.total += t.Amount
-	return len(o.Transactions) - 1
 }
 
 // Disposition is what a message did.
@@ -217,16 +287,17 @@ func (o *Order) apply(m Message, now time.Time, c *Change) Outcome {
 	case CreateOrder:
 		o.Status, o.Currency, o.Data = StatusOpen, t.Currency, t.Data
 	case AddTransaction:
-		i := o.addTx(TxEntry{TxID: t.TxID, Amount: *t.Amount, Data: t.Data})
-		c.putTx(i, o.Transactions[i])
+		pos := o.TxCount
+		o.TxCount++
+		o.TotalAmount += *t.Amount
+		o.remember(t.TxID, knownTx{present: true, pos: pos, amount: *t.Amount})
+		c.addTx(TxRecord{Position: pos, TxEntry: TxEntry{TxID: t.TxID, Amount: *t.Amount, Data: t.Data}})
 	case ModifyTransaction:
-		i, _ := o.indexOf(t.TxID)
-		o.total += *t.Amount - o.Transactions[i].Amount
-		o.Transactions[i].Amount = *t.Amount
-		if t.Data != nil {
-			o.Transactions[i].Data = t.Data
-		}
-		c.putTx(i, o.Transactions[i])
+		k := o.known[t.TxID]
+		o.TotalAmount += *t.Amount - k.amount
+		k.amount = *t.Amount
+		o.remember(t.TxID, k)
+		c.modifyTx(TxRecord{Position: k.pos, TxEntry: TxEntry{TxID: t.TxID, Amount: *t.Amount, Data: t.Data}})
 	case DeleteOrder:
 		o.Status = StatusDeleted
 		if t.Data != nil {
@@ -252,7 +323,15 @@ func (o *Order) check(t Transaction) string {
 	if o.Status != StatusOpen {
 		return "order is not open (status " + string(o.Status) + ")"
 	}
-	i, exists := o.indexOf(t.TxID)
+	k, known := o.known[t.TxID]
+	if !known && t.Op == ModifyTransaction && !o.knowsAll() {
+		// The processor looks it up first (Lookup); deciding without it
+		// would take an existing transaction for a missing one.
+		panic(fmt.Sprintf("convoy: ModifyTransaction of %q decided without looking it up", t.TxID))
+	}
+	// An AddTransaction of a txId the order does not know is taken as new:
+	// the commit inserts its record, which fails if it exists (Store.Commit).
+	exists := k.present
 	switch {
 	case t.Op == AddTransaction && exists:
 		return fmt.Sprintf("transaction %q already exists", t.TxID)
@@ -269,9 +348,9 @@ func (o *Order) check(t Transaction) string {
 	if why := AmountProblem(*t.Amount); why != "" {
 		return "amount " + why
 	}
-	total := o.Total() + *t.Amount
+	total := o.TotalAmount + *t.Amount
 	if t.Op == ModifyTransaction {
-		total -= o.Transactions[i].Amount
+		total -= k.amount
 	}
 	if total > MaxTotal || total < -MaxTotal {
 		return fmt.Sprintf("the order's total would be %d, beyond ±%d (2^53 − 1)", total, int64(MaxTotal))
@@ -281,7 +360,6 @@ func (o *Order) check(t Transaction) string {
 
 func (o *Order) reject(m Message, op Op, reason string, now time.Time, c *Change) {
 	r := Rejection{Seq: m.Seq, Op: op, TxID: m.Tx.TxID, Reason: reason}
-	o.Rejected = append(o.Rejected, r)
 	c.Rejections = append(c.Rejections, r)
 	o.AppliedSeq, o.UpdatedAt = m.Seq, now
 	c.changed = true

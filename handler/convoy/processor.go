@@ -88,6 +88,12 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 	var res Result
 	var done committed
 	guess := len(msgs) > 0 && msgs[0].Seq == 1
+	// An AddTransaction is taken as new unless the order knows its txId: the
+	// commit inserts it, and fails if it exists. After any conflict, the
+	// attempts that follow (in this call, or in the next call for the order:
+	// the host redelivers) look every added txId up first, so that one that
+	// exists is rejected rather than conflicting again.
+	verify := p.cache.suspect(orderID)
 	err := p.retry.Do(ctx, func(ctx context.Context) (err error) {
 		o := p.cache.get(orderID)
 		if o == nil && guess {
@@ -95,7 +101,7 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 			// yet, so skip the read. The commit's compare-and-swap checks the
 			// guess; if it was wrong, nothing was written.
 			guess = false
-			if res, err = p.apply(ctx, NewOrder(orderID), msgs, &done); !errors.Is(err, ErrConflict) {
+			if res, err = p.apply(ctx, NewOrder(orderID), msgs, &done, false); !errors.Is(err, ErrConflict) {
 				return err
 			}
 		}
@@ -104,20 +110,28 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 				return err
 			}
 		}
-		res, err = p.apply(ctx, o, msgs, &done)
+		res, err = p.apply(ctx, o, msgs, &done, verify)
+		if errors.Is(err, ErrConflict) {
+			verify = true
+		}
 		return err
 	})
+	p.cache.mark(orderID, verify && err != nil)
 	return res, err
 }
 
-// apply is one attempt at applying msgs to o.
-func (p *Processor) apply(ctx context.Context, o *Order, msgs []Message, done *committed) (Result, error) {
+// apply is one attempt at applying msgs to o; verify: look up the txId of
+// every AddTransaction the order does not know.
+func (p *Processor) apply(ctx context.Context, o *Order, msgs []Message, done *committed, verify bool) (Result, error) {
 	a := p.begin(o, done)
+	a.verify = verify
 	var err error
 	for _, m := range msgs {
 		if err = a.makeRoom(ctx); err == nil {
-			a.outcomes = append(a.outcomes, o.Receive(m, p.now(), &a.change))
-			err = a.drain(ctx)
+			if err = a.lookup(ctx, m); err == nil {
+				a.outcomes = append(a.outcomes, o.Receive(m, p.now(), &a.change))
+				err = a.drain(ctx)
+			}
 		}
 		if err != nil {
 			break
@@ -151,6 +165,7 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 			return fault.Errorf(fault.NotFound, "order %q has no state", orderID)
 		}
 		a := p.begin(o, &done)
+		a.verify = true // an operator's step: no optimism
 		if err := o.Skip(seq, p.now(), &a.change); err != nil {
 			if len(done.outcomes) > 0 && done.outcomes[0].Seq == seq {
 				// An earlier attempt's commit skipped it; its drain went on.
@@ -172,6 +187,12 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 		res, view = a.finish(), a.o.View()
 		return nil
 	})
+	if h, ok := p.store.(History); ok && err == nil {
+		// The operator's answer shows the order with its first page of history.
+		if v, verr := ReadView(ctx, p.store, h, orderID, "", 0); verr == nil {
+			view = v
+		}
+	}
 	return res, view, err
 }
 
@@ -185,6 +206,27 @@ type attempt struct {
 	pending       int        // index in outcomes of the first step not yet committed
 	done          *committed // what the call's commits made durable so far
 	storedBlocked time.Time  // BlockedSince as last committed
+	verify        bool       // look up added txIds too (Order.Lookup)
+}
+
+// lookup reads the stored transaction that deciding m needs, if the order
+// does not know it: a ModifyTransaction's (one point read), or with verify
+// an AddTransaction's.
+func (a *attempt) lookup(ctx context.Context, m Message) error {
+	txID, ok := a.o.Lookup(m, a.verify)
+	if !ok {
+		return nil
+	}
+	r, found, err := a.p.store.Tx(ctx, a.o.ID, txID)
+	if err != nil {
+		return fmt.Errorf("read transaction %q of order %q: %w", txID, a.o.ID, err)
+	}
+	if found {
+		a.o.Learn(txID, &r)
+	} else {
+		a.o.Learn(txID, nil)
+	}
+	return nil
 }
 
 func (p *Processor) begin(o *Order, done *committed) *attempt {
@@ -203,6 +245,7 @@ func (a *attempt) fail() {
 // earlier attempts committed, then this attempt's, less the duplicates that
 // only an earlier attempt of this same call made so.
 func (a *attempt) finish() Result {
+	a.o.Forget() // what the order keeps between calls stays bounded
 	a.p.cache.put(a.o)
 	earlier := map[int64]bool{}
 	for _, out := range a.done.outcomes {
@@ -224,6 +267,11 @@ func (a *attempt) drain(ctx context.Context) error {
 	for {
 		if err := a.makeRoom(ctx); err != nil {
 			return err
+		}
+		if m, ok := a.o.NextParked(); ok {
+			if err := a.lookup(ctx, m); err != nil {
+				return err
+			}
 		}
 		out, ok := a.o.DrainNext(a.p.now(), &a.change)
 		if !ok {
@@ -294,12 +342,41 @@ func (a *attempt) commit(ctx context.Context) error {
 	return nil
 }
 
-// orderCache is a small LRU of order states.
+// orderCache is a small LRU of order states, and the orders whose last call
+// ended in a conflict (suspects: their next call looks added txIds up).
 type orderCache struct {
-	mu    sync.Mutex
-	size  int
-	byID  map[string]*cacheEntry
-	clock uint64
+	mu       sync.Mutex
+	size     int
+	byID     map[string]*cacheEntry
+	clock    uint64
+	suspects map[string]bool // at most size of them
+}
+
+// suspect reports whether the order's last call ended in a conflict.
+func (c *orderCache) suspect(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.suspects[id]
+}
+
+// mark records whether the order's call ended in a conflict.
+func (c *orderCache) mark(id string, suspect bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !suspect {
+		delete(c.suspects, id)
+		return
+	}
+	if c.suspects == nil {
+		c.suspects = map[string]bool{}
+	}
+	if len(c.suspects) >= c.size {
+		for other := range c.suspects { // any one: a suspect forgotten only costs a conflict more
+			delete(c.suspects, other)
+			break
+		}
+	}
+	c.suspects[id] = true
 }
 
 type cacheEntry struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,7 +124,18 @@ func TestProcessorProperty(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, got := convoytest.Fold(msgs), convoytest.Observe(o.View())
+			v, err := convoy.ReadView(context.Background(), store, store, id, "", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := int64(0)
+			for _, x := range v.Transactions {
+				sum += x.Amount
+			}
+			if sum != v.Total || o.TxCount != int64(len(v.Transactions)) {
+				t.Fatalf("seed %d, order %s: head total %d and count %d, transactions %+v", seed, id, v.Total, o.TxCount, v.Transactions)
+			}
+			want, got := convoytest.Fold(msgs), convoytest.Observe(v)
 			if len(want.Txs) == 0 {
 				want.Txs = nil
 			}
@@ -387,4 +399,107 @@ func TestUnblockedAfterAFailedGuess(t *testing.T) {
 		t.Fatalf("Unblocked %v Blocked %v applied %d: the commit that filled the gap unblocked the order", res.Unblocked, res.Blocked, res.AppliedSeq)
 	}
 	wantEach(t, res.Outcomes, convoy.Applied, []int64{1, 2})
+}
+
+// countingStore counts the calls a processor makes to its store: each is one
+// Table round trip in tablestore.
+type countingStore struct {
+	*memstore.Store
+	loads, txs, commits int
+}
+
+func (c *countingStore) Load(ctx context.Context, id string) (*convoy.Order, error) {
+	c.loads++
+	return c.Store.Load(ctx, id)
+}
+
+func (c *countingStore) Tx(ctx context.Context, id, txID string) (convoy.TxRecord, bool, error) {
+	c.txs++
+	return c.Store.Tx(ctx, id, txID)
+}
+
+func (c *countingStore) Commit(ctx context.Context, o *convoy.Order, base int64, ch *convoy.Change) error {
+	c.commits++
+	return c.Store.Commit(ctx, o, base, ch)
+}
+
+func (c *countingStore) reset() { c.loads, c.txs, c.commits = 0, 0, 0 }
+
+// TestCostIndependentOfHistory (issue 27): what one message costs the store
+// is the same after 10 and after 3,000 transactions: on a cold cache, an
+// AddTransaction is a load and a commit, a ModifyTransaction of the first
+// transaction one point read more; on a warm cache, a commit alone; and
+// that modification, from a warm cache, once the order has long forgotten
+// the transaction, is a point read and a commit.
+func TestCostIndependentOfHistory(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range []int{10, 3000} {
+		store := &countingStore{Store: memstore.New()}
+		msgs := []convoy.Message{create(1)}
+		for i := range n {
+			msgs = append(msgs, add(int64(i+2), fmt.Sprintf("t-%d", i), 1))
+		}
+		if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{}).Process(ctx, "o-1", msgs); err != nil {
+			t.Fatal(err)
+		}
+		seq := int64(n + 2)
+		step := func(what string, p *convoy.Processor, m convoy.Message, loads, txs, commits int) {
+			t.Helper()
+			store.reset()
+			res, err := p.Process(ctx, "o-1", []convoy.Message{m})
+			if err != nil || res.Outcomes[0].Disposition != convoy.Applied {
+				t.Fatalf("n=%d, %s: %+v, %v", n, what, res, err)
+			}
+			if store.loads != loads || store.txs != txs || store.commits != commits {
+				t.Fatalf("n=%d, %s: %d loads, %d point reads, %d commits; want %d, %d, %d",
+					n, what, store.loads, store.txs, store.commits, loads, txs, commits)
+			}
+			seq++
+		}
+		step("cold add", convoy.NewProcessor(store, convoy.ProcessorOptions{}), add(seq, "new-1", 5), 1, 0, 1)
+		step("cold modify", convoy.NewProcessor(store, convoy.ProcessorOptions{}), modify(seq, "t-0", 7), 1, 1, 1)
+		warm := convoy.NewProcessor(store, convoy.ProcessorOptions{})
+		step("cold add", warm, add(seq, "new-2", 5), 1, 0, 1)
+		step("warm add", warm, add(seq, "new-3", 5), 0, 0, 1)
+		step("warm modify of a transaction just added", warm, modify(seq, "new-3", 6), 0, 0, 1)
+		step("warm modify of an old transaction", warm, modify(seq, "t-1", 9), 0, 1, 1)
+		o, _ := store.Store.Load(ctx, "o-1")
+		// Oracle: the arithmetic of the messages sent.
+		if want := int64(n) - 1 + 7 - 1 + 9 + 5 + 5 + 6; o.TotalAmount != want || o.TxCount != int64(n)+3 {
+			t.Fatalf("n=%d: total %d over %d transactions, want %d over %d", n, o.TotalAmount, o.TxCount, want, n+3)
+		}
+	}
+}
+
+// TestAddOfExistingTxIdOnColdCache: an instance that does not know the
+// order's transactions takes an AddTransaction as new; the commit finds the
+// txId and fails, and the message is then rejected, exactly once: within
+// the call when it may retry, on the next delivery when it may not.
+func TestAddOfExistingTxIdOnColdCache(t *testing.T) {
+	ctx := context.Background()
+	for _, attempts := range []int{0, 1} {
+		store := memstore.New()
+		if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{}).Process(ctx, "o-1",
+			[]convoy.Message{create(1), add(2, "t-1", 5), add(3, "t-2", 6)}); err != nil {
+			t.Fatal(err)
+		}
+		p := convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: fault.RetryPolicy{MaxAttempts: attempts, Initial: time.Millisecond}})
+		var res convoy.Result
+		var err error
+		for try := 0; try < 3; try++ {
+			if res, err = p.Process(ctx, "o-1", []convoy.Message{add(4, "t-1", 100)}); err == nil {
+				break
+			}
+			if !fault.IsTransient(err) {
+				t.Fatal(err)
+			}
+		}
+		if err != nil || len(res.Outcomes) != 1 || res.Outcomes[0].Disposition != convoy.Rejected || !strings.Contains(res.Outcomes[0].Reason, "already exists") {
+			t.Fatalf("attempts %d: %+v, %v; want rejected: already exists", attempts, res, err)
+		}
+		v, err := convoy.ReadView(ctx, store, store, "o-1", "", 0)
+		if err != nil || v.Total != 11 || len(v.Transactions) != 2 || len(v.Rejected) != 1 || v.Rejected[0].Seq != 4 || v.AppliedSeq != 4 {
+			t.Fatalf("attempts %d: %+v, %v", attempts, v, err)
+		}
+	}
 }

@@ -137,7 +137,10 @@ func (b *batchBody) insert(pk, rk string) *entityJSON {
 	return b.op(http.MethodPost, pk, rk, "Prefer: return-no-content\r\n")
 }
 func (b *batchBody) upsert(pk, rk string) *entityJSON { return b.op(http.MethodPut, pk, rk, "") }
-func (b *batchBody) delete(pk, rk string)             { b.op(http.MethodDelete, pk, rk, "If-Match: *\r\n") }
+
+// merge updates an entity that must exist, keeping the properties not written.
+func (b *batchBody) merge(pk, rk string) *entityJSON { return b.op("MERGE", pk, rk, "If-Match: *\r\n") }
+func (b *batchBody) delete(pk, rk string)            { b.op(http.MethodDelete, pk, rk, "If-Match: *\r\n") }
 
 func (b *batchBody) close() []byte {
 	b.line("--", b.changeset, "--\r\n")

@@ -115,11 +115,11 @@ func (s *stubService) stores(t *testing.T) (*Store, *Ledgers) {
 	return New(svc.NewClient("t"), batches.Table("t")), NewLedgers(svc.NewClient("t"))
 }
 
-// commit commits a change of three operations (marker, head, one transaction).
+// commit commits a change of four operations (marker, head, one transaction's two rows).
 func commit(ctx context.Context, s *Store) error {
 	o := convoy.NewOrder("o-1")
 	o.AppliedSeq, o.UpdatedAt = 1, time.Now()
-	return s.Commit(ctx, o, 0, &convoy.Change{Tx: map[int]convoy.TxEntry{0: {TxID: "t-1", Amount: 5}}})
+	return s.Commit(ctx, o, 0, &convoy.Change{Tx: map[string]convoy.TxWrite{"t-1": {TxRecord: convoy.TxRecord{TxEntry: convoy.TxEntry{TxID: "t-1", Amount: 5}}, Added: true}}})
 }
 
 // allocate allocates seqs: one transaction of two operations (alloc row, counter).
@@ -217,7 +217,7 @@ func TestMalformedAnswerIsTransient(t *testing.T) {
 		ops  int
 		do   func() error
 	}{
-		{"commit", 3, func() error { return commit(ctx, store) }},
+		{"commit", 4, func() error { return commit(ctx, store) }},
 		{"allocation", 2, func() error { return allocate(ctx, ledgers) }},
 	} {
 		complete := answer(successes(call.ops)...)

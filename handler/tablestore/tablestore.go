@@ -3,11 +3,23 @@
 //
 // Rows of an order's partition (PartitionKey = order id):
 //
-//	h                      head: status, currency, appliedSeq, version, …
+//	h                      head: status, currency, appliedSeq, version, total, txCount, layout, …
 //	p:<seq, 19 digits>     a parked message
 //	r:<seq, 19 digits>     a rejection
 //	t:<position, 10 digits> a transaction, in the order added
 //	v:<version, 19 digits> commit marker: inserted (never replaced) by each commit
+//	x:<txId>               a transaction by its id: its position and amount
+//
+// What a message reads does not depend on the order's history (issue 27):
+// the head and the parked rows are one RowKey range (h to p;), read by one
+// query; a ModifyTransaction's record is one point read of its x row; an
+// AddTransaction's x row is inserted by the commit, which fails whole if the
+// txId exists. Transactions and rejections are read a page at a time
+// (History). Layout 2 is a head with Layout = 2 (its Total and TxCount are
+// then kept, and every transaction has its x row); a head without it was
+// written by a release before issue 27 (or by one again, in a rolling
+// upgrade or a rollback: it replaces the head whole), and Load migrates the
+// partition (migrate).
 //
 // The blocked-orders index is the partition "~blocked" ('~' is not in the
 // order id alphabet): RowKey convoy.BlockedKey, oldest first.
@@ -21,6 +33,7 @@
 package tablestore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,6 +41,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +59,12 @@ const (
 	rejectPrefix = "r:"
 	txPrefix     = "t:"
 	markerPrefix = "v:"
+	txIDPrefix   = "x:"
+	// headRangeEnd ends the RowKey range of the head and the parked rows:
+	// nothing sorts between "h" and "p:", and "p;" follows every "p:…".
+	headRangeEnd = "p;"
+	// layout is the Layout property of a head written since issue 27.
+	layout = 2
 )
 
 // The SDK's own retries of one Table Storage request (the same azcore retry
@@ -104,27 +124,192 @@ func New(table *aztables.Client, batches *Batches) *Store {
 	return &Store{table: table, batches: batches}
 }
 
-// Load implements convoy.Store. One query reads the partition but its markers;
-// rows sort by RowKey, so the head comes first.
+// Load implements convoy.Store. One query reads the head and the parked
+// rows (one RowKey range, the head first); a head of the layout before
+// issue 27 is migrated first (migrate).
 func (s *Store) Load(ctx context.Context, orderID string) (*convoy.Order, error) {
-	o := convoy.NewOrder(orderID)
-	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey lt '%s'", escape(orderID), markerPrefix)
+	o, etag, legacy, err := s.loadHead(ctx, orderID)
+	if err != nil || !legacy {
+		return o, err
+	}
+	if err := s.migrate(ctx, o, etag); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// loadHead reads the head and the parked rows; legacy: the head is of the
+// layout before issue 27 (etag: the head's).
+func (s *Store) loadHead(ctx context.Context, orderID string) (o *convoy.Order, etag azcore.ETag, legacy bool, err error) {
+	o = convoy.NewOrder(orderID)
+	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge '%s' and RowKey lt '%s'", escape(orderID), headKey, headRangeEnd)
 	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
 			if tableCode(err) == aztables.TableNotFound {
-				return o, nil
+				return o, "", false, nil
 			}
-			return nil, classify(err, "load order "+orderID)
+			return nil, "", false, classify(err, "load order "+orderID)
 		}
 		for _, raw := range page.Entities {
-			if err := decodeRow(o, raw); err != nil {
-				return nil, fault.Wrap(fault.Internal, err, "load order "+orderID)
+			var e aztables.EDMEntity
+			if err := json.Unmarshal(raw, &e); err != nil {
+				return nil, "", false, fault.Wrap(fault.Internal, err, "load order "+orderID)
+			}
+			if e.RowKey == headKey {
+				etag, legacy = azcore.ETag(e.ETag), props(e.Properties).int("Layout") < layout
+			}
+			if err := decodeRow(o, e); err != nil {
+				return nil, "", false, fault.Wrap(fault.Internal, err, "load order "+orderID)
 			}
 		}
 	}
-	return o, nil
+	return o, etag, legacy && o.Version > 0, nil
+}
+
+// migrate brings a partition written before issue 27 to layout 2, once: it
+// reads every transaction row (pages of 1,000), writes each one's x row
+// (upserts, 100 a transaction: derived data that no reader trusts until the
+// head says layout 2), then merges Total, TxCount and Layout into the head if
+// its ETag is still etag. A commit in between (of this release or the one
+// before) changes the head: the migration is then a conflict, and the next
+// Load starts it again. It never changes the version (the compare-and-swap
+// token the blocked index also relies on). The cost is that of the old Load
+// plus N/100 writes, paid by the first Load of the order.
+func (s *Store) migrate(ctx context.Context, o *convoy.Order, etag azcore.ETag) error {
+	what := "migrate order " + o.ID + " to layout 2"
+	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge '%s' and RowKey lt '%s'", escape(o.ID), txPrefix, prefixEnd(txPrefix))
+	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
+	var total, count int64
+	b := s.batches.newBody()
+	flush := func() error {
+		if b.ops == 0 {
+			return nil
+		}
+		err := s.batches.submit(ctx, b)
+		b = s.batches.newBody()
+		return err
+	}
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return classify(err, what)
+		}
+		for _, raw := range page.Entities {
+			r, err := decodeTx(raw)
+			if err != nil {
+				return fault.Wrap(fault.Internal, err, what)
+			}
+			if r.Position != count {
+				return fault.Errorf(fault.Internal, "%s: transaction row %d where %d was expected", what, r.Position, count)
+			}
+			total += r.Amount
+			count++
+			e := b.upsert(o.ID, txIDPrefix+r.TxID)
+			e.i64("Position", r.Position)
+			e.i64("Amount", r.Amount)
+			e.end()
+			if b.ops == maxBatchOps {
+				if err := flush(); err != nil {
+					return classify(err, what)
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return classify(err, what)
+	}
+	head := map[string]any{"PartitionKey": o.ID, "RowKey": headKey, "Layout": int32(layout),
+		"Total": strconv.FormatInt(total, 10), "Total@odata.type": "Edm.Int64",
+		"TxCount": strconv.FormatInt(count, 10), "TxCount@odata.type": "Edm.Int64"}
+	body, err := json.Marshal(head)
+	if err != nil {
+		return fault.Wrap(fault.Internal, err, what)
+	}
+	_, err = s.table.UpdateEntity(ctx, body, &aztables.UpdateEntityOptions{IfMatch: &etag, UpdateMode: aztables.UpdateModeMerge})
+	switch tableCode(err) {
+	case "":
+	case aztables.UpdateConditionNotSatisfied, aztables.ResourceNotFound, aztables.EntityNotFound:
+		return fmt.Errorf("%s: the head changed meanwhile: %w", what, convoy.ErrConflict)
+	default:
+		return classify(err, what)
+	}
+	o.TotalAmount, o.TxCount = total, count
+	return nil
+}
+
+// maxBatchOps is the most operations of one entity-group transaction.
+const maxBatchOps = 100
+
+// prefixEnd is the first RowKey after every key that starts with prefix (a
+// letter and ':'): the same letter and ';'.
+func prefixEnd(prefix string) string { return prefix[:len(prefix)-1] + ";" }
+
+// Tx implements convoy.Store: one point read of the x row, then of the t
+// row it names (for the data); a missing x row is a missing transaction.
+func (s *Store) Tx(ctx context.Context, orderID, txID string) (convoy.TxRecord, bool, error) {
+	what := fmt.Sprintf("read transaction %q of order %q", txID, orderID)
+	resp, err := s.table.GetEntity(ctx, orderID, txIDPrefix+txID, nil)
+	switch tableCode(err) {
+	case "":
+	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+		return convoy.TxRecord{}, false, nil
+	default:
+		return convoy.TxRecord{}, false, classify(err, what)
+	}
+	var e aztables.EDMEntity
+	if err := json.Unmarshal(resp.Value, &e); err != nil {
+		return convoy.TxRecord{}, false, fault.Wrap(fault.Internal, err, what)
+	}
+	p := props(e.Properties)
+	return convoy.TxRecord{Position: p.int("Position"), TxEntry: convoy.TxEntry{TxID: txID, Amount: p.int("Amount")}}, true, nil
+}
+
+var _ convoy.History = (*Store)(nil)
+
+// Transactions implements convoy.History: one query of the t rows from
+// position from (more when the service has another page).
+func (s *Store) Transactions(ctx context.Context, orderID string, from int64, limit int) ([]convoy.TxEntry, bool, error) {
+	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge '%s' and RowKey lt '%s'", escape(orderID), txKey(from), prefixEnd(txPrefix))
+	rs, more, err := listUpTo(ctx, s.table, filter, limit, "read the transactions of order "+orderID, decodeTx)
+	out := make([]convoy.TxEntry, len(rs))
+	for i, r := range rs {
+		out[i] = r.TxEntry
+	}
+	return out, more, err
+}
+
+// Rejections implements convoy.History: one query of the r rows from seq from.
+func (s *Store) Rejections(ctx context.Context, orderID string, from int64, limit int) ([]convoy.Rejection, bool, error) {
+	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge '%s' and RowKey lt '%s'", escape(orderID), seqKey(rejectPrefix, max(from, 0)), prefixEnd(rejectPrefix))
+	rs, more, err := listUpTo(ctx, s.table, filter, limit, "read the rejections of order "+orderID, decodeRejection)
+	if rs == nil {
+		rs = []convoy.Rejection{}
+	}
+	return rs, more, err
+}
+
+func decodeTx(raw []byte) (convoy.TxRecord, error) {
+	var e aztables.EDMEntity
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return convoy.TxRecord{}, err
+	}
+	pos, err := strconv.ParseInt(strings.TrimPrefix(e.RowKey, txPrefix), 10, 64)
+	if err != nil || !strings.HasPrefix(e.RowKey, txPrefix) {
+		return convoy.TxRecord{}, fmt.Errorf("unexpected transaction row %q", e.RowKey)
+	}
+	p := props(e.Properties)
+	return convoy.TxRecord{Position: pos, TxEntry: convoy.TxEntry{TxID: p.str("TxId"), Amount: p.int("Amount"), Data: p.data()}}, nil
+}
+
+func decodeRejection(raw []byte) (convoy.Rejection, error) {
+	var e aztables.EDMEntity
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return convoy.Rejection{}, err
+	}
+	p := props(e.Properties)
+	return convoy.Rejection{Seq: p.int("Seq"), Op: convoy.Op(p.str("Op")), TxID: p.str("TxId"), Reason: p.str("Reason")}, nil
 }
 
 // Commit implements convoy.Store.
@@ -174,18 +359,31 @@ func (s *Store) commitBody(o *convoy.Order, base int64, c *convoy.Change) *batch
 	e.str("Currency", o.Currency)
 	e.i64("AppliedSeq", o.AppliedSeq)
 	e.i64("Version", base+1)
+	e.i64("Total", o.TotalAmount)
+	e.i64("TxCount", o.TxCount)
+	e.i32("Layout", layout)
 	e.time("UpdatedAt", o.UpdatedAt)
 	if !o.BlockedSince.IsZero() {
 		e.time("BlockedSince", o.BlockedSince)
 	}
 	e.data(o.Data)
 	e.end()
-	for _, i := range slices.Sorted(maps.Keys(c.Tx)) {
-		t := c.Tx[i]
-		e := b.upsert(o.ID, fmt.Sprintf("%s%010d", txPrefix, i))
-		e.str("TxId", t.TxID)
-		e.i64("Amount", t.Amount)
-		e.data(t.Data)
+	// A transaction added: its two rows inserted (an x row that exists fails
+	// the whole commit: the txId exists). Modified: both merged, the data
+	// kept unless replaced; If-Match * fails the commit if either is missing.
+	for _, w := range slices.SortedFunc(maps.Values(c.Tx), func(a, b convoy.TxWrite) int { return cmp.Compare(a.Position, b.Position) }) {
+		write := b.merge
+		if w.Added {
+			write = b.insert
+		}
+		e := write(o.ID, txKey(w.Position))
+		e.str("TxId", w.TxID)
+		e.i64("Amount", w.Amount)
+		e.data(w.Data)
+		e.end()
+		e = write(o.ID, txIDPrefix+w.TxID)
+		e.i64("Position", w.Position)
+		e.i64("Amount", w.Amount)
 		e.end()
 	}
 	for _, r := range c.Rejections {
@@ -224,11 +422,8 @@ func (p props) data() json.RawMessage {
 	return nil
 }
 
-func decodeRow(o *convoy.Order, raw []byte) error {
-	var e aztables.EDMEntity
-	if err := json.Unmarshal(raw, &e); err != nil {
-		return err
-	}
+// decodeRow reads a row of the head's range: the head or a parked message.
+func decodeRow(o *convoy.Order, e aztables.EDMEntity) error {
 	p := props(e.Properties)
 	switch key := e.RowKey; {
 	case key == headKey:
@@ -237,15 +432,11 @@ func decodeRow(o *convoy.Order, raw []byte) error {
 		o.Currency = p.str("Currency")
 		o.AppliedSeq = p.int("AppliedSeq")
 		o.Version = p.int("Version")
+		o.TotalAmount = p.int("Total")
+		o.TxCount = p.int("TxCount")
 		o.UpdatedAt = p.time("UpdatedAt")
 		o.BlockedSince = p.time("BlockedSince")
 		o.Data = p.data()
-	case strings.HasPrefix(key, txPrefix):
-		o.Transactions = append(o.Transactions, convoy.TxEntry{TxID: p.str("TxId"), Amount: p.int("Amount"), Data: p.data()})
-	case strings.HasPrefix(key, rejectPrefix):
-		o.Rejected = append(o.Rejected, convoy.Rejection{
-			Seq: p.int("Seq"), Op: convoy.Op(p.str("Op")), TxID: p.str("TxId"), Reason: p.str("Reason"),
-		})
 	case strings.HasPrefix(key, parkedPrefix):
 		m := convoy.Message{Seq: p.int("Seq"), Last: p.bool("Last"), MessageID: p.str("MessageId"), Tx: convoy.Transaction{
 			OrderID: o.ID, Op: convoy.Op(p.str("Op")), TxID: p.str("TxId"), Currency: p.str("Currency"), Data: p.data(),
@@ -318,6 +509,8 @@ func listUpTo[T any](ctx context.Context, table *aztables.Client, filter string,
 
 // maxPageSize is the most entities the Table service returns per page ($top).
 const maxPageSize = 1000
+
+func txKey(position int64) string { return fmt.Sprintf("%s%010d", txPrefix, position) }
 
 func markerKey(version int64) string { return fmt.Sprintf("%s%019d", markerPrefix, version) }
 

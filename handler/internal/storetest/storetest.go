@@ -32,6 +32,9 @@ func Run(t *testing.T, store convoy.Store) {
 		{"FailedCommitWritesNothing", testAtomicFailure},
 		{"FullCommit", testFullCommit},
 		{"TenThousandTransactions", testManyTransactions},
+		{"TxPointRead", testTxPointRead},
+		{"AddExistingTxIdConflicts", testAddExistingConflicts},
+		{"HistoryPages", testHistoryPages},
 		{"BlockedIndex", testBlockedIndex},
 		{"BlockedIndexListedMidCommit", testBlockedListedMidCommit},
 		{"BlockedIndexPageWithoutHeads", testBlockedPageWithoutHeads},
@@ -63,10 +66,27 @@ func step(t *testing.T, s convoy.Store, o *convoy.Order, msgs ...convoy.Message)
 	t.Helper()
 	var c convoy.Change
 	now := epoch.Add(time.Duration(o.Version) * time.Second)
+	lookup := func(m convoy.Message) { // as the processor does: a ModifyTransaction's record, read
+		if txID, ok := o.Lookup(m, false); ok {
+			r, found, err := s.Tx(context.Background(), o.ID, txID)
+			if err != nil {
+				t.Fatalf("Tx(%s): %v", txID, err)
+			}
+			if found {
+				o.Learn(txID, &r)
+			} else {
+				o.Learn(txID, nil)
+			}
+		}
+	}
 	for _, m := range msgs {
 		m.Tx.OrderID = o.ID
+		lookup(m)
 		o.Receive(m, now, &c)
 		for {
+			if next, ok := o.NextParked(); ok {
+				lookup(next)
+			}
 			if _, ok := o.DrainNext(now, &c); !ok {
 				break
 			}
@@ -87,7 +107,7 @@ func load(t *testing.T, s convoy.Store, id string) *convoy.Order {
 	return o
 }
 
-// same fails unless got has the state of want.
+// same fails unless got has the head and parked messages of want.
 func same(t *testing.T, got, want *convoy.Order) {
 	t.Helper()
 	g, w := comparable(got), comparable(want)
@@ -101,32 +121,86 @@ type state struct {
 	Data                  string
 	Complete              bool
 	AppliedSeq, Version   int64
-	Transactions          []convoy.TxEntry
-	Rejected              []convoy.Rejection
+	Total, TxCount        int64
 	Parked                map[int64]convoy.Message
 	BlockedSince, Updated time.Time
 }
 
 func comparable(o *convoy.Order) state {
 	s := state{ID: o.ID, Status: string(o.Status), Currency: o.Currency, Data: string(o.Data), Complete: o.Complete,
-		AppliedSeq: o.AppliedSeq, Version: o.Version, Transactions: o.Transactions, Rejected: o.Rejected,
+		AppliedSeq: o.AppliedSeq, Version: o.Version, Total: o.TotalAmount, TxCount: o.TxCount,
 		Parked: o.Parked, BlockedSince: o.BlockedSince, Updated: o.UpdatedAt}
-	if len(s.Transactions) == 0 {
-		s.Transactions = nil
-	}
-	if len(s.Rejected) == 0 {
-		s.Rejected = nil
-	}
 	if len(s.Parked) == 0 {
 		s.Parked = nil
 	}
 	return s
 }
 
+func tx(id string, amount int64) convoy.TxEntry { return convoy.TxEntry{TxID: id, Amount: amount} }
+
+func rejection(seq int64, op convoy.Op, txID, reason string) convoy.Rejection {
+	return convoy.Rejection{Seq: seq, Op: op, TxID: txID, Reason: reason}
+}
+
+// history reads the order's whole history through convoy.ReadView, pageSize
+// at a time, following the continuations.
+func history(t *testing.T, s convoy.Store, id string, pageSize int) ([]convoy.TxEntry, []convoy.Rejection) {
+	t.Helper()
+	h, ok := s.(convoy.History)
+	if !ok {
+		t.Fatalf("%T does not implement convoy.History", s)
+	}
+	var txs []convoy.TxEntry
+	var rs []convoy.Rejection
+	token := ""
+	for pages := 0; ; pages++ {
+		if pages > 100_000 {
+			t.Fatal("the history never ends")
+		}
+		v, err := convoy.ReadView(context.Background(), s, h, id, token, pageSize)
+		if err != nil {
+			t.Fatalf("read the history of %s: %v", id, err)
+		}
+		if len(v.Transactions) > pageSize || len(v.Rejected) > pageSize {
+			t.Fatalf("a page of %d holds %d transactions and %d rejections", pageSize, len(v.Transactions), len(v.Rejected))
+		}
+		txs = append(txs, v.Transactions...)
+		rs = append(rs, v.Rejected...)
+		if token = v.Continuation; token == "" {
+			return txs, rs
+		}
+	}
+}
+
+// sameHistory fails unless the stored history is wantTx and wantRej, read
+// in one page and in pages of 2.
+func sameHistory(t *testing.T, s convoy.Store, id string, wantTx []convoy.TxEntry, wantRej []convoy.Rejection) {
+	t.Helper()
+	for _, size := range []int{convoy.MaxHistoryPageSize, 2} {
+		gotTx, gotRej := history(t, s, id, size)
+		norm := func(txs []convoy.TxEntry) []convoy.TxEntry {
+			out := make([]convoy.TxEntry, len(txs))
+			for i, x := range txs {
+				out[i] = convoy.TxEntry{TxID: x.TxID, Amount: x.Amount, Data: x.Data}
+				if len(x.Data) == 0 {
+					out[i].Data = nil
+				}
+			}
+			return out
+		}
+		if !reflect.DeepEqual(norm(gotTx), norm(wantTx)) || !reflect.DeepEqual(append([]convoy.Rejection{}, gotRej...), append([]convoy.Rejection{}, wantRej...)) {
+			t.Fatalf("history in pages of %d:\n got %+v\n     %+v\nwant %+v\n     %+v", size, gotTx, gotRej, wantTx, wantRej)
+		}
+	}
+}
+
 func testLoadUnknown(t *testing.T, s convoy.Store, id string) {
 	o := load(t, s, id)
-	if o.Version != 0 || o.Status != convoy.StatusNew || o.AppliedSeq != 0 || len(o.Transactions)+len(o.Parked)+len(o.Rejected) != 0 {
+	if o.Version != 0 || o.Status != convoy.StatusNew || o.AppliedSeq != 0 || o.TxCount != 0 || o.TotalAmount != 0 || len(o.Parked) != 0 {
 		t.Fatalf("unknown order loaded as %+v, want a new order at version 0", o)
+	}
+	if _, found, err := s.Tx(context.Background(), id, "t-1"); err != nil || found {
+		t.Fatalf("a transaction of an unknown order: %v, %v", found, err)
 	}
 }
 
@@ -139,8 +213,95 @@ func testCommitThenLoad(t *testing.T, s convoy.Store, id string) {
 	step(t, s, o, last)
 	got := load(t, s, id)
 	same(t, got, o)
-	if got.Total() != -1193 || !got.Complete || len(got.Rejected) != 1 || got.Version != 3 {
+	if got.Total() != -1193 || !got.Complete || got.TxCount != 2 || got.Version != 3 {
 		t.Fatalf("unexpected state %+v", comparable(got))
+	}
+	sameHistory(t, s, id, []convoy.TxEntry{tx("t-1", -1200), tx("t-2", 7)},
+		[]convoy.Rejection{rejection(4, convoy.ModifyTransaction, "t-404", `transaction "t-404" does not exist`)})
+}
+
+// testTxPointRead: Store.Tx reads one transaction by its id: its position in
+// the order added and its amount after the latest modification.
+func testTxPointRead(t *testing.T, s convoy.Store, id string) {
+	o := convoy.NewOrder(id)
+	step(t, s, o, msg(1, convoy.CreateOrder, "", 0), msg(2, convoy.AddTransaction, "t-a", 10), msg(3, convoy.AddTransaction, "t-b", 20))
+	step(t, s, o, msg(4, convoy.ModifyTransaction, "t-a", 15))
+	ctx := context.Background()
+	for _, want := range []convoy.TxRecord{{Position: 0, TxEntry: tx("t-a", 15)}, {Position: 1, TxEntry: tx("t-b", 20)}} {
+		got, found, err := s.Tx(ctx, id, want.TxID)
+		if err != nil || !found || got.Position != want.Position || got.TxID != want.TxID || got.Amount != want.Amount {
+			t.Fatalf("Tx(%s) = %+v, %v, %v; want %+v", want.TxID, got, found, err, want)
+		}
+	}
+	if _, found, err := s.Tx(ctx, id, "t-c"); err != nil || found {
+		t.Fatalf("Tx of a transaction never added: %v, %v", found, err)
+	}
+}
+
+// testAddExistingConflicts: a commit that adds a txId the order has already
+// (decided by a writer that did not know it) fails whole with ErrConflict:
+// the commit itself is the check, so that steady state needs no read.
+func testAddExistingConflicts(t *testing.T, s convoy.Store, id string) {
+	o := convoy.NewOrder(id)
+	step(t, s, o, msg(1, convoy.CreateOrder, "", 0), msg(2, convoy.AddTransaction, "t-1", 5))
+	before := load(t, s, id) // knows no transaction
+	blind := before.Clone()
+	var c convoy.Change
+	out := blind.Receive(msg(3, convoy.AddTransaction, "t-1", 9), epoch, &c)
+	if out.Disposition != convoy.Applied {
+		t.Fatalf("an order that does not know t-1 decided %v, want applied (the commit checks it)", out)
+	}
+	if err := s.Commit(context.Background(), blind, blind.Version, &c); !errors.Is(err, convoy.ErrConflict) {
+		t.Fatalf("commit adding an existing txId: got %v, want ErrConflict", err)
+	}
+	same(t, load(t, s, id), before)
+	sameHistory(t, s, id, []convoy.TxEntry{tx("t-1", 5)}, nil)
+	// Knowing it, the order rejects it.
+	r, found, err := s.Tx(context.Background(), id, "t-1")
+	if err != nil || !found {
+		t.Fatalf("Tx(t-1): %v, %v", found, err)
+	}
+	before.Learn("t-1", &r)
+	c = convoy.Change{}
+	if out := before.Receive(msg(3, convoy.AddTransaction, "t-1", 9), epoch, &c); out.Disposition != convoy.Rejected {
+		t.Fatalf("knowing t-1: %v, want rejected", out)
+	}
+}
+
+// testHistoryPages: the history reads a page at a time, transactions in the
+// order added and rejections by seq, and a continuation not issued is refused.
+func testHistoryPages(t *testing.T, s convoy.Store, id string) {
+	o := convoy.NewOrder(id)
+	msgs := []convoy.Message{msg(1, convoy.CreateOrder, "", 0)}
+	var wantTx []convoy.TxEntry
+	var wantRej []convoy.Rejection
+	for seq := int64(2); seq <= 40; seq++ {
+		if seq%5 == 0 { // rejected: modifies a transaction never added
+			msgs = append(msgs, msg(seq, convoy.ModifyTransaction, fmt.Sprintf("none-%d", seq), 1))
+			wantRej = append(wantRej, rejection(seq, convoy.ModifyTransaction, fmt.Sprintf("none-%d", seq), fmt.Sprintf("transaction \"none-%d\" does not exist", seq)))
+			continue
+		}
+		msgs = append(msgs, msg(seq, convoy.AddTransaction, fmt.Sprintf("t-%02d", 50-seq), seq))
+		wantTx = append(wantTx, tx(fmt.Sprintf("t-%02d", 50-seq), seq)) // txIds sort against the order added
+	}
+	for _, m := range msgs {
+		if !o.Knows(m.Tx.TxID) && m.Tx.Op == convoy.ModifyTransaction {
+			o.Learn(m.Tx.TxID, nil)
+		}
+	}
+	step(t, s, o, msgs...)
+	sameHistory(t, s, id, wantTx, wantRej)
+	for _, size := range []int{3, 8, 31, 32} {
+		txs, rs := history(t, s, id, size)
+		if len(txs) != len(wantTx) || len(rs) != len(wantRej) {
+			t.Fatalf("pages of %d: %d transactions, %d rejections", size, len(txs), len(rs))
+		}
+	}
+	h := s.(convoy.History)
+	for _, bad := range []string{"x", "aDIuMS4x", "aDEuMDEuMQ", convoy.HistoryCursor{Tx: -1, Rejected: -1}.Token()} {
+		if _, err := convoy.ReadView(context.Background(), s, h, id, bad, 10); err == nil {
+			t.Fatalf("continuation %q accepted", bad)
+		}
 	}
 }
 
@@ -155,15 +316,32 @@ func testDataKept(t *testing.T, s convoy.Store, id string) {
 		with(msg(3, convoy.AddTransaction, "t-2", 6), `{"v":1}`), msg(4, convoy.ModifyTransaction, "t-1", 7))
 	step(t, s, o, with(msg(6, convoy.DeleteOrder, "", 0), `{"why":"&"}`)) // parked
 	got := load(t, s, id)
-	if string(got.Data) != `{"customer":"<c-1>"}` || len(got.Transactions) != 2 || string(got.Transactions[0].Data) != big ||
-		string(got.Transactions[1].Data) != `{"v":1}` || string(got.Parked[6].Tx.Data) != `{"why":"&"}` {
-		t.Fatalf("data after load: order %s, transactions %+v, parked %+v", got.Data, got.Transactions, got.Parked)
+	if string(got.Data) != `{"customer":"<c-1>"}` || string(got.Parked[6].Tx.Data) != `{"why":"&"}` {
+		t.Fatalf("data after load: order %s, parked %+v", got.Data, got.Parked)
 	}
-	step(t, s, o, with(msg(5, convoy.ModifyTransaction, "t-2", 8), `{"v":2}`)) // drains the DeleteOrder
+	withData := func(e convoy.TxEntry, data string) convoy.TxEntry { e.Data = json.RawMessage(data); return e }
+	sameHistory(t, s, id, []convoy.TxEntry{withData(tx("t-1", 7), big), withData(tx("t-2", 6), `{"v":1}`)}, nil)
+	// A modification in a later commit, from a cold order that read t-2.
+	cold := load(t, s, id)
+	r, found, err := s.Tx(context.Background(), id, "t-2")
+	if err != nil || !found {
+		t.Fatalf("Tx(t-2): %v, %v", found, err)
+	}
+	cold.Learn("t-2", &r)
+	step(t, s, cold, with(msg(5, convoy.ModifyTransaction, "t-2", 8), `{"v":2}`)) // drains the DeleteOrder
 	got = load(t, s, id)
-	if string(got.Data) != `{"why":"&"}` || string(got.Transactions[1].Data) != `{"v":2}` || string(got.Transactions[0].Data) != big {
-		t.Fatalf("data after modify and delete: order %s, transactions %+v", got.Data, got.Transactions)
+	if string(got.Data) != `{"why":"&"}` || got.TotalAmount != 15 {
+		t.Fatalf("after modify and delete: order %s, total %d", got.Data, got.TotalAmount)
 	}
+	sameHistory(t, s, id, []convoy.TxEntry{withData(tx("t-1", 7), big), withData(tx("t-2", 8), `{"v":2}`)}, nil)
+	step(t, s, cold, msg(7, convoy.ModifyTransaction, "t-2", 9)) // rejected: deleted
+	cold2 := load(t, s, id)
+	cold2.Status = convoy.StatusOpen // a modification without data keeps the data (a state the fold cannot reach after a delete)
+	r, _, _ = s.Tx(context.Background(), id, "t-1")
+	cold2.Learn("t-1", &r)
+	step(t, s, cold2, msg(8, convoy.ModifyTransaction, "t-1", 1))
+	sameHistory(t, s, id, []convoy.TxEntry{withData(tx("t-1", 1), big), withData(tx("t-2", 8), `{"v":2}`)},
+		[]convoy.Rejection{rejection(7, convoy.ModifyTransaction, "t-2", "order is not open (status deleted)")})
 }
 
 func testStaleVersion(t *testing.T, s convoy.Store, id string) {
@@ -178,6 +356,7 @@ func testStaleVersion(t *testing.T, s convoy.Store, id string) {
 		t.Fatalf("commit from stale version: got %v, want ErrConflict", err)
 	}
 	same(t, load(t, s, id), o)
+	sameHistory(t, s, id, []convoy.TxEntry{tx("t-1", 5)}, nil)
 }
 
 func testConcurrentCommits(t *testing.T, s convoy.Store, id string) {
@@ -208,8 +387,9 @@ func testConcurrentCommits(t *testing.T, s convoy.Store, id string) {
 		t.Fatalf("%d of %d concurrent commits from one version succeeded, want exactly 1", wins.Load(), writers)
 	}
 	got := load(t, s, id)
-	if got.Version != 2 || len(got.Transactions) != 1 || got.AppliedSeq != 2 {
-		t.Fatalf("after the race: %+v", comparable(got))
+	txs, _ := history(t, s, id, 10)
+	if got.Version != 2 || got.TxCount != 1 || len(txs) != 1 || got.AppliedSeq != 2 || got.TotalAmount != txs[0].Amount {
+		t.Fatalf("after the race: %+v, transactions %+v", comparable(got), txs)
 	}
 }
 
@@ -228,6 +408,7 @@ func testParkThenDrain(t *testing.T, s convoy.Store, id string) {
 	if len(got.Parked) != 0 || got.AppliedSeq != 4 || got.Total() != 21 || !got.BlockedSince.IsZero() {
 		t.Fatalf("drained state: %+v", comparable(got))
 	}
+	sameHistory(t, s, id, []convoy.TxEntry{tx("t-0", 1), tx("t-1", 20)}, nil)
 }
 
 func testAtomicFailure(t *testing.T, s convoy.Store, id string) {
@@ -244,39 +425,64 @@ func testAtomicFailure(t *testing.T, s convoy.Store, id string) {
 		t.Fatalf("commit unparking a missing message: got %v, want ErrConflict", err)
 	}
 	same(t, load(t, s, id), before)
+	sameHistory(t, s, id, nil, nil)
+	if _, found, err := s.Tx(context.Background(), id, "t-1"); err != nil || found {
+		t.Fatalf("the failed commit left transaction t-1: %v, %v", found, err)
+	}
 }
 
 func testFullCommit(t *testing.T, s convoy.Store, id string) {
 	o := convoy.NewOrder(id)
 	msgs := []convoy.Message{msg(1, convoy.CreateOrder, "", 0)}
-	for i := range convoy.MaxChangeRecords {
+	var want []convoy.TxEntry
+	for i := range convoy.MaxChangeRecords / convoy.TxRecords {
 		msgs = append(msgs, msg(int64(i+2), convoy.AddTransaction, fmt.Sprintf("t-%d", i), 1))
+		want = append(want, tx(fmt.Sprintf("t-%d", i), 1))
 	}
 	step(t, s, o, msgs...)
 	got := load(t, s, id)
 	same(t, got, o)
-	if len(got.Transactions) != convoy.MaxChangeRecords {
-		t.Fatalf("%d transactions stored, want %d", len(got.Transactions), convoy.MaxChangeRecords)
-	}
+	sameHistory(t, s, id, want, nil)
 }
 
+// testManyTransactions: an order of 10,000 transactions; Load reads the
+// head (its figures as stored), the history reads in pages, and a
+// modification of the first one, from a cold order, is one point read.
 func testManyTransactions(t *testing.T, s convoy.Store, id string) {
 	const n = 10_000
 	o := convoy.NewOrder(id)
 	step(t, s, o, msg(1, convoy.CreateOrder, "", 0))
+	var want []convoy.TxEntry
+	sum := int64(0)
 	for seq := int64(2); seq <= n+1; {
 		var batch []convoy.Message
-		for ; len(batch) < convoy.MaxChangeRecords && seq <= n+1; seq++ {
+		for ; len(batch) < convoy.MaxChangeRecords/convoy.TxRecords && seq <= n+1; seq++ {
 			batch = append(batch, msg(seq, convoy.AddTransaction, fmt.Sprintf("t-%d", seq), seq))
+			want = append(want, tx(fmt.Sprintf("t-%d", seq), seq))
+			sum += seq
 		}
 		step(t, s, o, batch...)
 	}
-	step(t, s, o, msg(n+2, convoy.ModifyTransaction, "t-2", 0))
-	got := load(t, s, id)
-	if len(got.Transactions) != n || got.Transactions[n-1].TxID != fmt.Sprintf("t-%d", n+1) || got.Transactions[0].Amount != 0 {
-		t.Fatalf("loaded %d transactions (last %v), want %d in order", len(got.Transactions), got.Transactions[len(got.Transactions)-1], n)
+	cold := load(t, s, id)
+	if cold.TxCount != n || cold.TotalAmount != sum {
+		t.Fatalf("loaded %d transactions totalling %d, want %d totalling %d", cold.TxCount, cold.TotalAmount, n, sum)
 	}
-	same(t, got, o)
+	r, found, err := s.Tx(context.Background(), id, "t-2")
+	if err != nil || !found || r.Position != 0 || r.Amount != 2 {
+		t.Fatalf("Tx(t-2) = %+v, %v, %v", r, found, err)
+	}
+	cold.Learn("t-2", &r)
+	step(t, s, cold, msg(n+2, convoy.ModifyTransaction, "t-2", 0))
+	want[0].Amount = 0
+	got := load(t, s, id)
+	same(t, got, cold)
+	if got.TotalAmount != sum-2 {
+		t.Fatalf("total %d after the modification, want %d", got.TotalAmount, sum-2)
+	}
+	txs, rs := history(t, s, id, convoy.MaxHistoryPageSize)
+	if !reflect.DeepEqual(txs, want) || len(rs) != 0 {
+		t.Fatalf("history: %d transactions (first %+v), %d rejections; want %d", len(txs), txs[:1], len(rs), n)
+	}
 }
 
 // testBlockedIndex: the processor keeps the index of blocked orders; the

@@ -1,0 +1,173 @@
+package tablestore_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/tablestore"
+)
+
+// legacyRows writes rows as the release before issue 27 wrote them (its
+// tablestore.commitBody): a head without Layout, Total or TxCount, the
+// transactions by position only, rejections, parked messages, markers.
+type legacyRows struct {
+	t     *testing.T
+	table *aztables.Client
+	id    string
+}
+
+func (l legacyRows) put(props map[string]any) {
+	l.t.Helper()
+	props["PartitionKey"] = l.id
+	body, err := json.Marshal(props)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if _, err := l.table.UpsertEntity(context.Background(), body, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace}); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+func i64(v int64) []any { return []any{fmt.Sprint(v), "Edm.Int64"} }
+
+func (l legacyRows) with(props map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range props {
+		if typed, ok := v.([]any); ok {
+			out[k], out[k+"@odata.type"] = typed[0], typed[1]
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func (l legacyRows) head(version, applied int64, parked int32) {
+	l.put(l.with(map[string]any{"RowKey": "h", "Parked": parked, "Status": "open", "Complete": false, "Currency": "EUR",
+		"AppliedSeq": i64(applied), "Version": i64(version), "UpdatedAt": []any{"2026-11-20T10:00:00Z", "Edm.DateTime"}}))
+	l.put(l.with(map[string]any{"RowKey": fmt.Sprintf("v:%019d", version), "AppliedSeq": i64(applied), "At": []any{"2026-11-20T10:00:00Z", "Edm.DateTime"}}))
+}
+
+func (l legacyRows) tx(pos int, txID string, amount int64) {
+	l.put(l.with(map[string]any{"RowKey": fmt.Sprintf("t:%010d", pos), "TxId": txID, "Amount": i64(amount)}))
+}
+
+// TestLegacyPartition: a partition written by the release before issue 27
+// keeps working. Its first Load migrates it (the x rows, then the head's
+// Total, TxCount and Layout), messages apply to it (a cold modification,
+// a parked message drained, an existing txId rejected), its history reads
+// in pages, and rows the old release reads stay readable by it (a
+// rollback); a head it writes again is migrated again on the next Load.
+func TestLegacyPartition(t *testing.T) {
+	ctx := context.Background()
+	table, name := server.NewNamedTable(t, nil)
+	batches, err := tablestore.NewBatchesFromConnectionString(server.ConnectionString(), &azcore.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := tablestore.New(table, batches.Table(name))
+	old := legacyRows{t: t, table: table, id: "legacy-1"}
+	const n = 300
+	var total int64
+	for i := range n {
+		old.tx(i, fmt.Sprintf("t-%d", i), int64(i))
+		total += int64(i)
+	}
+	old.put(old.with(map[string]any{"RowKey": fmt.Sprintf("r:%019d", 302), "Seq": i64(302), "Op": "ModifyTransaction", "TxId": "nope", "Reason": `transaction "nope" does not exist`}))
+	old.put(old.with(map[string]any{"RowKey": fmt.Sprintf("p:%019d", 304), "Seq": i64(304), "Last": false, "MessageId": "L:304",
+		"Op": "AddTransaction", "TxId": "t-new", "Currency": "", "Amount": i64(1000)}))
+	old.head(10, 302, 1)
+
+	o, err := store.Load(ctx, "legacy-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Version != 10 || o.AppliedSeq != 302 || o.TxCount != n || o.TotalAmount != total || len(o.Parked) != 1 || o.Parked[304].Tx.TxID != "t-new" {
+		t.Fatalf("legacy partition loaded as version %d, applied %d, %d transactions totalling %d, parked %v; want 10, 302, %d totalling %d, 304",
+			o.Version, o.AppliedSeq, o.TxCount, o.TotalAmount, o.Parked, n, total)
+	}
+	if r, found, err := store.Tx(ctx, "legacy-1", "t-5"); err != nil || !found || r.Position != 5 || r.Amount != 5 {
+		t.Fatalf("Tx(t-5) after the migration: %+v, %v, %v", r, found, err)
+	}
+	if layout := headProps(t, table, "legacy-1")["Layout"]; fmt.Sprint(layout) != "2" {
+		t.Fatalf("the head's Layout after the migration: %v, want 2", layout)
+	}
+
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{})
+	amount := func(v int64) *int64 { return &v }
+	res, err := p.Process(ctx, "legacy-1", []convoy.Message{
+		{Seq: 303, Tx: convoy.Transaction{OrderID: "legacy-1", Op: convoy.ModifyTransaction, TxID: "t-5", Amount: amount(50)}},
+		{Seq: 305, Tx: convoy.Transaction{OrderID: "legacy-1", Op: convoy.AddTransaction, TxID: "t-7", Amount: amount(1)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var disp []string
+	for _, out := range res.Outcomes {
+		disp = append(disp, fmt.Sprint(out.Seq, out.Disposition))
+	}
+	if got := strings.Join(disp, " "); got != "303applied 304applied 305rejected" {
+		t.Fatalf("outcomes %s", got)
+	}
+	total += 50 - 5 + 1000
+	txs, rejected := historyOf(t, store, "legacy-1")
+	if len(txs) != n+1 || txs[5].Amount != 50 || txs[n].TxID != "t-new" || len(rejected) != 2 || rejected[0].Seq != 302 || rejected[1].Seq != 305 {
+		t.Fatalf("history: %d transactions (t-5 %+v, last %+v), rejections %+v", len(txs), txs[5], txs[len(txs)-1], rejected)
+	}
+	if o, _ := store.Load(ctx, "legacy-1"); o.TotalAmount != total || o.TxCount != n+1 || o.Version != 11 {
+		t.Fatalf("after the messages: total %d over %d at version %d, want %d over %d at 11", o.TotalAmount, o.TxCount, o.Version, total, n+1)
+	}
+
+	// The old release's Load read every row before the markers ("lt v:"):
+	// the rows it finds are still only of the kinds it knows.
+	filter := "PartitionKey eq 'legacy-1' and RowKey lt 'v:'"
+	pager := table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, raw := range page.Entities {
+			var e aztables.EDMEntity
+			_ = json.Unmarshal(raw, &e)
+			if k := e.RowKey; k != "h" && !strings.HasPrefix(k, "p:") && !strings.HasPrefix(k, "r:") && !strings.HasPrefix(k, "t:") {
+				t.Fatalf("row %q would break the release before (rollback)", k)
+			}
+		}
+	}
+
+	// A rollback (or an old instance in a rolling upgrade) writes the head
+	// whole, without Layout, and a transaction without its x row.
+	old.tx(n+1, "t-old", 7)
+	old.head(12, 306, 0)
+	o, err = store.Load(ctx, "legacy-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.TxCount != n+2 || o.TotalAmount != total+7 || o.Version != 12 {
+		t.Fatalf("after an old release's write: %d transactions totalling %d at version %d; want %d totalling %d at 12", o.TxCount, o.TotalAmount, o.Version, n+2, total+7)
+	}
+	if r, found, err := store.Tx(ctx, "legacy-1", "t-old"); err != nil || !found || r.Position != n+1 || r.Amount != 7 {
+		t.Fatalf("Tx(t-old): %+v, %v, %v", r, found, err)
+	}
+}
+
+func headProps(t *testing.T, table *aztables.Client, id string) map[string]any {
+	t.Helper()
+	resp, err := table.GetEntity(context.Background(), id, "h", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e aztables.EDMEntity
+	if err := json.Unmarshal(resp.Value, &e); err != nil {
+		t.Fatal(err)
+	}
+	return e.Properties
+}
