@@ -10,7 +10,10 @@ import (
 	"slices"
 	"sync"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/tracing"
 )
 
 // DefaultAllMax is how many dead letters one call of All receives by default.
@@ -98,7 +101,17 @@ func (p *Progress) order(id string) *OrderProgress {
 // comes back empty peeks the sub-queue before it says Done: dead letters it
 // saw but could not receive (another reader holds them) make it Incomplete.
 // On error, what was not replayed stays dead-lettered.
+//
+// Like Order, it keeps each message's trace context and links its span
+// ("replay dead letters") to the context of every dead letter it acts on.
 func All(ctx context.Context, src Source, sender convoy.Sender, opts AllOptions) (Progress, error) {
+	ctx, span := tracing.Tracer().Start(ctx, "replay dead letters")
+	p, err := all(ctx, src, sender, opts)
+	endRun(span, err, attribute.Int("convoy.scanned", p.Scanned))
+	return p, err
+}
+
+func all(ctx context.Context, src Source, sender convoy.Sender, opts AllOptions) (Progress, error) {
 	tok, err := ParseContinuation(opts.Continuation)
 	if err != nil {
 		return Progress{}, err

@@ -23,8 +23,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/tracing"
 )
 
 // DeadLetter is a message of a dead-letter sub-queue, locked by Receive (or
@@ -152,7 +157,49 @@ type Report struct {
 // Order replays the dead letters of orderID. Messages of other orders are
 // released untouched. On error, everything not yet replayed stays
 // dead-lettered, and the report says what was.
+//
+// A re-sent message keeps the trace context of its dead letter, so that its
+// apply stays in the ledger's trace; the run's own span ("replay order")
+// links to the context of every dead letter it re-sent or completed as a
+// duplicate (a skip settles its dead letter so).
 func Order(ctx context.Context, src Source, sender convoy.Sender, orderID string, opts Options) (Report, error) {
+	ctx, span := tracing.Tracer().Start(ctx, "replay order", trace.WithAttributes(attribute.String("convoy.order_id", orderID)))
+	rep, err := order(ctx, src, sender, orderID, opts)
+	endRun(span, err, attribute.Int("convoy.replayed", len(rep.Replayed)), attribute.Int("convoy.duplicates", len(rep.Duplicates)))
+	return rep, err
+}
+
+// endRun ends a run's span with what it did.
+func endRun(span trace.Span, err error, attrs ...attribute.KeyValue) {
+	span.SetAttributes(attrs...)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// link adds the dead letter's own trace context to the run's span.
+func link(ctx context.Context, msg convoy.OrderMessage, deadLetterID string) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	tc := tracing.FromProperties(func(key string) (string, bool) {
+		switch key {
+		case tracing.PropTraceParent:
+			return msg.TraceParent, msg.TraceParent != ""
+		case tracing.PropDiagnosticID:
+			return msg.DiagnosticID, msg.DiagnosticID != ""
+		}
+		return "", false
+	})
+	if tc.SpanContext.IsValid() {
+		span.AddLink(trace.Link{SpanContext: tc.SpanContext, Attributes: []attribute.KeyValue{
+			attribute.String("messaging.message.id", deadLetterID), attribute.Int64("convoy.seq", msg.Seq)}})
+	}
+}
+
+func order(ctx context.Context, src Source, sender convoy.Sender, orderID string, opts Options) (Report, error) {
 	rep := Report{OrderID: orderID, Replayed: []Replayed{}}
 	limit := opts.maxScan()
 	var mine, held []DeadLetter
@@ -297,10 +344,12 @@ func classify(ctx context.Context, state *appliedSeqs, m DeadLetter) (placed, ki
 	p := placed{m: m, msg: msg}
 	switch {
 	case msg.Seq <= applied:
+		link(ctx, msg, m.MessageID)
 		return p, duplicate, nil
 	case msg.Seq > applied+convoy.MaxParkAhead:
 		return p, unplaceable, nil
 	}
+	link(ctx, msg, m.MessageID)
 	return p, placeable, nil
 }
 
@@ -385,8 +434,9 @@ func release(ctx context.Context, src Source, msgs []DeadLetter) {
 	wg.Wait()
 }
 
-// orderMessage rebuilds the order message from a dead letter; false when it
-// has no order id or no readable seq.
+// orderMessage rebuilds the order message from a dead letter, its trace
+// context (traceparent, Diagnostic-Id) as it was; false when it has no
+// order id or no readable seq.
 func orderMessage(m DeadLetter) (convoy.OrderMessage, bool) {
 	seq, ok := convoy.IntProperty(m.Properties[convoy.PropSeq])
 	if !ok || seq < 1 || m.SessionID == "" {
@@ -394,7 +444,10 @@ func orderMessage(m DeadLetter) (convoy.OrderMessage, bool) {
 	}
 	ledgerID, _ := m.Properties[convoy.PropLedgerID].(string)
 	last, _ := m.Properties[convoy.PropLast].(bool)
-	return convoy.OrderMessage{SessionID: m.SessionID, MessageID: ReplayID(m), LedgerID: ledgerID, Seq: seq, Last: last, Body: m.Body}, true
+	traceParent, _ := m.Properties[convoy.PropTraceParent].(string)
+	diagnosticID, _ := m.Properties[convoy.PropDiagnosticID].(string)
+	return convoy.OrderMessage{SessionID: m.SessionID, MessageID: ReplayID(m), LedgerID: ledgerID, Seq: seq, Last: last, Body: m.Body,
+		TraceParent: traceParent, DiagnosticID: diagnosticID}, true
 }
 
 // errInvalid builds a fault for bad outside input.
