@@ -210,7 +210,7 @@ func (s *Store) migrate(ctx context.Context, o *convoy.Order, etag azcore.ETag) 
 			e.i64("Position", r.Position)
 			e.i64("Amount", r.Amount)
 			e.end()
-			if b.ops == maxBatchOps {
+			if b.ops == groupOpsLimit {
 				if err := flush(); err != nil {
 					return classify(err, what)
 				}
@@ -239,8 +239,8 @@ func (s *Store) migrate(ctx context.Context, o *convoy.Order, etag azcore.ETag) 
 	return nil
 }
 
-// maxBatchOps is the most operations of one entity-group transaction.
-const maxBatchOps = 100
+// groupOpsLimit is the most operations of one entity-group transaction.
+const groupOpsLimit = 100
 
 // prefixEnd is the first RowKey after every key that starts with prefix (a
 // letter and ':'): the same letter and ';'.

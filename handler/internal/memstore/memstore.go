@@ -164,7 +164,6 @@ func (s *Store) Commit(_ context.Context, o *convoy.Order, base int64, c *convoy
 			return fmt.Errorf("order %q has no transaction %q at %d: %w", o.ID, w.TxID, w.Position, convoy.ErrConflict)
 		}
 	}
-	h.txs = slices.Clone(h.txs) // a History page handed out earlier keeps what it read
 	for _, w := range txs {
 		if w.Added {
 			h.byTxID[w.TxID] = len(h.txs)
