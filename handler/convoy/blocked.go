@@ -54,6 +54,10 @@ type BlockedIndex interface {
 	// is gone or changed is left as it is (no error): updates never bring an
 	// entry back.
 	UpdateBlocked(ctx context.Context, orderID string, since time.Time, u BlockedUpdate, etag string) error
+	// SetNotes replaces the notes of entries as ScanBlocked returned them,
+	// many in few requests; an entry gone or changed since may be left as
+	// it is (no error).
+	SetNotes(ctx context.Context, notes []BlockedNote) error
 	// ClearBlocked removes the entry of an order blocked since since, if any.
 	ClearBlocked(ctx context.Context, orderID string, since time.Time) error
 	// ClearStale removes e only if it is still as ScanBlocked returned it
@@ -81,6 +85,12 @@ type BlockedEntry struct {
 	// JSON, opaque here); "" before anything was learnt.
 	Note string
 	ETag string // of the stored entry, for ClearStale and UpdateBlocked
+}
+
+// BlockedNote is a new note for an entry.
+type BlockedNote struct {
+	Entry BlockedEntry
+	Note  string
 }
 
 // BlockedUpdate is what UpdateBlocked merges into an entry.

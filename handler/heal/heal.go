@@ -369,6 +369,7 @@ type Run struct {
 	Replayed  []Replay  `json:"replayed"`
 	Waiting   int       `json:"waiting"`   // orders whose backoff has not elapsed
 	Elsewhere int       `json:"elsewhere"` // orders another run claimed or holds locked
+	Deferred  int       `json:"deferred"`  // orders left for a later run: beyond its window, MaxOrders or deadline
 	Failed    []Failure `json:"failed,omitempty"`
 	// Paused says why the run replayed nothing: the breaker is open, or
 	// storage or Service Bus failed (then Summary may be nil).
@@ -485,13 +486,13 @@ func (h *Healer) readStates(ctx context.Context) (map[string]State, error) {
 // survey reads the whole blocked index (until ctx ends), records each
 // blocked order's whereabouts where they changed, removes the states of
 // orders with nothing left to replay, and sums it all up.
-func (h *Healer) survey(ctx context.Context, dls *DeadLetters, dlErr error, states map[string]State, now time.Time) (*Figures, map[string]bool, error) {
+func (h *Healer) survey(ctx context.Context, dls *DeadLetters, dlErr error, states map[string]State, now time.Time) (*Figures, map[string]convoy.BlockedEntry, error) {
 	f := &Figures{At: now, DeadLetters: dls, BlockedComplete: true, States: len(states), StatesComplete: true}
 	if dlErr != nil {
 		f.DeadLettersUnreadable = dlErr.Error()
 	}
 	var orders []convoy.BlockedOrder
-	blocked := map[string]bool{}
+	blocked := map[string]convoy.BlockedEntry{}
 	after := ""
 	for {
 		if ctx.Err() != nil {
@@ -506,13 +507,14 @@ func (h *Healer) survey(ctx context.Context, dls *DeadLetters, dlErr error, stat
 		if err != nil {
 			return nil, nil, fmt.Errorf("list blocked orders: %w", err)
 		}
+		var notes []convoy.BlockedNote
 		for _, e := range entries {
 			listed, err := convoy.CheckEntries(ctx, h.blocked, []convoy.BlockedEntry{e})
 			if err != nil || len(listed) == 0 {
 				continue // pending, stale or unreadable now: the next run looks again
 			}
 			o := listed[0]
-			orders, blocked[o.OrderID] = append(orders, o), true
+			orders, blocked[o.OrderID] = append(orders, o), e
 			if dls == nil {
 				continue
 			}
@@ -522,11 +524,12 @@ func (h *Healer) survey(ctx context.Context, dls *DeadLetters, dlErr error, stat
 				m.AutoReplay = &st
 			}
 			if n, changed := encodeNote(m, now, e.Note); changed {
-				_ = h.blocked.UpdateBlocked(ctx, e.OrderID, e.Since, convoy.BlockedUpdate{Note: &n}, e.ETag) // best effort
+				notes = append(notes, convoy.BlockedNote{Entry: e, Note: n})
 				o.Note = n
 				orders[len(orders)-1] = o
 			}
 		}
+		_ = h.blocked.SetNotes(ctx, notes) // best effort: the next run writes what this one could not
 		if !more || len(entries) == 0 {
 			break
 		}
@@ -559,17 +562,22 @@ func (h *Healer) survey(ctx context.Context, dls *DeadLetters, dlErr error, stat
 // afterPass brings a run's figures up to what its pass settled, and records
 // in the entries of the blocked orders it replayed that their missing
 // messages are on their way back.
-func (h *Healer) afterPass(ctx context.Context, f *Figures, dls *DeadLetters, blocked map[string]bool, states map[string]State, settled map[string]*replay.OrderProgress, now time.Time) {
+func (h *Healer) afterPass(ctx context.Context, f *Figures, dls *DeadLetters, blocked map[string]convoy.BlockedEntry, states map[string]State, settled map[string]*replay.OrderProgress, now time.Time) {
 	if len(settled) == 0 {
 		return
 	}
-	for id, p := range settled {
+	var notes []convoy.BlockedNote
+	for _, id := range slices.Sorted(maps.Keys(settled)) {
+		p := settled[id]
 		dls.settled(id, append(slices.Clone(p.Replayed), p.Duplicates...))
-		if blocked[id] && len(p.Replayed) > 0 {
-			_ = Learnt(ctx, h.blocked, id, Missing{Where: WhereNotDeadLettered,
-				Why: fmt.Sprintf("re-sent by AutoReplay at %s (seqs %v): on its way back to the order", now.UTC().Format(time.RFC3339), p.Replayed)}, now)
+		if e, ok := blocked[id]; ok && len(p.Replayed) > 0 {
+			n, _ := encodeNote(Missing{Where: WhereNotDeadLettered,
+				Why: fmt.Sprintf("re-sent by AutoReplay at %s (seqs %v): on its way back to the order", now.UTC().Format(time.RFC3339), p.Replayed)}, now, "")
+			e.ETag = "*" // its note was written by this run since it was read
+			notes = append(notes, convoy.BlockedNote{Entry: e, Note: n})
 		}
 	}
+	_ = h.blocked.SetNotes(ctx, notes) // best effort: the next run records where they are
 	f.Pending, f.Retrying = dls.pending(states)
 }
 
@@ -586,10 +594,10 @@ func (h *Healer) summaryOf(f *Figures, hl Health, now time.Time) Summary {
 
 // replayDue claims the due orders and replays them in one pass; it returns
 // how many messages were re-sent, and why the run failed ("" if it did not).
-func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[string]bool, states map[string]State, now time.Time, r *Run) (int64, map[string]*replay.OrderProgress, string) {
+func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[string]convoy.BlockedEntry, states map[string]State, now time.Time, r *Run) (int64, map[string]*replay.OrderProgress, string) {
 	todo := dls.transientOrders()
 	for i := range todo {
-		todo[i].blocked = blocked[todo[i].orderID]
+		_, todo[i].blocked = blocked[todo[i].orderID]
 	}
 	slices.SortStableFunc(todo, func(a, b candidate) int {
 		switch {
@@ -600,17 +608,27 @@ func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[st
 		}
 		return 0
 	})
+	// The run's window: the first MaxScan dead letters of the sub-queue,
+	// which its one pass can receive. Orders with a dead letter due in it
+	// are claimed; the others wait for a later run (the window moves as
+	// what it replays is completed), unless nothing in it can be replayed:
+	// then what lies beyond is never reached, and the run says so.
+	windowEnd := dls.windowEnd(h.opts.MaxScan)
 	claims := map[string]claim{}
+	var beyond []string
 	for _, c := range todo {
 		if len(claims) >= h.opts.MaxOrders {
-			break // the rest wait for the next run
+			r.Deferred++ // the rest wait for the next run
+			continue
 		}
-		st, etag, ok, err := h.states.ReplayState(ctx, c.orderID)
-		if err != nil {
-			return 0, nil, "storage is failing: " + cut(err.Error())
+		if c.qseq > windowEnd {
+			beyond = append(beyond, c.orderID)
+			continue
 		}
+		st, ok := states[c.orderID] // read by this run, with its ETag
+		etag := st.ETag
 		if !ok || st.Seq != c.seq {
-			st = State{OrderID: c.orderID, Seq: c.seq}
+			st = State{OrderID: c.orderID, Seq: c.seq, Replayed: st.Replayed}
 		} else if now.Before(st.NextAttempt) {
 			r.Waiting++
 			continue
@@ -619,7 +637,8 @@ func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[st
 		st.Attempts++
 		st.LastAttempt, st.NextAttempt = now, now.Add(h.opts.backoff(st.Attempts))
 		// The claim: of two runs that read the same state, one writes it.
-		if etag, err = h.states.PutReplayState(ctx, st, etag); err != nil {
+		etag, err := h.states.PutReplayState(ctx, st, etag)
+		if err != nil {
 			if fault.CodeOf(err) == fault.Conflict {
 				r.Elsewhere++
 				continue
@@ -628,14 +647,20 @@ func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[st
 		}
 		claims[c.orderID] = claim{st: st, etag: etag, left: dls.permanentOf(c.orderID)}
 	}
+	if len(beyond) > 0 && len(claims) == 0 && r.Waiting == 0 {
+		for _, id := range beyond {
+			r.Failed = append(r.Failed, Failure{OrderID: id, Error: fmt.Sprintf(
+				"its dead letters lie beyond the first %d of the dead-letter queue, none of which this run can replay (ReplayScanLimit): skip the gaps of the dead letters of a permanent cause, or raise ReplayScanLimit", h.opts.MaxScan)})
+		}
+	} else {
+		r.Deferred += len(beyond)
+	}
 	if len(claims) == 0 {
 		return 0, nil, ""
 	}
 	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < h.opts.PassTimeout/2 {
 		h.giveBack(ctx, claims, now, "")
-		for id := range claims {
-			r.Failed = append(r.Failed, Failure{OrderID: id, Error: "the run's deadline came before its replay pass: the next run replays it"})
-		}
+		r.Deferred += len(claims) // the run's deadline came before its pass
 		return 0, nil, ""
 	}
 	src, sender, close, err := h.open()
@@ -681,7 +706,9 @@ func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[st
 			r.Failed = append(r.Failed, Failure{OrderID: id, Error: fmt.Sprintf(
 				"its dead letters lie beyond the first %d of the dead-letter queue, which this run received and left (ReplayScanLimit): skip the gaps of the dead letters of a permanent cause, or raise ReplayScanLimit", h.opts.MaxScan)})
 		case ctx.Err() != nil:
-			r.Failed = append(r.Failed, Failure{OrderID: id, Error: "the run's deadline came before its dead letters: the next run replays them"})
+			// The run's deadline came before its dead letters.
+			r.Deferred++
+			h.giveBack(ctx, map[string]claim{id: claims[id]}, now, "")
 		default:
 			// Locked by another reader (a replay by an operator): no
 			// attempt; the claim is given back so that the next run tries.

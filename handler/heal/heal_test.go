@@ -393,15 +393,15 @@ func TestDeadLettersWithinPeekTimeout(t *testing.T) {
 }
 
 // TestRunKeepsItsPassTime: a run whose deadline leaves less than
-// PassTimeout for its replay pass replays nothing, says which orders wait,
-// and does not pause for that; the next run replays them.
+// PassTimeout for its replay pass replays nothing, counts the orders it
+// defers, and does not pause or fail for that; the next run replays them.
 func TestRunKeepsItsPassTime(t *testing.T) {
 	f := newFixture()
 	f.q.add("o-1", 2, heal.ReasonMaxDelivery, "")
 	h := f.healer(heal.Options{PassTimeout: time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if r := h.RunOnce(ctx); len(r.Replayed) != 0 || r.Paused != "" || len(f.sent()) != 0 || len(r.Failed) != 1 {
+	if r := h.RunOnce(ctx); len(r.Replayed) != 0 || r.Paused != "" || len(f.sent()) != 0 || len(r.Failed) != 0 || r.Deferred != 1 {
 		t.Fatalf("run with 20 s left and a 1 min pass: %+v", r)
 	}
 	if r := h.RunOnce(context.Background()); len(r.Replayed) != 1 {
@@ -633,5 +633,22 @@ func TestEveryStateCounted(t *testing.T) {
 	r := f.healer(heal.Options{MaxScan: 20_000}).RunOnce(ctx)
 	if r.Summary == nil || r.Summary.AutoReplay.Retrying != 10_001 || r.Waiting != 10_001 {
 		t.Fatalf("run: waiting %d, summary %+v; want all 10,001 orders retrying and waiting", r.Waiting, r.Summary)
+	}
+}
+
+// TestPeekAtItsLimit: a sub-queue holding exactly the peek's limit is read
+// whole (one more, empty, peek proves the end); one more dead letter is not.
+func TestPeekAtItsLimit(t *testing.T) {
+	q := newDLQ()
+	for i := range 500 {
+		q.add(fmt.Sprintf("o-%d", i), 2, heal.ReasonMaxDelivery, "")
+	}
+	d, err := heal.ReadDeadLetters(context.Background(), q, 500)
+	if err != nil || !d.Complete || d.Total != 500 {
+		t.Fatalf("500 dead letters, limit 500: %+v, %v; want read whole", d, err)
+	}
+	q.add("o-x", 2, heal.ReasonMaxDelivery, "")
+	if d, err = heal.ReadDeadLetters(context.Background(), q, 500); err != nil || d.Complete || d.Total != 500 {
+		t.Fatalf("501 dead letters, limit 500: complete %v, total %d, %v; want 500 read, not whole", d.Complete, d.Total, err)
 	}
 }

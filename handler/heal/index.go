@@ -61,6 +61,8 @@ type DeadLetters struct {
 	// unread says why the peek stopped before the end ("" when it did not,
 	// or stopped at its limit).
 	unread string
+	// qseqs are the sequence numbers read, in the sub-queue's order.
+	qseqs []int64
 }
 
 // ReadDeadLetters peeks the whole sub-queue (locking nothing), up to limit
@@ -72,8 +74,9 @@ func ReadDeadLetters(ctx context.Context, src replay.Source, limit int) (*DeadLe
 	}
 	d := &DeadLetters{byOrder: map[string][]letter{}, ByReason: map[string]int{}}
 	var from int64
-	for d.Total < limit {
-		batch, err := src.Peek(ctx, from, min(250, limit-d.Total))
+	for {
+		// At the limit, one more message is asked for: none proves the end.
+		batch, err := src.Peek(ctx, from, max(1, min(250, limit-d.Total)))
 		if err != nil && d.Total > 0 && ctx.Err() != nil {
 			d.unread = fmt.Sprintf("the dead-letter queue was read only in part (%d messages) before the deadline", d.Total)
 			break
@@ -85,9 +88,13 @@ func ReadDeadLetters(ctx context.Context, src replay.Source, limit int) (*DeadLe
 			d.Complete = true
 			break
 		}
+		if d.Total >= limit {
+			break // more than limit: not read whole
+		}
 		for _, m := range batch {
 			from = max(from, m.SequenceNumber+1)
 			d.Total++
+			d.qseqs = append(d.qseqs, m.SequenceNumber)
 			reason := m.Reason
 			if reason == "" {
 				reason = "(none)"
@@ -238,4 +245,13 @@ func (d *DeadLetters) pending(states map[string]State) (pending, retrying int) {
 		}
 	}
 	return pending, retrying
+}
+
+// windowEnd is the sequence number of the n-th dead letter read (the last
+// one a pass that receives n can reach), or of the last one read when fewer.
+func (d *DeadLetters) windowEnd(n int) int64 {
+	if len(d.qseqs) == 0 {
+		return 0
+	}
+	return d.qseqs[min(n, len(d.qseqs))-1]
 }

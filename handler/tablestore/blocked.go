@@ -59,6 +59,40 @@ func (s *Store) UpdateBlocked(ctx context.Context, orderID string, since time.Ti
 	return classifyOrNil(err, "update the blocked entry of order "+orderID)
 }
 
+// maxBatchOps is the most operations an entity-group transaction holds.
+const maxBatchOps = 100
+
+// SetNotes implements convoy.BlockedIndex: the entries share the "~blocked"
+// partition, so up to 100 notes are merged in one entity-group transaction
+// (If-Match: *). A transaction fails whole when one of its entries is gone
+// (its order unblocked meanwhile): its notes are then merged one by one,
+// each under its entry's ETag.
+func (s *Store) SetNotes(ctx context.Context, notes []convoy.BlockedNote) error {
+	for len(notes) > 0 {
+		n := min(maxBatchOps, len(notes))
+		part := notes[:n]
+		notes = notes[n:]
+		b := s.batches.newBody()
+		for _, x := range part {
+			e := b.merge(blockedPartition, x.Entry.Key)
+			e.str("Note", x.Note)
+			e.end()
+		}
+		if err := s.batches.submit(ctx, b); err == nil {
+			continue
+		} else if fault.CodeOf(classifyOrNil(err, "")) == fault.Unavailable || ctx.Err() != nil {
+			return classifyOrNil(err, "write the notes of blocked orders")
+		}
+		for _, x := range part {
+			note := x.Note
+			if err := s.UpdateBlocked(ctx, x.Entry.OrderID, x.Entry.Since, convoy.BlockedUpdate{Note: &note}, x.Entry.ETag); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // ClearBlocked implements convoy.BlockedIndex.
 func (s *Store) ClearBlocked(ctx context.Context, orderID string, since time.Time) error {
 	_, err := s.table.DeleteEntity(ctx, blockedPartition, convoy.BlockedKey(orderID, since), nil)

@@ -52,6 +52,17 @@ func (s *Store) UpdateBlocked(_ context.Context, orderID string, since time.Time
 	return nil
 }
 
+// SetNotes implements convoy.BlockedIndex.
+func (s *Store) SetNotes(ctx context.Context, notes []convoy.BlockedNote) error {
+	for _, x := range notes {
+		note := x.Note
+		if err := s.UpdateBlocked(ctx, x.Entry.OrderID, x.Entry.Since, convoy.BlockedUpdate{Note: &note}, x.Entry.ETag); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ClearBlocked implements convoy.BlockedIndex.
 func (s *Store) ClearBlocked(_ context.Context, orderID string, since time.Time) error {
 	s.mu.Lock()

@@ -38,6 +38,7 @@ func Run(t *testing.T, store convoy.Store) {
 		{"BlockedIndex", testBlockedIndex},
 		{"BlockedIndexListedMidCommit", testBlockedListedMidCommit},
 		{"BlockedIndexPageWithoutHeads", testBlockedPageWithoutHeads},
+		{"BlockedIndexNotes", testBlockedNotes},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -793,5 +794,53 @@ func testBlockedPageWithoutHeads(t *testing.T, s convoy.Store, id string) {
 	listed = listAll(t, idx)
 	if _, ok := listed[crashed]; !ok || idx.heads != 0 {
 		t.Errorf("second listing: %s listed %v, %d heads read; want it listed from its confirmed entry, no head read", crashed, ok, idx.heads)
+	}
+}
+
+// testBlockedNotes: SetNotes writes the notes of many entries (more than one
+// entity-group transaction holds), also when one entry was removed since it
+// was scanned, which keeps no note and does not come back.
+func testBlockedNotes(t *testing.T, s convoy.Store, id string) {
+	idx, ok := s.(convoy.BlockedIndex)
+	if !ok {
+		t.Fatalf("%T does not implement convoy.BlockedIndex", s)
+	}
+	ctx := context.Background()
+	since := epoch.Add(-time.Duration(time.Now().UnixNano()%1e6) * time.Hour) // before anything else listed
+	for i := range 150 {
+		if err := idx.MarkBlocked(ctx, fmt.Sprintf("%s-%03d", id, i), since, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, _, err := idx.ScanBlocked(ctx, convoy.BlockedKey(id, since), 150)
+	if err != nil || len(entries) != 150 {
+		t.Fatalf("scanned %d entries, %v", len(entries), err)
+	}
+	gone := entries[120]
+	if err := idx.ClearBlocked(ctx, gone.OrderID, gone.Since); err != nil {
+		t.Fatal(err)
+	}
+	var notes []convoy.BlockedNote
+	for i, e := range entries {
+		notes = append(notes, convoy.BlockedNote{Entry: e, Note: fmt.Sprintf("note %d", i)})
+	}
+	if err := idx.SetNotes(ctx, notes); err != nil {
+		t.Fatal(err)
+	}
+	scanned, _, err := idx.ScanBlocked(ctx, convoy.BlockedKey(id, since), 150)
+	var after []convoy.BlockedEntry
+	for _, e := range scanned {
+		if strings.HasPrefix(e.OrderID, id+"-") {
+			after = append(after, e)
+		}
+	}
+	if err != nil || len(after) != 149 {
+		t.Fatalf("after the notes: %d entries, %v; want 149 (the removed one not back)", len(after), err)
+	}
+	for _, e := range after {
+		var i int
+		if _, err := fmt.Sscanf(e.OrderID[len(id)+1:], "%03d", &i); err != nil || e.Note != fmt.Sprintf("note %d", i) || e.Version != 1 {
+			t.Fatalf("entry %s: note %q version %d", e.OrderID, e.Note, e.Version)
+		}
 	}
 }
