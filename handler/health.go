@@ -88,7 +88,7 @@ func (s *server) autoReplay(ctx context.Context, c *call) (map[string]any, error
 	if r.Summary != nil {
 		c.outcome(slog.LevelInfo, LineMetrics, metricsAttrs(*r.Summary)...)
 	}
-	c.logAt(slog.LevelDebug, "auto-replay run", "waiting", r.Waiting, "elsewhere", r.Elsewhere, "pastDue", timer.IsPastDue)
+	c.logAt(slog.LevelDebug, "auto-replay run", "waiting", r.Waiting, "elsewhere", r.Elsewhere, "deferred", r.Deferred, "pastDue", timer.IsPastDue)
 	return nil, nil
 }
 

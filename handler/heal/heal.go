@@ -273,8 +273,10 @@ type AutoReplay struct {
 	// Retrying: of those, orders already replayed at least once whose
 	// dead letter came back (their cause is not over).
 	Retrying int `json:"retrying"`
-	// Unreached: orders the last run could not reach (Figures.Unreached).
+	// Unreached: orders the last run could not reach (Figures.Unreached);
+	// Deferred: orders it left for a later run (Figures.Deferred).
 	Unreached   int    `json:"unreached"`
+	Deferred    int    `json:"deferred"`
 	BreakerOpen bool   `json:"breakerOpen"`
 	OpenUntil   string `json:"breakerOpenUntil,omitempty"`
 	BreakerWhy  string `json:"breakerWhy,omitempty"`
@@ -315,7 +317,7 @@ func (h *Healer) Summarize(ctx context.Context) (Summary, error) {
 	if f := hl.LastRun; f != nil {
 		s.FiguresAt = f.At.UTC().Format(time.RFC3339)
 		s.DeadLetters, s.DeadLettersUnreadable = f.DeadLetters, f.DeadLettersUnreadable
-		s.AutoReplay.Pending, s.AutoReplay.Retrying, s.AutoReplay.Unreached = f.Pending, f.Retrying, f.Unreached
+		s.AutoReplay.Pending, s.AutoReplay.Retrying, s.AutoReplay.Unreached, s.AutoReplay.Deferred = f.Pending, f.Retrying, f.Unreached, f.Deferred
 	}
 	if b := hl.Breaker; now.Before(b.OpenUntil) {
 		s.AutoReplay.BreakerOpen, s.AutoReplay.OpenUntil, s.AutoReplay.BreakerWhy = true, b.OpenUntil.UTC().Format(time.RFC3339), b.Why
@@ -440,9 +442,9 @@ func (h *Healer) RunOnce(ctx context.Context) Run {
 	}
 	replayed, settled, failed := h.replayDue(ctx, dls, blocked, states, now, &r)
 	h.afterPass(ctx, f, dls, blocked, states, settled, now)
-	f.Unreached = len(r.Failed)
+	f.Unreached, f.Deferred = len(r.Failed), r.Deferred
 	sum = h.summaryOf(f, hl, now)
-	sum.AutoReplay.Unreached = f.Unreached
+	sum.AutoReplay.Unreached, sum.AutoReplay.Deferred = f.Unreached, f.Deferred
 	if failed != "" {
 		r.Paused = h.trip(ctx, failed, f)
 		return r

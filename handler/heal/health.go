@@ -53,6 +53,9 @@ type Figures struct {
 	// the run's replay pass could not reach (beyond ReplayScanLimit, or
 	// the deadline): they wait for the next run, and count as failures.
 	Unreached int `json:"unreached"`
+	// Deferred counts the orders due that the run left for a later one
+	// (beyond its window, past MaxOrders, or its deadline).
+	Deferred int `json:"deferred"`
 }
 
 // note is what a blocked order's index entry records about its missing
