@@ -742,7 +742,9 @@ func (h *Healer) giveBack(ctx context.Context, claims map[string]claim, now time
 // record; closed closes the breaker (a run that succeeded). Best effort: a
 // run that cannot write it has found storage failing, and the next one will.
 func (h *Healer) record(ctx context.Context, f *Figures, replayed int64, closed bool) {
-	_, _ = updateHealth(context.WithoutCancel(ctx), h.states, func(hl *Health) {
+	ctx, cancel := recordContext(ctx)
+	defer cancel()
+	_, _ = updateHealth(ctx, h.states, func(hl *Health) {
 		hl.LastRun, hl.Replayed = f, hl.Replayed+replayed
 		if closed {
 			hl.Breaker = Breaker{}
@@ -755,12 +757,22 @@ func (h *Healer) record(ctx context.Context, f *Figures, replayed int64, closed 
 	}
 }
 
+// recordTimeout bounds the write of a run's record, which happens even when
+// the run's own deadline has passed (what it learnt is worth keeping).
+const recordTimeout = 10 * time.Second
+
+func recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+}
+
 // trip records a failed run and opens the breaker, in the Health record
 // (with the run's figures, when it has them); it returns why.
 func (h *Healer) trip(ctx context.Context, why string, f *Figures) string {
 	now := h.opts.Now()
 	var b Breaker
-	_, err := updateHealth(context.WithoutCancel(ctx), h.states, func(hl *Health) {
+	ctx, cancel := recordContext(ctx)
+	defer cancel()
+	_, err := updateHealth(ctx, h.states, func(hl *Health) {
 		hl.Breaker.Failures++
 		hl.Breaker.OpenUntil = now.Add(double(h.opts.BreakerBase, hl.Breaker.Failures, h.opts.BackoffMax))
 		hl.Breaker.Why = why
