@@ -8,6 +8,7 @@
 //	r:<seq, 19 digits>     a rejection
 //	t:<position, 10 digits> a transaction, in the order added
 //	v:<version, 19 digits> commit marker: inserted (never replaced) by each commit
+//	w:migration            how far the migration of a partition of the layout before got
 //	x:<txId>               a transaction by its id: its position and amount
 //
 // What a message reads does not depend on the order's history (issue 27):
@@ -176,12 +177,24 @@ func (s *Store) loadHead(ctx context.Context, orderID string) (o *convoy.Order, 
 // before) changes the head: the migration is then a conflict, and the next
 // Load starts it again. It never changes the version (the compare-and-swap
 // token the blocked index also relies on). The cost is that of the old Load
-// plus N/100 writes, paid by the first Load of the order.
+// plus N/100 writes, paid by the first Load of the order; after each page it
+// records how far it got (the w:migration row, for the head's version), so
+// that a migration cut short by a deadline resumes where it stopped.
 func (s *Store) migrate(ctx context.Context, o *convoy.Order, etag azcore.ETag) error {
 	what := "migrate order " + o.ID + " to layout 2"
-	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge '%s' and RowKey lt '%s'", escape(o.ID), txPrefix, prefixEnd(txPrefix))
-	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
 	var total, count int64
+	if resp, err := s.table.GetEntity(ctx, o.ID, migrationKey, nil); err == nil {
+		var e aztables.EDMEntity
+		if json.Unmarshal(resp.Value, &e) == nil {
+			if p := props(e.Properties); p.int("Version") == o.Version {
+				total, count = p.int("Total"), p.int("Position")
+			}
+		}
+	} else if code := tableCode(err); code != aztables.ResourceNotFound && code != aztables.EntityNotFound {
+		return classify(err, what)
+	}
+	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge '%s' and RowKey lt '%s'", escape(o.ID), txKey(count), prefixEnd(txPrefix))
+	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
 	b := s.batches.newBody()
 	flush := func() error {
 		if b.ops == 0 {
@@ -210,15 +223,21 @@ func (s *Store) migrate(ctx context.Context, o *convoy.Order, etag azcore.ETag) 
 			e.i64("Position", r.Position)
 			e.i64("Amount", r.Amount)
 			e.end()
-			if b.ops == groupOpsLimit {
+			if b.ops == groupOpsLimit-1 { // the last one: the progress row
 				if err := flush(); err != nil {
 					return classify(err, what)
 				}
 			}
 		}
-	}
-	if err := flush(); err != nil {
-		return classify(err, what)
+		// How far it got, with the page's last rows: a next Load resumes here.
+		e := b.upsert(o.ID, migrationKey)
+		e.i64("Version", o.Version)
+		e.i64("Position", count)
+		e.i64("Total", total)
+		e.end()
+		if err := flush(); err != nil {
+			return classify(err, what)
+		}
 	}
 	head := map[string]any{"PartitionKey": o.ID, "RowKey": headKey, "Layout": int32(layout),
 		"Total": strconv.FormatInt(total, 10), "Total@odata.type": "Edm.Int64",
@@ -238,6 +257,11 @@ func (s *Store) migrate(ctx context.Context, o *convoy.Order, etag azcore.ETag) 
 	o.TotalAmount, o.TxCount = total, count
 	return nil
 }
+
+// migrationKey is the row of a migration's progress: after the markers,
+// before the x rows, so that neither this release's reads nor the old
+// one's ("lt v:") meet it.
+const migrationKey = "w:migration"
 
 // groupOpsLimit is the most operations of one entity-group transaction.
 const groupOpsLimit = 100

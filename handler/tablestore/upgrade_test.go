@@ -1,13 +1,19 @@
 package tablestore_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
@@ -170,4 +176,79 @@ func headProps(t *testing.T, table *aztables.Client, id string) map[string]any {
 		t.Fatal(err)
 	}
 	return e.Properties
+}
+
+// failingBatches fails every $batch request after the first ok ones, and
+// counts the entities the batches carried.
+type failingBatches struct {
+	ok, batches, ops atomic.Int64
+}
+
+func (f *failingBatches) Do(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.URL.Path, "$batch") {
+		if f.batches.Add(1) > f.ok.Load() {
+			return nil, errors.New("injected: connection reset")
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		f.ops.Add(int64(bytes.Count(body, []byte("Content-Type: application/http"))))
+	}
+	return http.DefaultClient.Do(r)
+}
+
+// TestLegacyMigrationResumes: a migration cut short (here after 12 of its
+// batches) resumes where it stopped on the next Load, rather than starting
+// over (a key of a million transactions could otherwise never finish within
+// a deadline), and ends in the same state.
+func TestLegacyMigrationResumes(t *testing.T) {
+	ctx := context.Background()
+	table, name := server.NewNamedTable(t, nil)
+	open := func(transport *failingBatches) *tablestore.Store {
+		opts := &aztables.ClientOptions{}
+		opts.Transport = transport
+		svc, err := aztables.NewServiceClientFromConnectionString(server.ConnectionString(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches, err := tablestore.NewBatchesFromConnectionString(server.ConnectionString(),
+			&azcore.ClientOptions{Transport: transport, Retry: policy.RetryOptions{MaxRetries: -1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tablestore.New(svc.NewClient(name), batches.Table(name))
+	}
+	old := legacyRows{t: t, table: table, id: "legacy-2"}
+	const n = 2500
+	var total int64
+	for i := range n {
+		old.tx(i, fmt.Sprintf("t-%d", i), int64(i%7))
+		total += int64(i % 7)
+	}
+	old.head(3, n+1, 0)
+
+	cut := &failingBatches{}
+	cut.ok.Store(12)
+	if _, err := open(cut).Load(ctx, "legacy-2"); err == nil {
+		t.Fatal("the migration did not fail when its batches did")
+	}
+	resumed := &failingBatches{}
+	resumed.ok.Store(1 << 30)
+	o, err := open(resumed).Load(ctx, "legacy-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first run got past its first page (1,000 rows: 10 full batches and
+	// the progress row), so the second writes at most the 1,500 rows after it.
+	if o.TxCount != n || o.TotalAmount != total {
+		t.Fatalf("after the resumed migration: %d transactions totalling %d, want %d totalling %d", o.TxCount, o.TotalAmount, n, total)
+	}
+	if w := resumed.ops.Load(); w > 1500+20 {
+		t.Fatalf("the resumed migration wrote %d rows: it started over", w)
+	}
+	for _, i := range []int{0, 999, 1000, n - 1} {
+		r, found, err := open(resumed).Tx(ctx, "legacy-2", fmt.Sprintf("t-%d", i))
+		if err != nil || !found || r.Position != int64(i) || r.Amount != int64(i%7) {
+			t.Fatalf("Tx(t-%d): %+v, %v, %v", i, r, found, err)
+		}
+	}
 }
