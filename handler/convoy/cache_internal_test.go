@@ -1,0 +1,52 @@
+package convoy
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+// nullStore accepts every commit and holds nothing: enough for what the
+// processor keeps in its cache.
+type nullStore struct{}
+
+func (nullStore) Load(_ context.Context, id string) (*Order, error) { return NewOrder(id), nil }
+func (nullStore) Tx(context.Context, string, string) (TxRecord, bool, error) {
+	return TxRecord{}, false, nil
+}
+func (nullStore) Commit(context.Context, *Order, int64, *Change) error { return nil }
+
+// TestCachedOrderBounded (issue 27): however many transactions an order
+// has had, the order the cache holds between calls knows at most maxKnown
+// of them and holds no history; its figures stay exact.
+func TestCachedOrderBounded(t *testing.T) {
+	p := NewProcessor(nullStore{}, ProcessorOptions{})
+	ctx := context.Background()
+	seq := int64(1)
+	if _, err := p.Process(ctx, "o-1", []Message{{Seq: 1, Tx: Transaction{OrderID: "o-1", Op: CreateOrder, Currency: "EUR"}}}); err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	for call := range 50 {
+		var msgs []Message
+		for range 100 {
+			seq++
+			amount := seq
+			want += amount
+			msgs = append(msgs, Message{Seq: seq, Tx: Transaction{OrderID: "o-1", Op: AddTransaction, TxID: fmt.Sprintf("t-%d", seq), Amount: &amount}})
+		}
+		if _, err := p.Process(ctx, "o-1", msgs); err != nil {
+			t.Fatal(err)
+		}
+		o := p.cache.get("o-1")
+		if o == nil {
+			t.Fatalf("call %d: the order is not cached", call)
+		}
+		if len(o.known) > maxKnown || o.present > maxKnown {
+			t.Fatalf("call %d: the cached order knows %d transactions (%d present), more than %d", call, len(o.known), o.present, maxKnown)
+		}
+		if o.TxCount != seq-1 || o.TotalAmount != want {
+			t.Fatalf("call %d: %d transactions totalling %d, want %d totalling %d", call, o.TxCount, o.TotalAmount, seq-1, want)
+		}
+	}
+}
