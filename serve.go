@@ -21,6 +21,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/settings"
+	"github.com/convoy-dev/convoy/handler/tracing"
 )
 
 func serve() error {
@@ -29,6 +30,22 @@ func serve() error {
 		return fmt.Errorf("invalid settings:\n%w", err)
 	}
 	log := handler.NewLogger(cfg.LogFormat, cfg.LogLevel, os.Stdout, os.Stderr)
+	// Traces go where the standard OTEL_EXPORTER_OTLP_* settings point
+	// (docs/tracing.md); with none, no exporter is built.
+	traces, stopTracing, err := tracing.Setup(context.Background(), os.Getenv)
+	if err != nil {
+		return fmt.Errorf("invalid settings:\n%w", err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(ctx); err != nil {
+			log.Warn("spans not exported at shutdown", "error", err)
+		}
+	}()
+	if traces.Enabled {
+		log.Info("exporting traces over OTLP/HTTP", "setting", traces.Endpoint)
+	}
 	c, err := newClients(cfg)
 	if err != nil {
 		return err
