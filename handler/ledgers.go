@@ -83,12 +83,18 @@ func (s *server) ingestOne(ctx context.Context, c *call, m invocation.Message) (
 // startPublish starts a ledger's publish span under parent (none: a new
 // trace).
 func startPublish(ctx context.Context, parent trace.SpanContext, invocationID string) (context.Context, trace.Span) {
-	return tracing.Start(ctx, "publish ledger", parent, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(attribute.String("messaging.system", "servicebus"), attribute.String("messaging.operation.type", "send"),
-			attribute.String("faas.invocation_id", invocationID)))
+	ctx, span := tracing.Start(ctx, "publish ledger", parent, trace.WithSpanKind(trace.SpanKindProducer))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("messaging.system", "servicebus"), attribute.String("messaging.operation.type", "send"),
+			attribute.String("faas.invocation_id", invocationID))
+	}
+	return ctx, span
 }
 
 func endPublish(span trace.Span, sum ledger.Summary, err error) {
+	if !span.IsRecording() {
+		return
+	}
 	span.SetAttributes(attribute.String("convoy.ledger_id", sum.LedgerID), attribute.String("convoy.outcome", sum.Outcome),
 		attribute.Int("convoy.transactions", sum.Transactions), attribute.Int("convoy.orders", sum.Orders),
 		attribute.Int("messaging.batch.message_count", sum.Messages))

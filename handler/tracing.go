@@ -61,8 +61,10 @@ func (c *call) startMessageSpans(ctx context.Context, name string) {
 			c.write(slog.LevelWarn, "trace context ignored", "sessionId", m.SessionID, "messageId", m.MessageID, "problem", p)
 		}
 		t.parent = tc.SpanContext
-		_, t.span = tracing.Start(ctx, "order message", tc.SpanContext, trace.WithSpanKind(trace.SpanKindConsumer),
-			trace.WithAttributes(messageAttrs(c.invocationID(), m.SessionID, m.MessageID, t.seq, m.DeliveryCount)...))
+		_, t.span = tracing.Start(ctx, "order message", tc.SpanContext, trace.WithSpanKind(trace.SpanKindConsumer))
+		if t.span.IsRecording() { // tracing off: nothing built
+			t.span.SetAttributes(messageAttrs(c.invocationID(), m.SessionID, m.MessageID, t.seq, m.DeliveryCount)...)
+		}
 		c.msgs = append(c.msgs, t)
 	}
 }
@@ -161,6 +163,8 @@ func (c *call) traceAttrs(msg string, attrs []any) []any {
 	sc := span.SpanContext()
 	out = append(out, "traceId", sc.TraceID().String(), "spanId", sc.SpanID().String())
 	switch {
+	case outcome != "" && own && !span.IsRecording():
+		span.End()
 	case outcome != "" && own:
 		span.SetAttributes(attribute.String("convoy.order_id", t.orderID), attribute.Int64("convoy.seq", seq),
 			attribute.String("convoy.outcome", outcome), attribute.Bool("convoy.drained", true))

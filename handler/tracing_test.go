@@ -221,3 +221,42 @@ func TestTracingOffRecordsNothing(t *testing.T) {
 		t.Fatalf("program log %v", line)
 	}
 }
+
+// BenchmarkOrderInvocationTracing: an OrderProcessor invocation of one
+// message carrying a trace context, with tracing off (the no-op provider:
+// no OTEL_* setting) and with its spans recorded (made, not exported).
+// Compare with BenchmarkOrderInvocationNoTraceContext: what reading and
+// continuing the context costs when tracing is off.
+func BenchmarkOrderInvocationTracing(b *testing.B) {
+	for _, mode := range []string{"off", "recorded"} {
+		b.Run(mode, func(b *testing.B) {
+			if mode == "recorded" {
+				b.Cleanup(tracing.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))))
+			}
+			benchInvocations(b, map[string]string{"traceparent": traceA, "Diagnostic-Id": traceA})
+		})
+	}
+}
+
+func BenchmarkOrderInvocationNoTraceContext(b *testing.B) {
+	benchInvocations(b, nil)
+}
+
+func benchInvocations(b *testing.B, props map[string]string) {
+	store := memstore.New()
+	h := New(Deps{Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store})})
+	bodies := make([][]byte, b.N)
+	for i := range bodies {
+		bodies[i] = orderInvocation(fmt.Sprintf("o-%d", i), "L:0", 1, props)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		req := httptest.NewRequest(http.MethodPost, "/OrderProcessor", bytes.NewReader(bodies[i]))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatal(rec.Body.String())
+		}
+	}
+}

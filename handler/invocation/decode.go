@@ -22,6 +22,8 @@ import (
 type Request struct {
 	Data     map[string]json.RawMessage `json:"Data"`
 	Metadata map[string]json.RawMessage `json:"Metadata"`
+
+	messages map[string][]Message // ServiceBusMessages' per binding
 }
 
 // Parse decodes an invocation body. It fails when the body is not a JSON

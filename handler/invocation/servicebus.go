@@ -20,7 +20,25 @@ type Message struct {
 // ServiceBusMessages returns the messages of a Service Bus trigger whose
 // binding is named binding, for both cardinalities: one message (the default)
 // or a batch ("cardinality": "many", recognised by the …Array metadata keys).
+//
+// The messages are decoded once per request: a second call (the trace
+// context is read before the function runs) returns the same slice, which
+// callers must not modify.
 func (r *Request) ServiceBusMessages(binding string) ([]Message, error) {
+	if msgs, ok := r.messages[binding]; ok {
+		return msgs, nil
+	}
+	msgs, err := r.serviceBusMessages(binding)
+	if err == nil {
+		if r.messages == nil {
+			r.messages = map[string][]Message{}
+		}
+		r.messages[binding] = msgs
+	}
+	return msgs, err
+}
+
+func (r *Request) serviceBusMessages(binding string) ([]Message, error) {
 	raw, ok := lookup(r.Data, binding)
 	if !ok {
 		return nil, fmt.Errorf("no %q binding in Data", binding)
