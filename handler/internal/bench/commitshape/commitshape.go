@@ -20,16 +20,20 @@ import (
 )
 
 // Actions is what the processor commits for the seq-th message of order:
-// the marker of version seq (an insert), the head (upserted), and the
-// transaction row the message adds.
+// the marker of version seq (an insert), the head (upserted), and the two
+// rows of the transaction the message adds (inserts: by position, and by
+// txId, issue 27).
 func Actions(order string, seq int64) []aztables.TransactionAction {
 	now := time.Now().UTC()
+	txID := fmt.Sprintf("t-%d", seq)
 	return []aztables.TransactionAction{
 		{ActionType: aztables.TransactionTypeAdd, Entity: entity(order, fmt.Sprintf("v:%019d", seq),
 			map[string]any{"AppliedSeq": aztables.EDMInt64(seq), "At": aztables.EDMDateTime(now)})},
 		{ActionType: aztables.TransactionTypeInsertReplace, Entity: Head(order, seq, now)},
-		{ActionType: aztables.TransactionTypeInsertReplace, Entity: entity(order, fmt.Sprintf("t:%010d", seq-1),
-			map[string]any{"TxId": fmt.Sprintf("t-%d", seq), "Amount": aztables.EDMInt64(seq)})},
+		{ActionType: aztables.TransactionTypeAdd, Entity: entity(order, fmt.Sprintf("t:%010d", seq-2),
+			map[string]any{"TxId": txID, "Amount": aztables.EDMInt64(seq)})},
+		{ActionType: aztables.TransactionTypeAdd, Entity: entity(order, "x:"+txID,
+			map[string]any{"Position": aztables.EDMInt64(seq - 2), "Amount": aztables.EDMInt64(seq)})},
 	}
 }
 
@@ -37,7 +41,8 @@ func Actions(order string, seq int64) []aztables.TransactionAction {
 func Head(order string, seq int64, now time.Time) []byte {
 	return entity(order, "h", map[string]any{
 		"Parked": int32(0), "Status": "open", "Complete": false, "Currency": "EUR", "AppliedSeq": aztables.EDMInt64(seq),
-		"Version": aztables.EDMInt64(seq), "UpdatedAt": aztables.EDMDateTime(now)})
+		"Version": aztables.EDMInt64(seq), "Total": aztables.EDMInt64(seq), "TxCount": aztables.EDMInt64(seq - 1),
+		"Layout": int32(2), "UpdatedAt": aztables.EDMDateTime(now)})
 }
 
 func entity(order, rowKey string, props map[string]any) []byte {

@@ -60,8 +60,8 @@ func TestActionsAreTheProcessorsCommit(t *testing.T) {
 		baseline[shapeOfKey(key)] = shapeOf(row)
 	}
 
-	if len(committed) != 3 {
-		t.Fatalf("the commit wrote %d rows, want a marker, the head and a transaction row: %v", len(committed), committed)
+	if len(committed) != 4 {
+		t.Fatalf("the commit wrote %d rows, want a marker, the head and a transaction's two rows: %v", len(committed), committed)
 	}
 	for _, key := range slices.Sorted(maps.Keys(committed)) {
 		if got, want := baseline[key], committed[key]; !maps.Equal(got, want) {
