@@ -153,7 +153,11 @@ func (c *call) traceAttrs(msg string, attrs []any) []any {
 		own = true
 		// A parked message applied now: its own context is not in this
 		// invocation; its apply span goes under the drainer's.
-		_, span = tracing.Start(context.Background(), "apply", t.parent, trace.WithSpanKind(trace.SpanKindConsumer),
+		parent := t.parent
+		if !parent.IsValid() { // the drainer started a trace: stay in it
+			parent = t.span.SpanContext()
+		}
+		_, span = tracing.Start(context.Background(), "apply", parent, trace.WithSpanKind(trace.SpanKindConsumer),
 			trace.WithLinks(trace.Link{SpanContext: t.span.SpanContext()}))
 	}
 	out := append(attrs[:len(attrs):len(attrs)], "orderId", t.orderID)

@@ -204,6 +204,43 @@ func TestParkedAndDrainedStayInTheTrace(t *testing.T) {
 	}
 }
 
+// TestDrainedWithoutContextStaysInTheDrainersTrace: messages without
+// trace context; the one that fills the gap starts a trace, and the parked
+// message it drains is applied in that trace.
+func TestDrainedWithoutContextStaysInTheDrainersTrace(t *testing.T) {
+	var out bytes.Buffer
+	h, rec := tracedServer(t, "text", &out)
+	if code, _ := invoke(t, h, orderInvocation("o-n", "L:1", 2, nil)); code != 200 {
+		t.Fatal(code)
+	}
+	if code, _ := invoke(t, h, orderInvocation("o-n", "L:0", 1, nil)); code != 200 {
+		t.Fatal(code)
+	}
+	var drainer, drained []string
+	for _, s := range rec.Ended() {
+		if s.Name() != "apply" {
+			continue
+		}
+		if s.Attributes() != nil && hasAttr(s, "convoy.drained") {
+			drained = append(drained, s.SpanContext().TraceID().String(), s.Parent().SpanID().String())
+		} else {
+			drainer = append(drainer, s.SpanContext().TraceID().String(), s.SpanContext().SpanID().String())
+		}
+	}
+	if len(drainer) != 2 || len(drained) != 2 || drained[0] != drainer[0] || drained[1] != drainer[1] {
+		t.Fatalf("drainer (trace, span) %v, drained (trace, parent) %v: want the drained apply under the drainer's span", drainer, drained)
+	}
+}
+
+func hasAttr(s sdktrace.ReadOnlySpan, key string) bool {
+	for _, a := range s.Attributes() {
+		if string(a.Key) == key {
+			return true
+		}
+	}
+	return false
+}
+
 // TestTracingOffRecordsNothing: with the no-op provider (no OTEL_* set),
 // the lines still carry the message's trace id, and the parent's span id
 // (no span of our own is made).
