@@ -170,8 +170,12 @@ func TestTwoReplaysAtOnce(t *testing.T) {
 		wg.Go(func() {
 			for range 100 {
 				code, out, _ := e.postH(t, "/api/orders/"+id+"/replay")
+				// What a run re-sent is in its report, whatever the status:
+				// a 503 (the rest locked by the other run) may carry some.
+				if r, ok := out["replayed"].([]any); ok {
+					replayed.Add(int64(len(r)))
+				}
 				if code == 200 {
-					replayed.Add(int64(len(out["replayed"].([]any))))
 					if out["incomplete"] == nil {
 						return
 					}
