@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel"
 
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
@@ -45,6 +46,9 @@ func serve() error {
 	}()
 	if traces.Enabled {
 		log.Info("exporting traces over OTLP/HTTP", "setting", traces.Endpoint)
+		// An export that fails (the receiver down) is a warning in our log,
+		// not a bare line on stderr; the spans are dropped, nothing waits.
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("trace export failed", "error", err) }))
 	}
 	c, err := newClients(cfg)
 	if err != nil {
