@@ -143,7 +143,10 @@ func ReadView(ctx context.Context, s HeadReader, h History, orderID, continuatio
 			return View{}, fmt.Errorf("read the transactions of order %q: %w", orderID, err)
 		}
 		v.Transactions = append(v.Transactions, txs...)
-		if more {
+		// The head counts the transactions: a page that reaches the count is
+		// the last, whatever the store says (a query page that is full may
+		// announce a next one that proves empty).
+		if more && cur.Tx+int64(len(txs)) < o.TxCount {
 			next.Tx = cur.Tx + int64(len(txs))
 		}
 	}

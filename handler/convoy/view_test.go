@@ -1,10 +1,13 @@
 package convoy_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/internal/memstore"
 )
 
 // FuzzHistoryCursor: a continuation is either refused as Invalid or names a
@@ -44,5 +47,42 @@ func TestHistoryCursorRoundTrip(t *testing.T) {
 		if _, err := convoy.ParseHistoryCursor(bad); err == nil {
 			t.Fatalf("%q accepted", bad)
 		}
+	}
+}
+
+// moreHistory says more follow after every page, as a query page that is
+// full may.
+type moreHistory struct{ convoy.History }
+
+func (m moreHistory) Transactions(ctx context.Context, id string, from int64, limit int) ([]convoy.TxEntry, bool, error) {
+	txs, _, err := m.History.Transactions(ctx, id, from, limit)
+	return txs, true, err
+}
+
+func (m moreHistory) Rejections(ctx context.Context, id string, from int64, limit int) ([]convoy.Rejection, bool, error) {
+	rs, _, err := m.History.Rejections(ctx, id, from, limit)
+	return rs, false, err
+}
+
+// TestReadViewStopsAtTheCount: an order whose transactions fill the page
+// exactly answers without a continuation, as it did before paging, even
+// when the store announces a page more.
+func TestReadViewStopsAtTheCount(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	msgs := []convoy.Message{create(1)}
+	for i := range 4 {
+		msgs = append(msgs, add(int64(i+2), fmt.Sprintf("t-%d", i), 1))
+	}
+	if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{}).Process(ctx, "o-1", msgs); err != nil {
+		t.Fatal(err)
+	}
+	v, err := convoy.ReadView(ctx, store, moreHistory{store}, "o-1", "", 4)
+	if err != nil || len(v.Transactions) != 4 || v.Continuation != "" {
+		t.Fatalf("a page of exactly the order's 4 transactions: %d, continuation %q, %v", len(v.Transactions), v.Continuation, err)
+	}
+	v, err = convoy.ReadView(ctx, store, moreHistory{store}, "o-1", "", 3)
+	if err != nil || len(v.Transactions) != 3 || v.Continuation == "" {
+		t.Fatalf("a page of 3 of 4: %d, continuation %q, %v", len(v.Transactions), v.Continuation, err)
 	}
 }
