@@ -146,7 +146,7 @@ func TestAutoReplaySettings(t *testing.T) {
 	base := map[string]string{"ServiceBusConnection": sbConn, "StateStorage": "UseDevelopmentStorage=true"}
 	s, err := settings.Load(env(base))
 	if a := s.AutoReplay; err != nil || !a.Enabled || a.Schedule != "0 */1 * * * *" || a.BackoffBase != time.Minute ||
-		a.BackoffMax != time.Hour || a.BreakerBase != time.Minute || a.MaxOrders != 50 {
+		a.BackoffMax != time.Hour || a.BreakerBase != time.Minute || a.MaxOrders != 1000 {
 		t.Fatalf("defaults: %+v, %v", s.AutoReplay, err)
 	}
 	with := func(kv map[string]string) map[string]string {
