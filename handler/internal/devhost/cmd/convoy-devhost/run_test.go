@@ -51,7 +51,7 @@ func TestRunBreakAndStop(t *testing.T) {
 		return append([]string{cmd, "-app", app, "-port", strconv.Itoa(port), "-queues", filepath.Join(root, "infra", "local", "servicebus-emulator-config.json")}, more...)
 	}
 	runCmd := exec.Command(self, args("run", "-settings", settings, "-servicebus-port", strconv.Itoa(sbPort))...)
-	runCmd.Dir = root // Azurite is found from go.mod (.tools/)
+	runCmd.Dir = root                                       // Azurite is found from go.mod (.tools/)
 	runCmd.Env = append(os.Environ(), "AutoReplayEnabled=") // empty: the file's value stands
 	stdout, _ := runCmd.StdoutPipe()
 	var stderr strings.Builder
