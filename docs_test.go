@@ -172,6 +172,17 @@ func TestDocsLinks(t *testing.T) {
 	if checked < 20 {
 		t.Fatalf("only %d relative links found: the link pattern is broken", checked)
 	}
+	// Every page is found from the README.
+	linked := map[string]bool{}
+	for _, m := range linkRE.FindAllStringSubmatch(readPage(t, "README.md"), -1) {
+		file, _, _ := strings.Cut(m[1], "#")
+		linked[filepath.Clean(file)] = true
+	}
+	for _, page := range docPages(t)[1:] {
+		if !linked[page] {
+			t.Errorf("README.md links nowhere to %s: add it to its Documentation table", page)
+		}
+	}
 }
 
 // shown is one command a page shows: a line of a shell code block, or a
