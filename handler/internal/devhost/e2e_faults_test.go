@@ -21,9 +21,6 @@ import (
 // "timeout". Each ends with an honest answer and, where messages moved,
 // nothing lost or applied twice (the independent fold, checkFold).
 
-// answerBound is how long an operator's call may take with Service Bus
-// down: the target is 5 s; the bound leaves room for a loaded CI machine.
-const answerBound = 10 * time.Second
 
 var busFaults = []struct {
 	name  string

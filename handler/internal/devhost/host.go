@@ -87,7 +87,6 @@ type Host struct {
 	telemetry *Telemetry
 	front     *http.Server
 	frontURL  string
-	next      atomic.Int64 // round robin of HTTP requests over instances
 
 	groups      []*group
 	nextID      atomic.Int64
