@@ -155,6 +155,7 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 	var res Result
 	var view View // the order as the skip left it: an operator's answer, not every message's
 	var done committed
+	verify := false
 	err := p.retry.Do(ctx, func(ctx context.Context) error {
 		p.cache.drop(orderID) // an operator acts on what is stored, not on this instance's view
 		o, err := p.store.Load(ctx, orderID)
@@ -165,7 +166,7 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 			return fault.Errorf(fault.NotFound, "order %q has no state", orderID)
 		}
 		a := p.begin(o, &done)
-		a.verify = true // an operator's step: no optimism
+		a.verify = verify
 		if err := o.Skip(seq, p.now(), &a.change); err != nil {
 			if len(done.outcomes) > 0 && done.outcomes[0].Seq == seq {
 				// An earlier attempt's commit skipped it; its drain went on.
@@ -182,6 +183,9 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 		}
 		if err != nil {
 			a.fail()
+			if errors.Is(err, ErrConflict) {
+				verify = true // as Process: an added txId may exist
+			}
 			return err
 		}
 		res, view = a.finish(), a.o.View()

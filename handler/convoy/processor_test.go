@@ -503,3 +503,33 @@ func TestAddOfExistingTxIdOnColdCache(t *testing.T) {
 		}
 	}
 }
+
+// TestSkipDrainsAnExistingTxIdAsRejected: a skip whose parked tail adds a
+// txId the order has (unknown to a cold instance) rejects it once: the
+// optimistic commit conflicts, the retry looks it up.
+func TestSkipDrainsAnExistingTxIdAsRejected(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{}).Process(ctx, "o-1", []convoy.Message{create(1), add(2, "t-1", 5)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{}).Process(ctx, "o-1", []convoy.Message{add(4, "t-1", 7), add(5, "t-2", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: fault.RetryPolicy{Initial: time.Millisecond}})
+	res, view, err := p.Skip(ctx, "o-1", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, out := range res.Outcomes {
+		got = append(got, fmt.Sprint(out.Seq, out.Disposition))
+	}
+	if strings.Join(got, " ") != "3rejected 4rejected 5applied" {
+		t.Fatalf("outcomes %v, want 3 rejected (skipped), 4 rejected (t-1 exists), 5 applied", got)
+	}
+	if view.Total != 6 || len(view.Transactions) != 2 || len(view.Rejected) != 2 || view.Rejected[1].Seq != 4 ||
+		!strings.Contains(view.Rejected[1].Reason, "already exists") || view.AppliedSeq != 5 {
+		t.Fatalf("the skip's answer: %+v", view)
+	}
+}
