@@ -21,7 +21,6 @@ import (
 // "timeout". Each ends with an honest answer and, where messages moved,
 // nothing lost or applied twice (the independent fold, checkFold).
 
-
 var busFaults = []struct {
 	name  string
 	fault devhost.Fault
