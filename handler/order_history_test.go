@@ -49,6 +49,13 @@ func TestOrderStatusPages(t *testing.T) {
 	if code != 200 || v["continuation"] != nil || len(v["transactions"].([]any)) != 25 || len(v["rejected"].([]any)) != len(rejected) {
 		t.Fatalf("one page: %d %v", code, v)
 	}
+	var onePage []string
+	for _, x := range v["transactions"].([]any) {
+		onePage = append(onePage, x.(map[string]any)["txId"].(string))
+	}
+	if !slices.Equal(onePage, txIDs) {
+		t.Fatalf("one page: transactions %v, want %v in order", onePage, txIDs)
+	}
 	wantKeys := []string{"appliedSeq", "complete", "currency", "orderId", "parked", "rejected", "status", "total", "transactions", "updatedAt"}
 	var keys []string
 	for k := range v {
