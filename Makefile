@@ -79,7 +79,7 @@ lint: ## gofmt, go vet, staticcheck
 
 .PHONY: start
 start: stage ## run the function app with Azure Functions Core Tools (`func start` in dist/)
-	@command -v func >/dev/null || { echo "Core Tools (func) is not installed: see README, 'Run with Core Tools'"; exit 1; }
+	@command -v func >/dev/null || { echo "Core Tools (func) is not installed: see docs/emulation.md, 'Run with Core Tools'"; exit 1; }
 	@[ -f dist/local.settings.json ] || { echo "copy local.settings.json.example to local.settings.json first"; exit 1; }
 	cd dist && func start
 
@@ -158,7 +158,7 @@ ledgers-precheck:
 	  [ "$$(az servicebus queue show -g "$(RG)" --namespace-name "$$(echo "$(SB)" | cut -d. -f1)" -n ledgers --query requiresSession -o tsv 2>/dev/null)" = "false" ]; then \
 	  echo "The ledgers queue of $(SB) is not session-enabled (an earlier version of convoy), and Azure cannot"; \
 	  echo "enable sessions on an existing queue. Stop the ledger senders, let the running app drain the queue,"; \
-	  echo "then: make migrate-ledgers ENV=$(ENV) (README: Upgrading an existing environment)."; \
+	  echo "then: make migrate-ledgers ENV=$(ENV) (docs/azure.md: Upgrading an existing environment)."; \
 	  exit 1; \
 	fi
 

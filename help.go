@@ -46,7 +46,7 @@ Settings, from the environment only (the host sets them from the app settings):
   ShutdownTimeoutSeconds, OrderCacheSize, TransientRetrySeconds, LogFormat, LogLevel,
   OrdersMaxMessageBytes, OrdersQueuePartitioned, MaxLedgerTransactions, ReplayScanLimit,
   AutoReplayEnabled, AutoReplaySchedule, AutoReplayBackoffSeconds, AutoReplayBackoffMaxSeconds,
-  AutoReplayBreakerSeconds, AutoReplayMaxOrders   (defaults: README, Settings)
+  AutoReplayBreakerSeconds, AutoReplayMaxOrders   (defaults: docs/settings.md)
 `,
 	"publish": `usage: convoy publish [--direct] [--stream NAME] [--settings FILE] FILE...
 
