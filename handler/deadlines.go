@@ -17,18 +17,17 @@ import (
 // Service Bus calls retry within TransientRetrySeconds (fault.RetryPolicy).
 const (
 	// ReadDeadline: OrderStatus, BlockedOrders, HealthSummary (and so the
-	// dashboard's data), reads of Table Storage and one peek of the
-	// dead-letter queue (DeadLetterPeekDeadline). Healthy, these answer in
+	// dashboard's data), reads of Table Storage only (what AutoReplay
+	// learnt of the dead-letter queue is stored). Healthy, these answer in
 	// well under a second; with storage accepting connections and never
 	// answering they answer 503 in this long (their store's requests try
 	// 3 s each, tablestore.OperatorRetry, so one stuck on a dead kept-alive
 	// connection is tried again on a fresh one within this deadline).
 	ReadDeadline = 5 * time.Second
-	// DeadLetterPeekDeadline bounds the one read of the dead-letter queue
-	// behind BlockedOrders, HealthSummary and each AutoReplay run
-	// (heal.Options.PeekTimeout): with Service Bus down or silent these
-	// answer in about this long, each blocked order's missing message
-	// "unknown", with why.
+	// DeadLetterPeekDeadline bounds the one read of the dead-letter queue of
+	// each AutoReplay run (heal.Options.PeekTimeout): with Service Bus down
+	// or silent, a run pauses in about this long and records why, which the
+	// blocked list, the summary and the dashboard then say.
 	DeadLetterPeekDeadline = 3 * time.Second
 	// SkipDeadline: SkipGap, one read and one processor commit (tens of
 	// milliseconds when healthy), retried within this deadline rather than
