@@ -16,23 +16,22 @@ import (
 // state (order ids cannot start with '~').
 const autoReplayPartition = "~autoreplay"
 
+// healthPartition and healthRow hold the shared heal.Health record.
+const (
+	healthPartition = "~health"
+	healthRow       = "autoreplay"
+)
+
 var _ heal.StateStore = (*Store)(nil)
 
 // ReplayState implements heal.StateStore: a point read.
 func (s *Store) ReplayState(ctx context.Context, orderID string) (heal.State, string, bool, error) {
-	resp, err := s.table.GetEntity(ctx, autoReplayPartition, orderID, nil)
-	switch tableCode(err) {
-	case "":
-		if err != nil {
-			return heal.State{}, "", false, classify(err, "read the auto-replay state of "+orderID)
-		}
-	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
-		return heal.State{}, "", false, nil
-	default:
-		return heal.State{}, "", false, classify(err, "read the auto-replay state of "+orderID)
+	raw, etag, ok, err := s.getJSONRow(ctx, autoReplayPartition, orderID, "read the auto-replay state of "+orderID)
+	if !ok || err != nil {
+		return heal.State{}, "", false, err
 	}
-	st, err := decodeState(resp.Value)
-	return st, string(resp.ETag), err == nil, err
+	st, err := decodeState(raw)
+	return st, etag, err == nil, err
 }
 
 func decodeState(raw []byte) (heal.State, error) {
@@ -52,34 +51,7 @@ func decodeState(raw []byte) (heal.State, error) {
 // otherwise a replace under If-Match.
 func (s *Store) PutReplayState(ctx context.Context, st heal.State, etag string) (string, error) {
 	state, _ := json.Marshal(st)
-	data, err := json.Marshal(aztables.EDMEntity{
-		Entity:     aztables.Entity{PartitionKey: autoReplayPartition, RowKey: st.OrderID},
-		Properties: map[string]any{"State": string(state)},
-	})
-	if err != nil {
-		return "", fault.Wrap(fault.Internal, err, "encode auto-replay state")
-	}
-	var newTag azcore.ETag
-	err = withTable(ctx, s.table, func() error {
-		if etag == "" {
-			resp, err := s.table.AddEntity(ctx, data, nil)
-			newTag = resp.ETag
-			return err
-		}
-		tag := azcore.ETag(etag)
-		resp, err := s.table.UpdateEntity(ctx, data, &aztables.UpdateEntityOptions{IfMatch: &tag, UpdateMode: aztables.UpdateModeReplace})
-		newTag = resp.ETag
-		return err
-	})
-	switch tableCode(err) {
-	case "":
-	case aztables.EntityAlreadyExists, aztables.UpdateConditionNotSatisfied, aztables.ResourceNotFound, aztables.EntityNotFound:
-		return "", fault.Errorf(fault.Conflict, "the auto-replay state of %s changed meanwhile", st.OrderID)
-	}
-	if err != nil {
-		return "", classify(err, "write the auto-replay state of "+st.OrderID)
-	}
-	return string(newTag), nil
+	return s.putJSONRow(ctx, autoReplayPartition, st.OrderID, "State", state, etag, "the auto-replay state of "+st.OrderID)
 }
 
 // ReplayStates implements heal.StateStore: one query per 1,000 states.
@@ -99,46 +71,56 @@ func (s *Store) DeleteReplayState(ctx context.Context, orderID, etag string) err
 	return classifyOrNil(err, "remove the auto-replay state of "+orderID)
 }
 
-// healthPartition and healthRow hold the shared heal.Health record.
-const (
-	healthPartition = "~health"
-	healthRow       = "autoreplay"
-)
-
 // Health implements heal.StateStore: a point read.
 func (s *Store) Health(ctx context.Context) (heal.Health, string, bool, error) {
-	resp, err := s.table.GetEntity(ctx, healthPartition, healthRow, nil)
-	switch tableCode(err) {
-	case "":
-		if err != nil {
-			return heal.Health{}, "", false, classify(err, "read the auto-replay record")
-		}
-	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
-		return heal.Health{}, "", false, nil
-	default:
-		return heal.Health{}, "", false, classify(err, "read the auto-replay record")
+	raw, etag, ok, err := s.getJSONRow(ctx, healthPartition, healthRow, "read the auto-replay record")
+	if !ok || err != nil {
+		return heal.Health{}, "", false, err
 	}
 	var e aztables.EDMEntity
-	if err := json.Unmarshal(resp.Value, &e); err != nil {
+	var h heal.Health
+	if err := json.Unmarshal(raw, &e); err != nil {
 		return heal.Health{}, "", false, fault.Wrap(fault.Internal, err, "decode the auto-replay record")
 	}
-	var h heal.Health
 	if err := json.Unmarshal([]byte(props(e.Properties).str("Health")), &h); err != nil {
 		return heal.Health{}, "", false, fault.Wrap(fault.Internal, err, "decode the auto-replay record")
 	}
-	return h, string(resp.ETag), true, nil
+	return h, etag, true, nil
 }
 
 // PutHealth implements heal.StateStore: insert when etag is "", otherwise a
 // replace under If-Match.
 func (s *Store) PutHealth(ctx context.Context, h heal.Health, etag string) (string, error) {
 	raw, _ := json.Marshal(h)
+	return s.putJSONRow(ctx, healthPartition, healthRow, "Health", raw, etag, "the auto-replay record")
+}
+
+// getJSONRow is a point read of a row; ok is false when there is none.
+func (s *Store) getJSONRow(ctx context.Context, pk, rk, what string) (raw []byte, etag string, ok bool, err error) {
+	resp, err := s.table.GetEntity(ctx, pk, rk, nil)
+	switch tableCode(err) {
+	case "":
+		if err != nil {
+			return nil, "", false, classify(err, what)
+		}
+	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+		return nil, "", false, nil
+	default:
+		return nil, "", false, classify(err, what)
+	}
+	return resp.Value, string(resp.ETag), true, nil
+}
+
+// putJSONRow writes a row whose one property prop holds value (a JSON
+// document): an insert when etag is "", otherwise a replace under If-Match.
+// Another writer first is a fault.Conflict naming what.
+func (s *Store) putJSONRow(ctx context.Context, pk, rk, prop string, value []byte, etag, what string) (string, error) {
 	data, err := json.Marshal(aztables.EDMEntity{
-		Entity:     aztables.Entity{PartitionKey: healthPartition, RowKey: healthRow},
-		Properties: map[string]any{"Health": string(raw)},
+		Entity:     aztables.Entity{PartitionKey: pk, RowKey: rk},
+		Properties: map[string]any{prop: string(value)},
 	})
 	if err != nil {
-		return "", fault.Wrap(fault.Internal, err, "encode the auto-replay record")
+		return "", fault.Wrap(fault.Internal, err, "encode "+what)
 	}
 	var newTag azcore.ETag
 	err = withTable(ctx, s.table, func() error {
@@ -155,10 +137,10 @@ func (s *Store) PutHealth(ctx context.Context, h heal.Health, etag string) (stri
 	switch tableCode(err) {
 	case "":
 	case aztables.EntityAlreadyExists, aztables.UpdateConditionNotSatisfied, aztables.ResourceNotFound, aztables.EntityNotFound:
-		return "", fault.Errorf(fault.Conflict, "the auto-replay record changed meanwhile")
+		return "", fault.Errorf(fault.Conflict, "%s changed meanwhile", what)
 	}
 	if err != nil {
-		return "", classify(err, "write the auto-replay record")
+		return "", classify(err, "write "+what)
 	}
 	return string(newTag), nil
 }
