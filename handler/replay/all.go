@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -274,22 +273,7 @@ func sendOrder(ctx context.Context, src Source, sender convoy.Sender, todo []pla
 // them, from the first, were completed before the first that failed.
 func completeAll(ctx context.Context, src Source, ps []placed) (int, error) {
 	errs := make([]error, len(ps))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(releaseWorkers, len(ps)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				errs[i] = src.Complete(ctx, ps[i].m)
-			}
-		}()
-	}
-	for i := range ps {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	settleEach(len(ps), func(i int) { errs[i] = src.Complete(ctx, ps[i].m) })
 	for i, err := range errs {
 		if err != nil {
 			return i, fmt.Errorf("complete the dead-lettered copy of seq %d: %w", ps[i].msg.Seq, err)

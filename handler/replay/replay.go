@@ -404,6 +404,26 @@ func send(ctx context.Context, sender convoy.Sender, m convoy.OrderMessage) erro
 // is a round trip of its own (an SDK settles one message per call).
 const releaseWorkers = 16
 
+// settleEach runs settle(i) for i in [0, n), releaseWorkers at a time.
+func settleEach(n int, settle func(i int)) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(releaseWorkers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				settle(i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
 // releaseTimeout bounds release once the run's own context has ended (the
 // locks are then released on a context of their own).
 const releaseTimeout = 5 * time.Second
@@ -416,22 +436,9 @@ func release(ctx context.Context, src Source, msgs []DeadLetter) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	next := make(chan DeadLetter)
-	var wg sync.WaitGroup
-	for range min(releaseWorkers, len(msgs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for m := range next {
-				_ = src.Abandon(ctx, m) // a lock not released expires by itself
-			}
-		}()
-	}
-	for _, m := range msgs {
-		next <- m
-	}
-	close(next)
-	wg.Wait()
+	settleEach(len(msgs), func(i int) {
+		_ = src.Abandon(ctx, msgs[i]) // a lock not released expires by itself
+	})
 }
 
 // orderMessage rebuilds the order message from a dead letter, its trace
