@@ -77,6 +77,14 @@ func Binary() (string, error) {
 // another, a few times.
 func Start(opts Options) (*Server, error) {
 	if opts.Port != 0 {
+		// A port someone else holds (another Azurite, say) would answer the
+		// readiness check while this Azurite fails to bind and exits: the
+		// caller would then use, and later lose, the other one's storage.
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", opts.Port))
+		if err != nil {
+			return nil, fmt.Errorf("port %d is taken: %w", opts.Port, err)
+		}
+		l.Close()
 		return start(opts)
 	}
 	var err error
