@@ -203,6 +203,12 @@ func (c *clients) orderStore(table string) *tablestore.Store {
 
 // operatorStore is the store on table of the callers an operator waits on
 // and of AutoReplay (tablestore.OperatorRetry).
+// operatorLedgers is the ledgers table for the callers an operator waits on
+// (OrderStatus's lag).
+func (c *clients) operatorLedgers(table string) *tablestore.Ledgers {
+	return tablestore.NewLedgers(c.operatorTables.NewClient(table))
+}
+
 func (c *clients) operatorStore(table string) *tablestore.Store {
 	return tablestore.New(c.operatorTables.NewClient(table), c.operatorBatches.Table(table))
 }

@@ -121,5 +121,6 @@ func newServer(cfg settings.Settings, c *clients, log *slog.Logger) (*echo.Echo,
 		MaxOrders: ar.MaxOrders, MaxScan: cfg.ReplayScanLimit,
 		PeekTimeout: handler.DeadLetterPeekDeadline, PassTimeout: handler.AutoReplayPassDeadline})
 	return handler.New(handler.Deps{Processor: processor, Orders: operator, Ledgers: publisher, Blocked: operator,
-		Replay: rep, Heal: healer, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes}), nil
+		Replay: rep, Heal: healer, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes,
+		Allocations: c.operatorLedgers(cfg.LedgersTable), LagWindow: cfg.LagWindow}), nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
@@ -29,6 +30,7 @@ func (s *server) processOrders(ctx context.Context, c *call) (map[string]any, er
 	var unreadable []error
 	var order []string // sessions in order of first appearance
 	bySession := map[string][]convoy.Message{}
+	enqueued := map[string]map[int64]time.Time{} // by session and seq: when Service Bus accepted it
 	for i, m := range raw {
 		msg, err := orderMessage(m)
 		if err != nil {
@@ -41,6 +43,12 @@ func (s *server) processOrders(ctx context.Context, c *call) (map[string]any, er
 			order = append(order, m.SessionID)
 		}
 		bySession[m.SessionID] = append(bySession[m.SessionID], msg)
+		if !m.EnqueuedTimeUtc.IsZero() {
+			if enqueued[m.SessionID] == nil {
+				enqueued[m.SessionID] = map[int64]time.Time{}
+			}
+			enqueued[m.SessionID][msg.Seq] = m.EnqueuedTimeUtc
+		}
 	}
 	var failed []error
 	for _, orderID := range order {
@@ -50,6 +58,7 @@ func (s *server) processOrders(ctx context.Context, c *call) (map[string]any, er
 			failed = append(failed, fmt.Errorf("order %q: %w", orderID, err))
 			continue
 		}
+		applied := time.Now().UTC() // the commit that applied them just returned
 		ids := map[int64]string{}
 		for _, m := range msgs {
 			ids[m.Seq] = m.MessageID
@@ -66,6 +75,9 @@ func (s *server) processOrders(ctx context.Context, c *call) (map[string]any, er
 			}
 			if out.Drained {
 				attrs = append(attrs, "drained", true)
+			}
+			if at := enqueued[orderID][out.Seq]; out.Disposition == convoy.Applied && !at.IsZero() {
+				attrs = append(attrs, "criticalTimeMs", criticalTime(applied, at).Milliseconds())
 			}
 			c.outcome(slog.LevelInfo, "order message", attrs...)
 		}
@@ -99,6 +111,13 @@ func (s *server) processOrders(ctx context.Context, c *call) (map[string]any, er
 		return nil, fault.Wrap(fault.Invalid, errors.Join(unreadable...), fmt.Sprintf("%d unreadable message(s)", len(unreadable)))
 	}
 	return nil, nil
+}
+
+// criticalTime is a transaction's critical time (docs/operations.md, "Lag
+// per order"): from when its message was enqueued to when it was applied;
+// never negative (the two clocks differ).
+func criticalTime(applied, enqueued time.Time) time.Duration {
+	return max(applied.Sub(enqueued), 0)
 }
 
 // orderMessage reads a Service Bus message as an order message: SessionId is
@@ -145,6 +164,7 @@ func (s *server) orderStatus(ctx context.Context, r httpRequest) (int, any, erro
 	if err != nil {
 		return 0, nil, err
 	}
+	rec := &recordingReader{OrderReader: s.Orders}
 	h, ok := s.Orders.(convoy.History)
 	if !ok { // a reader without history: the head alone
 		o, err := s.Orders.Load(ctx, id)
@@ -154,13 +174,46 @@ func (s *server) orderStatus(ctx context.Context, r httpRequest) (int, any, erro
 		if o.Version == 0 {
 			return 0, nil, fault.Errorf(fault.NotFound, "order %q has no state", id)
 		}
-		return http.StatusOK, o.View(), nil
+		return http.StatusOK, orderAnswer{View: o.View(), Lag: s.orderLag(ctx, o)}, nil
 	}
-	v, err := convoy.ReadView(ctx, s.Orders, h, id, token, size)
+	v, err := convoy.ReadView(ctx, rec, h, id, token, size)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, v, nil
+	return http.StatusOK, orderAnswer{View: v, Lag: s.orderLag(ctx, rec.order)}, nil
+}
+
+// orderAnswer is OrderStatus's answer: the order's view and its lag.
+type orderAnswer struct {
+	convoy.View
+	Lag convoy.Lag `json:"lag"`
+}
+
+// recordingReader keeps the order ReadView loaded, whose head the lag needs.
+type recordingReader struct {
+	OrderReader
+	order *convoy.Order
+}
+
+func (r *recordingReader) Load(ctx context.Context, id string) (*convoy.Order, error) {
+	o, err := r.OrderReader.Load(ctx, id)
+	r.order = o
+	return o, err
+}
+
+// orderLag is o's lag (docs/operations.md, "Lag per order"): its head, and
+// one query of the ledgers table (what was published to it). When that
+// cannot be read the lag says why, and the answer is still the order's.
+func (s *server) orderLag(ctx context.Context, o *convoy.Order) convoy.Lag {
+	window := int64(s.LagWindow / time.Second)
+	if s.Allocations == nil {
+		return convoy.Lag{Window: window, Unavailable: "the ledgers table is not configured: what was published to the order is unknown"}
+	}
+	p, err := s.Allocations.Published(ctx, o.ID, o.AppliedSeq+1)
+	if err != nil {
+		return convoy.Lag{Window: window, Unavailable: "the ledgers table could not be read: " + err.Error()}
+	}
+	return convoy.OrderLag(o, p, time.Now().UTC(), s.LagWindow)
 }
 
 // historyParams reads OrderStatus's query: pageSize (1-1000) and

@@ -58,6 +58,10 @@ type Deps struct {
 	Heal            Healer // automatic replay, the summary, the blocked orders' causes (optional)
 	Logger          *slog.Logger
 	MaxRequestBytes int64 // default 64 MiB
+	// Allocations reads what publishing allocated to an order (the ledgers
+	// table), for the lag OrderStatus shows; nil: the lag says it is unknown.
+	Allocations convoy.Allocations
+	LagWindow   time.Duration // the lag status's window; default convoy.DefaultLagWindow
 	// Deadlines replace the deadlines of the functions they name (default:
 	// deadlines.go's, which serve uses).
 	Deadlines map[string]time.Duration
@@ -74,6 +78,9 @@ func New(d Deps) *echo.Echo {
 	}
 	if d.MaxRequestBytes <= 0 {
 		d.MaxRequestBytes = settings.DefaultMaxRequestBytes
+	}
+	if d.LagWindow <= 0 {
+		d.LagWindow = convoy.DefaultLagWindow
 	}
 	all := make(map[string]time.Duration, len(deadlines))
 	maps.Copy(all, deadlines)

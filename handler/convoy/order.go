@@ -65,6 +65,10 @@ type Order struct {
 	Parked       map[int64]Message
 	BlockedSince time.Time // when the current run of parked messages began; zero if none
 	UpdatedAt    time.Time
+	// AppliedAt is when AppliedSeq last advanced (a message applied or
+	// rejected, or a seq skipped): the head's progress, which the lag's
+	// status is judged by (Lag). Zero for a head written before it was kept.
+	AppliedAt time.Time
 	// Version counts the order's commits; it is the store's compare-and-swap
 	// token. 0 means the order has no stored state.
 	Version int64
@@ -361,13 +365,13 @@ func (o *Order) check(t Transaction) string {
 func (o *Order) reject(m Message, op Op, reason string, now time.Time, c *Change) {
 	r := Rejection{Seq: m.Seq, Op: op, TxID: m.Tx.TxID, Reason: reason}
 	c.Rejections = append(c.Rejections, r)
-	o.AppliedSeq, o.UpdatedAt = m.Seq, now
+	o.AppliedSeq, o.UpdatedAt, o.AppliedAt = m.Seq, now, now
 	c.changed = true
 }
 
 // finish advances the checkpoint; last: true ends the sequence.
 func (o *Order) finish(m Message, now time.Time, c *Change) {
-	o.AppliedSeq, o.UpdatedAt = m.Seq, now
+	o.AppliedSeq, o.UpdatedAt, o.AppliedAt = m.Seq, now, now
 	c.changed = true
 	if m.Last {
 		o.Complete = true

@@ -77,6 +77,7 @@ func parse(body []byte) (*Request, error) {
 type serviceBusMetadata struct {
 	SessionId, MessageId, DeliveryCount, ApplicationProperties, UserProperties                          json.RawMessage
 	SessionIdArray, MessageIdArray, DeliveryCountArray, ApplicationPropertiesArray, UserPropertiesArray json.RawMessage
+	EnqueuedTimeUtc, EnqueuedTimeUtcArray                                                               json.RawMessage // critical time only
 }
 
 // decodeMetadata returns the Metadata's keys: only those above for a Service
@@ -103,12 +104,13 @@ func (sb *serviceBusMetadata) isServiceBus() bool {
 
 // keys returns the keys present.
 func (sb *serviceBusMetadata) keys() map[string]json.RawMessage {
-	md := make(map[string]json.RawMessage, 10)
+	md := make(map[string]json.RawMessage, 12)
 	for k, v := range map[string]json.RawMessage{
 		"SessionId": sb.SessionId, "MessageId": sb.MessageId, "DeliveryCount": sb.DeliveryCount,
 		"ApplicationProperties": sb.ApplicationProperties, "UserProperties": sb.UserProperties,
 		"SessionIdArray": sb.SessionIdArray, "MessageIdArray": sb.MessageIdArray, "DeliveryCountArray": sb.DeliveryCountArray,
 		"ApplicationPropertiesArray": sb.ApplicationPropertiesArray, "UserPropertiesArray": sb.UserPropertiesArray,
+		"EnqueuedTimeUtc": sb.EnqueuedTimeUtc, "EnqueuedTimeUtcArray": sb.EnqueuedTimeUtcArray,
 	} {
 		if v != nil {
 			md[k] = v

@@ -58,7 +58,8 @@ func TestSingleMessage(t *testing.T) {
 			}
 			m := msgs[0]
 			sameJSON(t, m.Body, body2)
-			want := invocation.Message{SessionID: "o-1", MessageID: "L-1:2", DeliveryCount: 1}
+			want := invocation.Message{SessionID: "o-1", MessageID: "L-1:2", DeliveryCount: 1,
+				EnqueuedTimeUtc: time.Date(2025, 1, 15, 10, 20, 30, 0, time.UTC)}
 			got := m
 			got.Body, got.ApplicationProperties = nil, nil
 			if !reflect.DeepEqual(got, want) {
@@ -93,6 +94,12 @@ func TestBatch(t *testing.T) {
 				}
 			}
 			sameJSON(t, msgs[1].Body, body2)
+			for i, m := range msgs { // the fixture's EnqueuedTimeUtcArray: .1234567, .2234567, .3234567
+				want := time.Date(2025, 1, 15, 10, 20, 30, 123456700+i*100_000_000, time.UTC)
+				if !m.EnqueuedTimeUtc.Equal(want) {
+					t.Errorf("EnqueuedTimeUtc of message %d = %v, want %v", i, m.EnqueuedTimeUtc, want)
+				}
+			}
 			if msgs[2].DeliveryCount != 2 {
 				t.Errorf("DeliveryCount of the third = %d, want 2", msgs[2].DeliveryCount)
 			}
@@ -120,8 +127,14 @@ func TestUnusedMetadataNeverFails(t *testing.T) {
 		for k, v := range keys {
 			r.Metadata[k] = json.RawMessage(v)
 		}
-		if _, err := r.ServiceBusMessages("message"); err != nil {
+		msgs, err := r.ServiceBusMessages("message")
+		if err != nil {
 			t.Errorf("%s with odd unused metadata: %v", fixture, err)
+		}
+		for i, m := range msgs {
+			if !m.EnqueuedTimeUtc.IsZero() {
+				t.Errorf("%s: message %d's unreadable EnqueuedTimeUtc decoded to %v, want none", fixture, i, m.EnqueuedTimeUtc)
+			}
 		}
 	}
 	// (A bad SessionId fails later, as an unreadable order message: server_test.)

@@ -3,6 +3,7 @@ package invocation
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Message is one Service Bus message as the trigger delivers it: only what
@@ -10,10 +11,15 @@ import (
 // (EnqueuedTime*, ContentType, SequenceNumber, ExpiresAt*, …) can never fail
 // an invocation, whatever form the host gives it.
 type Message struct {
-	Body                  []byte
-	SessionID             string
-	MessageID             string
-	DeliveryCount         int64                      // 1 on first delivery
+	Body          []byte
+	SessionID     string
+	MessageID     string
+	DeliveryCount int64 // 1 on first delivery
+	// EnqueuedTimeUtc is when Service Bus accepted the message; zero when
+	// the host did not send it or sent it in a form not understood (it never
+	// fails an invocation). One message's is to the second (the host's
+	// DateTime form); a batch's carry fractions (docs/host-contract.md).
+	EnqueuedTimeUtc       time.Time
 	ApplicationProperties map[string]json.RawMessage // values keep their JSON types
 }
 
@@ -74,8 +80,18 @@ func (r *Request) fillSingle(m *Message) error {
 			return fmt.Errorf("metadata DeliveryCount: %w", err)
 		}
 	}
+	if raw, ok := lookup(r.Metadata, "EnqueuedTimeUtc"); ok {
+		m.EnqueuedTimeUtc = decodeTime(raw)
+	}
 	m.ApplicationProperties, err = r.applicationProperties()
 	return err
+}
+
+// decodeTime is DecodeTime for metadata the sequence rules do not need: a
+// value not understood is the zero time, never an error.
+func decodeTime(raw json.RawMessage) time.Time {
+	t, _ := DecodeTime(raw)
+	return t
 }
 
 // applicationProperties prefers ApplicationProperties and falls back to its
@@ -156,6 +172,14 @@ func (r *Request) batch(raw json.RawMessage) ([]Message, error) {
 	} {
 		if err := column(c.key, c.set); err != nil {
 			return nil, err
+		}
+	}
+	// Unused by the sequence rules: an array not understood is ignored.
+	if raw, ok := lookup(r.Metadata, "EnqueuedTimeUtcArray"); ok {
+		if vals, err := DecodeArray(raw); err == nil && len(vals) == len(msgs) {
+			for i, v := range vals {
+				msgs[i].EnqueuedTimeUtc = decodeTime(v)
+			}
 		}
 	}
 	for i := range msgs {

@@ -60,6 +60,8 @@ type Settings struct {
 
 	ReplayScanLimit int // ReplayScanLimit: dead letters one replay receives (holds locked) at most; default 5000
 
+	LagWindow time.Duration // LagWindowSeconds: the window an order's lag status is judged over; default 300
+
 	AutoReplay AutoReplay
 }
 
@@ -87,6 +89,7 @@ const (
 	DefaultMaxMessageBytes = ledger.DefaultMaxMessageBytes
 	DefaultMaxTransactions = ledger.DefaultMaxTransactions
 	DefaultReplayScanLimit = replay.DefaultMaxScan
+	DefaultLagWindow       = convoy.DefaultLagWindow
 
 	DefaultAutoReplaySchedule   = "0 */1 * * * *"
 	DefaultAutoReplayBackoff    = heal.DefaultBackoffBase
@@ -124,6 +127,7 @@ func load(lookup func(string) (string, bool), needStorage bool) (Settings, error
 		QueuePartitioned: r.oneOf("OrdersQueuePartitioned", "false", "true", "false") == "true",
 		MaxTransactions:  r.positiveInt("MaxLedgerTransactions", DefaultMaxTransactions),
 		ReplayScanLimit:  r.positiveInt("ReplayScanLimit", DefaultReplayScanLimit),
+		LagWindow:        r.seconds("LagWindowSeconds", DefaultLagWindow),
 		AutoReplay: AutoReplay{
 			Enabled:     r.oneOf("AutoReplayEnabled", "true", "true", "false") == "true",
 			Schedule:    r.schedule("AutoReplaySchedule", DefaultAutoReplaySchedule),

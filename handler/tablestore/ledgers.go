@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
@@ -205,4 +208,46 @@ func classifyOrNil(err error, what string) error {
 		return err
 	}
 	return classify(err, what)
+}
+
+var _ convoy.Allocations = (*Ledgers)(nil)
+
+// Published implements convoy.Allocations: one query of the order's
+// partition (its counter and its alloc rows, one per ledger that published
+// to it; more than 1,000 of them take another page each), the columns it
+// needs only. When seq was allocated is the Timestamp of the alloc row that
+// holds it: alloc rows are inserted once and never changed.
+func (s *Ledgers) Published(ctx context.Context, orderID string, seq int64) (convoy.Published, error) {
+	filter := fmt.Sprintf("PartitionKey eq '%s'", escape("order:"+orderID))
+	sel := "RowKey,Timestamp,Last,First,Count"
+	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Select: &sel})
+	var out convoy.Published
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if tableCode(err) == aztables.TableNotFound {
+			return convoy.Published{}, nil
+		}
+		if err != nil {
+			return convoy.Published{}, classify(err, "read the seqs published to order "+orderID)
+		}
+		for _, raw := range page.Entities {
+			var e aztables.EDMEntity
+			if err := json.Unmarshal(raw, &e); err != nil {
+				return convoy.Published{}, fault.Wrap(fault.Internal, err, "decode the seqs published to order "+orderID)
+			}
+			p := props(e.Properties)
+			switch {
+			case e.RowKey == "counter":
+				out.LastSeq = p.int("Last")
+			case strings.HasPrefix(e.RowKey, "alloc:"):
+				if first := p.int("First"); first <= seq && seq < first+p.int("Count") {
+					out.SeqAllocatedAt = time.Time(e.Timestamp).UTC()
+				}
+			}
+		}
+	}
+	if seq > out.LastSeq {
+		out.SeqAllocatedAt = time.Time{}
+	}
+	return out, nil
 }

@@ -3,7 +3,7 @@
 //
 // Rows of an order's partition (PartitionKey = order id):
 //
-//	h                      head: status, currency, appliedSeq, version, total, txCount, layout, …
+//	h                      head: status, currency, appliedSeq, appliedAt, version, total, txCount, layout, …
 //	p:<seq, 19 digits>     a parked message
 //	r:<seq, 19 digits>     a rejection
 //	t:<position, 10 digits> a transaction, in the order added
@@ -390,6 +390,9 @@ func (s *Store) commitBody(o *convoy.Order, base int64, c *convoy.Change) *batch
 	if !o.BlockedSince.IsZero() {
 		e.time("BlockedSince", o.BlockedSince)
 	}
+	if !o.AppliedAt.IsZero() { // absent from heads written before it was kept
+		e.time("AppliedAt", o.AppliedAt)
+	}
 	e.data(o.Data)
 	e.end()
 	// A transaction added: its two rows inserted (an x row that exists fails
@@ -460,6 +463,7 @@ func decodeRow(o *convoy.Order, e aztables.EDMEntity) error {
 		o.TxCount = p.int("TxCount")
 		o.UpdatedAt = p.time("UpdatedAt")
 		o.BlockedSince = p.time("BlockedSince")
+		o.AppliedAt = p.time("AppliedAt") // zero in a head written before it was kept
 		o.Data = p.data()
 	case strings.HasPrefix(key, parkedPrefix):
 		m := convoy.Message{Seq: p.int("Seq"), Last: p.bool("Last"), MessageID: p.str("MessageId"), Tx: convoy.Transaction{

@@ -272,3 +272,45 @@ func TestRejectedLedgerAlwaysRecordable(t *testing.T) {
 		t.Fatalf("record %+v", rec)
 	}
 }
+
+// TestPublished: what publishing allocated to an order, read back for its
+// lag: the counter's last seq, and when the ledger holding a seq was given
+// its numbers (the alloc row's Timestamp, the service's clock: Azurite runs
+// on this machine, so within a second of the test's).
+func TestPublished(t *testing.T) {
+	ctx := context.Background()
+	store := tablestore.NewLedgers(server.NewTable(t, nil))
+	if p, err := store.Published(ctx, "o-none", 1); err != nil || p != (convoy.Published{}) {
+		t.Fatalf("nothing published: %+v, %v", p, err)
+	}
+	before := time.Now().UTC()
+	if first, err := store.Allocate(ctx, "L-1", "h1", "o-1", 3); err != nil || first != 1 {
+		t.Fatalf("allocate L-1: %d, %v", first, err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	middle := time.Now().UTC()
+	if first, err := store.Allocate(ctx, "L-2", "h2", "o-1", 2); err != nil || first != 4 {
+		t.Fatalf("allocate L-2: %d, %v", first, err)
+	}
+	after := time.Now().UTC()
+	within := func(at, from, to time.Time) bool {
+		return !at.Before(from.Add(-time.Second)) && !at.After(to.Add(time.Second))
+	}
+	for _, c := range []struct {
+		seq      int64
+		from, to time.Time
+	}{{1, before, middle}, {3, before, middle}, {4, middle, after}, {5, middle, after}} {
+		p, err := store.Published(ctx, "o-1", c.seq)
+		if err != nil || p.LastSeq != 5 || !within(p.SeqAllocatedAt, c.from, c.to) {
+			t.Errorf("seq %d: %+v, %v; want last 5, allocated between %v and %v", c.seq, p, err, c.from, c.to)
+		}
+	}
+	a3, _ := store.Published(ctx, "o-1", 3)
+	a4, _ := store.Published(ctx, "o-1", 4)
+	if !a4.SeqAllocatedAt.After(a3.SeqAllocatedAt) {
+		t.Errorf("seq 4 (L-2) allocated at %v, not after seq 3 (L-1) at %v", a4.SeqAllocatedAt, a3.SeqAllocatedAt)
+	}
+	if p, err := store.Published(ctx, "o-1", 6); err != nil || p.LastSeq != 5 || !p.SeqAllocatedAt.IsZero() {
+		t.Errorf("seq 6, not published: %+v, %v", p, err)
+	}
+}

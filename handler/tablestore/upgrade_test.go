@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -98,6 +99,10 @@ func TestLegacyPartition(t *testing.T) {
 	if o.Version != 10 || o.AppliedSeq != 302 || o.TxCount != n || o.TotalAmount != total || len(o.Parked) != 1 || o.Parked[304].Tx.TxID != "t-new" {
 		t.Fatalf("legacy partition loaded as version %d, applied %d, %d transactions totalling %d, parked %v; want 10, 302, %d totalling %d, 304",
 			o.Version, o.AppliedSeq, o.TxCount, o.TotalAmount, o.Parked, n, total)
+	}
+	// A head written before AppliedAt was kept: its progress is its last commit.
+	if updated := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC); !o.AppliedAt.IsZero() || !o.Progress().Equal(updated) {
+		t.Fatalf("legacy head: AppliedAt %v, Progress %v; want none, and its UpdatedAt %v", o.AppliedAt, o.Progress(), updated)
 	}
 	if r, found, err := store.Tx(ctx, "legacy-1", "t-5"); err != nil || !found || r.Position != 5 || r.Amount != 5 {
 		t.Fatalf("Tx(t-5) after the migration: %+v, %v, %v", r, found, err)

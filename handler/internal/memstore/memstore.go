@@ -180,7 +180,7 @@ func (s *Store) Commit(_ context.Context, o *convoy.Order, base int64, c *convoy
 	slices.SortFunc(h.rejected, func(a, b convoy.Rejection) int { return cmp.Compare(a.Seq, b.Seq) })
 	s.history[o.ID] = h
 	next.Status, next.Complete, next.Currency, next.Data = o.Status, o.Complete, o.Currency, o.Data
-	next.AppliedSeq, next.BlockedSince, next.UpdatedAt = o.AppliedSeq, o.BlockedSince, o.UpdatedAt
+	next.AppliedSeq, next.BlockedSince, next.UpdatedAt, next.AppliedAt = o.AppliedSeq, o.BlockedSince, o.UpdatedAt, o.AppliedAt
 	next.TotalAmount, next.TxCount = o.TotalAmount, o.TxCount
 	next.Forget()
 	next.Version = base + 1

@@ -25,6 +25,7 @@ func Run(t *testing.T, store convoy.Store) {
 	}{
 		{"LoadUnknownOrder", testLoadUnknown},
 		{"CommitThenLoad", testCommitThenLoad},
+		{"AppliedAtKept", testAppliedAt},
 		{"StaleVersionConflicts", testStaleVersion},
 		{"ConcurrentCommitsOneWins", testConcurrentCommits},
 		{"ParkThenDrain", testParkThenDrain},
@@ -125,12 +126,13 @@ type state struct {
 	Total, TxCount        int64
 	Parked                map[int64]convoy.Message
 	BlockedSince, Updated time.Time
+	AppliedAt             time.Time
 }
 
 func comparable(o *convoy.Order) state {
 	s := state{ID: o.ID, Status: string(o.Status), Currency: o.Currency, Data: string(o.Data), Complete: o.Complete,
 		AppliedSeq: o.AppliedSeq, Version: o.Version, Total: o.TotalAmount, TxCount: o.TxCount,
-		Parked: o.Parked, BlockedSince: o.BlockedSince, Updated: o.UpdatedAt}
+		Parked: o.Parked, BlockedSince: o.BlockedSince, Updated: o.UpdatedAt, AppliedAt: o.AppliedAt}
 	if len(s.Parked) == 0 {
 		s.Parked = nil
 	}
@@ -219,6 +221,28 @@ func testCommitThenLoad(t *testing.T, s convoy.Store, id string) {
 	}
 	sameHistory(t, s, id, []convoy.TxEntry{tx("t-1", -1200), tx("t-2", 7)},
 		[]convoy.Rejection{rejection(4, convoy.ModifyTransaction, "t-404", `transaction "t-404" does not exist`)})
+}
+
+// testAppliedAt: the head keeps when appliedSeq last advanced (the lag's
+// progress), written by the same commit: a commit that advances it sets it,
+// one that only parks keeps it, and a drain sets it again.
+func testAppliedAt(t *testing.T, s convoy.Store, id string) {
+	o := convoy.NewOrder(id)
+	step(t, s, o, msg(1, convoy.CreateOrder, "", 0), msg(2, convoy.AddTransaction, "t-1", 5)) // at epoch
+	got := load(t, s, id)
+	if !got.AppliedAt.Equal(epoch) || !got.Progress().Equal(epoch) {
+		t.Fatalf("after applying seqs 1-2 at %v: AppliedAt %v, Progress %v", epoch, got.AppliedAt, got.Progress())
+	}
+	step(t, s, got, msg(4, convoy.AddTransaction, "t-3", 1)) // at epoch+1s: parked only
+	got = load(t, s, id)
+	if !got.AppliedAt.Equal(epoch) || !got.UpdatedAt.Equal(epoch.Add(time.Second)) {
+		t.Fatalf("after parking seq 4: AppliedAt %v (want %v, unchanged), UpdatedAt %v", got.AppliedAt, epoch, got.UpdatedAt)
+	}
+	step(t, s, got, msg(3, convoy.AddTransaction, "t-2", 1)) // at epoch+2s: 3 applied, 4 drained
+	got = load(t, s, id)
+	if want := epoch.Add(2 * time.Second); !got.AppliedAt.Equal(want) || got.AppliedSeq != 4 {
+		t.Fatalf("after the drain: AppliedAt %v, appliedSeq %d; want %v, 4", got.AppliedAt, got.AppliedSeq, want)
+	}
 }
 
 // testTxPointRead: Store.Tx reads one transaction by its id: its position in

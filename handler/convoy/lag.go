@@ -1,0 +1,120 @@
+package convoy
+
+import (
+	"context"
+	"time"
+)
+
+// LagStatus is how an order keeps up with what was published to it
+// (docs/operations.md, "Lag per order"), judged over a window, not against a
+// threshold of backlog or age.
+type LagStatus string
+
+const (
+	LagOK         LagStatus = "ok"          // nothing waiting
+	LagCatchingUp LagStatus = "catching-up" // something waiting, and the head moved (or the wait began) within the window
+	LagStalled    LagStatus = "stalled"     // something waiting, no gap, and the head has not moved for the whole window
+	LagBlocked    LagStatus = "blocked"     // something waiting behind a gap: messages parked, or the missing one dead-lettered
+)
+
+// DefaultLagWindow is the window the status is judged over (the app setting
+// LagWindowSeconds defaults to it).
+const DefaultLagWindow = 5 * time.Minute
+
+// Published is what publishing allocated to an order (the ledgers table's
+// counter and alloc rows): the last seq given to it, and when the ledger
+// that was given seq got its numbers.
+type Published struct {
+	LastSeq int64
+	// SeqAllocatedAt is when seq (the one asked about) was allocated; zero
+	// when seq is past LastSeq or its allocation is not found.
+	SeqAllocatedAt time.Time
+}
+
+// Allocations reads what publishing allocated to an order: a bounded number
+// of reads, whatever the order's history (tablestore.Ledgers: one query).
+type Allocations interface {
+	Published(ctx context.Context, orderID string, seq int64) (Published, error)
+}
+
+// LagInput is what an order's lag is judged from.
+type LagInput struct {
+	Backlog      int64     // seqs allocated and not applied (LastSeq − AppliedSeq, at least 0)
+	HeadSince    time.Time // when the first unapplied seq was published; zero if unknown
+	AppliedAt    time.Time // when AppliedSeq last advanced; zero if unknown (see Order.Progress)
+	Parked       int       // messages parked behind the gap
+	DeadLettered bool      // the missing message is known to be dead-lettered
+	Now          time.Time
+	Window       time.Duration
+}
+
+// JudgeLag returns an order's lag status. With nothing waiting it is ok.
+// Something waiting behind a gap (parked messages, or the missing message
+// dead-lettered) is blocked: the head cannot move until the gap is filled.
+// Otherwise the head is expected to move: it is catching up if it moved
+// within the window, or if the first unapplied seq has been waiting for less
+// than the window (an order idle for an hour that was just published to is
+// not stalled); stalled if neither.
+func JudgeLag(in LagInput) LagStatus {
+	switch {
+	case in.Parked > 0, in.DeadLettered && in.Backlog > 0:
+		return LagBlocked
+	case in.Backlog <= 0:
+		return LagOK
+	}
+	// The latest moment progress was made or the wait began.
+	since := in.AppliedAt
+	if in.HeadSince.After(since) {
+		since = in.HeadSince
+	}
+	if !since.IsZero() && in.Now.Sub(since) <= in.Window {
+		return LagCatchingUp
+	}
+	return LagStalled
+}
+
+// Progress is when the head last moved: AppliedAt, or for a head written
+// before it was kept, UpdatedAt (the last commit: a later time, so the
+// status errs towards catching-up, never towards stalled too early).
+func (o *Order) Progress() time.Time {
+	if o.AppliedAt.IsZero() {
+		return o.UpdatedAt
+	}
+	return o.AppliedAt
+}
+
+// Lag is an order's lag as OrderStatus shows it.
+type Lag struct {
+	// Backlog counts the seqs allocated to the order by publishing and not
+	// yet applied or rejected (parked and dead-lettered ones included).
+	Backlog int64 `json:"backlog"`
+	// HeadAgeSeconds is how long the first unapplied seq has waited since it
+	// was published; absent when nothing waits or its allocation is unknown.
+	HeadAgeSeconds *float64  `json:"headAgeSeconds,omitempty"`
+	Status         LagStatus `json:"status,omitempty"`
+	Window         int64     `json:"window"` // seconds
+	// Unavailable says why the lag is not known (the ledgers table is not
+	// configured, or could not be read); Backlog and Status are then absent
+	// in meaning (zero).
+	Unavailable string `json:"unavailable,omitempty"`
+}
+
+// OrderLag computes o's lag from what was published to it (p, for seq
+// o.AppliedSeq+1) at now, over window.
+func OrderLag(o *Order, p Published, now time.Time, window time.Duration) Lag {
+	last := p.LastSeq
+	for seq := range o.Parked { // parked, so published (by a producer of the ledgers table's or not)
+		last = max(last, seq)
+	}
+	l := Lag{Backlog: max(last-o.AppliedSeq, 0), Window: int64(window / time.Second)}
+	var head time.Time
+	if l.Backlog > 0 && !p.SeqAllocatedAt.IsZero() {
+		head = p.SeqAllocatedAt
+		age := max(now.Sub(head), 0).Seconds()
+		age = float64(int64(age*1000)) / 1000 // milliseconds
+		l.HeadAgeSeconds = &age
+	}
+	l.Status = JudgeLag(LagInput{Backlog: l.Backlog, HeadSince: head, AppliedAt: o.Progress(), Parked: len(o.Parked),
+		Now: now, Window: window})
+	return l
+}
