@@ -56,7 +56,7 @@ func TestOrderStatusPages(t *testing.T) {
 	if !slices.Equal(onePage, txIDs) {
 		t.Fatalf("one page: transactions %v, want %v in order", onePage, txIDs)
 	}
-	wantKeys := []string{"appliedSeq", "complete", "currency", "orderId", "parked", "rejected", "status", "total", "transactions", "updatedAt"}
+	wantKeys := []string{"appliedSeq", "complete", "currency", "lag", "orderId", "parked", "rejected", "status", "total", "transactions", "updatedAt"}
 	var keys []string
 	for k := range v {
 		keys = append(keys, k)

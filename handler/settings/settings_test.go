@@ -173,3 +173,20 @@ func TestAutoReplaySettings(t *testing.T) {
 		}
 	}
 }
+
+func TestLagWindowSetting(t *testing.T) {
+	base := map[string]string{"ServiceBusConnection": sbConn, "StateStorage": "UseDevelopmentStorage=true"}
+	if s, err := settings.Load(env(base)); err != nil || s.LagWindow != 300*time.Second {
+		t.Fatalf("default: %v, %v; want 5m0s", s.LagWindow, err)
+	}
+	base["LagWindowSeconds"] = "20"
+	if s, err := settings.Load(env(base)); err != nil || s.LagWindow != 20*time.Second {
+		t.Fatalf("20: %v, %v", s.LagWindow, err)
+	}
+	for _, bad := range []string{"0", "-5", "five", "1.5", "86401"} {
+		base["LagWindowSeconds"] = bad
+		if _, err := settings.Load(env(base)); err == nil || !strings.Contains(err.Error(), "setting LagWindowSeconds") {
+			t.Errorf("LagWindowSeconds %q: error %v, want one that names the setting", bad, err)
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package devhost_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/devhost"
+)
+
+// orderLag is what GET /api/orders/{id} answers of an order's lag, with the
+// head's figures it is judged against.
+type orderLag struct {
+	AppliedSeq int64 `json:"appliedSeq"`
+	Parked     int   `json:"parked"`
+	Lag        struct {
+		Backlog        int64            `json:"backlog"`
+		HeadAgeSeconds *float64         `json:"headAgeSeconds"`
+		Status         convoy.LagStatus `json:"status"`
+		Window         int64            `json:"window"`
+		Unavailable    string           `json:"unavailable"`
+	} `json:"lag"`
+}
+
+// getLag reads an order's lag; ok is false while the order has no state (404).
+func (e *env) getLag(ctx context.Context, id string) (orderLag, bool) {
+	e.t.Helper()
+	var out orderLag
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.host.URL()+"/api/orders/"+id+"?pageSize=1", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("GET order %s: %v", id, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return out, false
+	}
+	if resp.StatusCode != http.StatusOK {
+		e.t.Fatalf("GET order %s: %s", id, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		e.t.Fatalf("GET order %s: %v", id, err)
+	}
+	if out.Lag.Unavailable != "" {
+		e.t.Fatalf("order %s: lag unavailable: %s", id, out.Lag.Unavailable)
+	}
+	return out, true
+}
+
+// lagLedger is a ledger of transactions for the orders given, each order's
+// in sequence: n AddTransactions each (a CreateOrder first when create).
+func lagLedger(id string, create bool, orders map[string]int) []byte {
+	type tx = map[string]any
+	var txs []tx
+	for o, n := range orders {
+		if create {
+			txs = append(txs, tx{"orderId": o, "op": "CreateOrder", "currency": "EUR"})
+		}
+		for i := range n {
+			txs = append(txs, tx{"orderId": o, "op": "AddTransaction", "txId": fmt.Sprintf("%s-%d", id, i), "amount": 1})
+		}
+	}
+	doc, _ := json.Marshal(map[string]any{"ledgerId": id, "transactions": txs})
+	return doc
+}
+
+// TestLagE2E: the lag OrderStatus reports (docs/operations.md, "Lag per
+// order"), with a window W of 4 s. A healthy busy order, published to every
+// half second (40 transactions each) for three windows, is never reported stalled, and is ok once
+// it has applied everything. An order whose next message fails every
+// delivery (seq 2 of 2: dead-lettered in the end, nothing parked behind it)
+// is reported stalled within two windows of its publishing, with a backlog
+// of 1; an order whose seq 2 of 4 fails the same way, with seqs 3 and 4
+// parked behind the gap, is reported blocked within two windows, with a
+// backlog of 3. Each applied message's outcome line carries criticalTimeMs.
+func TestLagE2E(t *testing.T) {
+	const window = 4 * time.Second
+	ctx := timeout(t, 3*time.Minute)
+	e := startWith(t, stage(t, nil), azurite.Options{}, func(o *devhost.Options) {
+		o.Settings["LagWindowSeconds"] = fmt.Sprint(int(window / time.Second))
+	})
+	e.failSeqs(func(m *devhost.Message, seq int64) bool {
+		return (m.SessionID == "lag-stuck" || m.SessionID == "lag-gap") && seq == 2
+	})
+	published := time.Now()
+	e.publish(ctx, lagLedger("L-lag-0", true, map[string]int{"lag-busy": 20, "lag-stuck": 1, "lag-gap": 3}))
+
+	// The busy order: a ledger every half second (40 transactions each) for three windows.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 1; time.Since(published) < 3*window; i++ {
+			e.publish(ctx, lagLedger(fmt.Sprintf("L-lag-%d", i), false, map[string]int{"lag-busy": 40}))
+			time.Sleep(500 * time.Millisecond)
+		}
+	}()
+
+	var stalledAt, blockedAt time.Duration
+	seen := map[convoy.LagStatus]int{}
+	for time.Since(published) < 4*window {
+		if l, ok := e.getLag(ctx, "lag-busy"); ok {
+			seen[l.Lag.Status]++
+			if l.Lag.Status == convoy.LagStalled || l.Lag.Status == convoy.LagBlocked || l.Lag.Window != int64(window/time.Second) {
+				t.Fatalf("the busy order at %v: %+v, want ok or catching-up over a window of %v", time.Since(published), l, window)
+			}
+		}
+		if l, ok := e.getLag(ctx, "lag-stuck"); ok && stalledAt == 0 && l.Lag.Status == convoy.LagStalled {
+			stalledAt = time.Since(published)
+			if l.AppliedSeq != 1 || l.Lag.Backlog != 1 || l.Parked != 0 || l.Lag.HeadAgeSeconds == nil || *l.Lag.HeadAgeSeconds < window.Seconds()-1 {
+				t.Fatalf("the stuck order, stalled: %+v, want appliedSeq 1, backlog 1, nothing parked, head waiting about a window or more", l)
+			}
+		}
+		if l, ok := e.getLag(ctx, "lag-gap"); ok && blockedAt == 0 && l.Lag.Status == convoy.LagBlocked {
+			blockedAt = time.Since(published)
+			if l.AppliedSeq != 1 || l.Lag.Backlog != 3 || l.Parked != 2 {
+				t.Fatalf("the order with a gap, blocked: %+v, want appliedSeq 1, backlog 3, 2 parked", l)
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	wg.Wait()
+	t.Logf("stuck order stalled after %v, gap order blocked after %v; the busy order's statuses seen: %v", stalledAt, blockedAt, seen)
+	if stalledAt == 0 || stalledAt > 2*window {
+		t.Errorf("the stuck order reported stalled after %v (0: never), want within two windows (%v)", stalledAt, 2*window)
+	}
+	if blockedAt == 0 || blockedAt > 2*window {
+		t.Errorf("the order with a gap reported blocked after %v (0: never), want within two windows (%v)", blockedAt, 2*window)
+	}
+	if seen[convoy.LagCatchingUp] == 0 {
+		t.Errorf("the busy order was never seen catching up (%v): the test did not keep it busy", seen)
+	}
+	e.waitIdle(ctx)
+	if l, _ := e.getLag(ctx, "lag-busy"); l.Lag.Status != convoy.LagOK || l.Lag.Backlog != 0 || l.Lag.HeadAgeSeconds != nil || l.AppliedSeq < 21 {
+		t.Errorf("the busy order, idle: %+v, want ok with nothing waiting", l)
+	}
+	// Still stuck a window later: stalled, not ok (its message is dead-lettered, nothing behind it).
+	if l, _ := e.getLag(ctx, "lag-stuck"); l.Lag.Status != convoy.LagStalled || l.Lag.Backlog != 1 {
+		t.Errorf("the stuck order, at the end: %+v, want stalled with backlog 1", l)
+	}
+
+	e.mu.Lock()
+	logText := e.log.String()
+	e.mu.Unlock()
+	applied := regexp.MustCompile(`order message [^\n]*sessionId=lag-busy [^\n]*outcome=applied[^\n]*`).FindAllString(logText, -1)
+	timed := 0
+	for _, line := range applied {
+		if strings.Contains(line, "criticalTimeMs=") {
+			timed++
+		}
+	}
+	if len(applied) == 0 || timed != len(applied) {
+		t.Errorf("%d of the busy order's %d applied lines carry criticalTimeMs, want all", timed, len(applied))
+	}
+}
