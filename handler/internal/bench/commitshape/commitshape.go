@@ -42,7 +42,7 @@ func Head(order string, seq int64, now time.Time) []byte {
 	return entity(order, "h", map[string]any{
 		"Parked": int32(0), "Status": "open", "Complete": false, "Currency": "EUR", "AppliedSeq": aztables.EDMInt64(seq),
 		"Version": aztables.EDMInt64(seq), "Total": aztables.EDMInt64(seq), "TxCount": aztables.EDMInt64(seq - 1),
-		"Layout": int32(2), "UpdatedAt": aztables.EDMDateTime(now)})
+		"Layout": int32(2), "UpdatedAt": aztables.EDMDateTime(now), "AppliedAt": aztables.EDMDateTime(now)})
 }
 
 func entity(order, rowKey string, props map[string]any) []byte {
