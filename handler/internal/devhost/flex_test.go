@@ -117,17 +117,7 @@ func flexHost(t *testing.T, functionTimeout string, settings map[string]string, 
 	if edit != nil {
 		edit(&opts)
 	}
-	h, err := devhost.Start(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		h.Stop()
-		if t.Failed() {
-			t.Logf("emulation log:\n%s", tail(log.String(), 6144))
-		}
-	})
-	return h, log
+	return startLogged(t, opts, log), log
 }
 
 // helloResult is what the handler answers at /api/sleep.

@@ -133,6 +133,15 @@ func fakeHostOpts(t *testing.T, mode, functionTimeout string, log *lockedBuffer,
 	if edit != nil {
 		edit(&opts)
 	}
+	h := startLogged(t, opts, log)
+	h.Queue("work").Send([]devhost.Message{{MessageID: "m-1", Body: []byte(`{"a":1}`)}})
+	return h
+}
+
+// startLogged starts the emulation with opts, stops it when the test ends,
+// and shows the end of its log if the test failed.
+func startLogged(t *testing.T, opts devhost.Options, log *lockedBuffer) *devhost.Host {
+	t.Helper()
 	h, err := devhost.Start(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -140,10 +149,9 @@ func fakeHostOpts(t *testing.T, mode, functionTimeout string, log *lockedBuffer,
 	t.Cleanup(func() {
 		h.Stop()
 		if t.Failed() {
-			t.Logf("emulation log:\n%s", tail(log.String(), 4096))
+			t.Logf("emulation log:\n%s", tail(log.String(), 6144))
 		}
 	})
-	h.Queue("work").Send([]devhost.Message{{MessageID: "m-1", Body: []byte(`{"a":1}`)}})
 	return h
 }
 

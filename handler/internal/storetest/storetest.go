@@ -520,15 +520,7 @@ func testBlockedIndex(t *testing.T, s convoy.Store, id string) {
 	ctx := context.Background()
 	clock := epoch.Add(time.Duration(time.Now().UnixNano()%1e6) * time.Hour) // after anything listed by other runs
 	p := convoy.NewProcessor(s, convoy.ProcessorOptions{Index: idx, Now: func() time.Time { return clock }})
-	process := func(order string, m convoy.Message) convoy.Result {
-		t.Helper()
-		m.Tx.OrderID = order
-		res, err := p.Process(ctx, order, []convoy.Message{m})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
+	process := processOne(t, p)
 	a, b := id+"-a", id+"-b"
 	if res := process(a, msg(3, convoy.AddTransaction, "t-1", 5)); !res.Blocked {
 		t.Fatal("parking a message did not report the order blocked")
@@ -650,15 +642,7 @@ func testBlockedListedMidCommit(t *testing.T, s convoy.Store, id string) {
 		listAll(t, idx)
 	}}
 	p := convoy.NewProcessor(mid, convoy.ProcessorOptions{Index: idx, Now: func() time.Time { return clock }})
-	process := func(order string, m convoy.Message) convoy.Result {
-		t.Helper()
-		m.Tx.OrderID = order
-		res, err := p.Process(ctx, order, []convoy.Message{m})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
+	process := processOne(t, p)
 	fresh, existing := id+"-fresh", id+"-existing"
 	// An order whose first message parks: no head yet while the lister runs.
 	if res := process(fresh, msg(2, convoy.AddTransaction, "t-1", 5)); !res.Blocked {
@@ -779,16 +763,9 @@ func testBlockedPageWithoutHeads(t *testing.T, s convoy.Store, id string) {
 		t.Fatalf("%T does not implement convoy.BlockedIndex", s)
 	}
 	idx := &crashyIndex{BlockedIndex: inner}
-	ctx := context.Background()
 	clock := epoch.Add(time.Duration(time.Now().UnixNano()%1e6) * time.Hour)
 	p := convoy.NewProcessor(s, convoy.ProcessorOptions{Index: idx, Now: func() time.Time { return clock }})
-	process := func(order string, m convoy.Message) {
-		t.Helper()
-		m.Tx.OrderID = order
-		if _, err := p.Process(ctx, order, []convoy.Message{m}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	process := processOne(t, p)
 	quiet, crashed, healed := id+"-quiet", id+"-crashed", id+"-healed"
 	process(quiet, msg(2, convoy.AddTransaction, "t-1", 5))
 	process(quiet, msg(3, convoy.AddTransaction, "t-2", 5)) // a second park updates the entry's figures
@@ -866,5 +843,19 @@ func testBlockedNotes(t *testing.T, s convoy.Store, id string) {
 		if _, err := fmt.Sscanf(e.OrderID[len(id)+1:], "%03d", &i); err != nil || e.Note != fmt.Sprintf("note %d", i) || e.Version != 1 {
 			t.Fatalf("entry %s: note %q version %d", e.OrderID, e.Note, e.Version)
 		}
+	}
+}
+
+// processOne processes one message of order with p, failing the test on an
+// error.
+func processOne(t *testing.T, p *convoy.Processor) func(order string, m convoy.Message) convoy.Result {
+	return func(order string, m convoy.Message) convoy.Result {
+		t.Helper()
+		m.Tx.OrderID = order
+		res, err := p.Process(context.Background(), order, []convoy.Message{m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
 	}
 }
