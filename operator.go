@@ -102,5 +102,6 @@ func operatorProcessor(cfg settings.Settings, c *clients) *convoy.Processor {
 		CacheSize: 1,
 		Retry:     fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
 		Index:     store,
+		LagWindow: cfg.LagWindow,
 	})
 }

@@ -106,6 +106,7 @@ func newServer(cfg settings.Settings, c *clients, log *slog.Logger) (*echo.Echo,
 		CacheSize: cfg.OrderCacheSize,
 		Retry:     fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
 		Index:     store,
+		LagWindow: cfg.LagWindow,
 	})
 	publisher, err := c.publisher(cfg, nil)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/invocation"
@@ -20,6 +21,9 @@ type call struct {
 	attrs []any // the invocation's: function, invocation id
 	logs  []string
 	msgs  []*msgTrace // the messages of a traced function, with their spans (tracing.go)
+	// drained are the trace contexts of parked messages this invocation
+	// applied, by order id and seq (tracing.go).
+	drained map[drainedKey]trace.SpanContext
 }
 
 // logAt logs a line with the invocation's attributes first, and the trace

@@ -76,7 +76,12 @@ func (s *server) processOrders(ctx context.Context, c *call) (map[string]any, er
 			if out.Drained {
 				attrs = append(attrs, "drained", true)
 			}
-			if at := enqueued[orderID][out.Seq]; out.Disposition == convoy.Applied && !at.IsZero() {
+			at := enqueued[orderID][out.Seq]
+			if out.Drained {
+				at = out.EnqueuedAt // received by an earlier call, which parked it
+				c.drainedContext(orderID, out.Seq, out.TraceParent)
+			}
+			if out.Disposition == convoy.Applied && !at.IsZero() {
 				attrs = append(attrs, "criticalTimeMs", criticalTime(applied, at).Milliseconds())
 			}
 			c.outcome(slog.LevelInfo, "order message", attrs...)
@@ -148,7 +153,8 @@ func orderMessage(m invocation.Message) (convoy.Message, error) {
 	if tx.OrderID != m.SessionID {
 		return convoy.Message{}, fmt.Errorf("body orderId %q differs from SessionId %q", tx.OrderID, m.SessionID)
 	}
-	return convoy.Message{Seq: seq, Last: last, MessageID: m.MessageID, Tx: tx}, nil
+	return convoy.Message{Seq: seq, Last: last, MessageID: m.MessageID, Tx: tx, EnqueuedAt: m.EnqueuedTimeUtc,
+		TraceParent: traceParentOf(m)}, nil
 }
 
 // orderStatus is OrderStatus: GET /api/orders/{orderId}[?pageSize=N&continuation=T].

@@ -23,8 +23,10 @@ import (
 // after their own fields, in the host's Logs and in the program's log alike;
 // the outcome line names the span ("apply" for an applied transaction, else
 // the outcome) and ends it. A parked message applied by this invocation
-// (drained) gets an apply span of its own under the context of the message
-// that drained it. Spans still open when the invocation ends (it failed, or
+// (drained) gets an apply span of its own under the context it carried when
+// it was received (kept with it while parked), linked to the span of the
+// message that drained it; one parked before its context was kept goes
+// under the drainer's. Spans still open when the invocation ends (it failed, or
 // a message was refused) end with its error.
 
 // tracedFunctions are the functions whose messages get spans and trace
@@ -67,6 +69,30 @@ func (c *call) startMessageSpans(ctx context.Context, name string) {
 		}
 		c.msgs = append(c.msgs, t)
 	}
+}
+
+// traceParentOf is the trace context m carries, as a traceparent ("" for
+// none usable): what a parked message keeps (convoy.Message.TraceParent).
+func traceParentOf(m invocation.Message) string {
+	return tracing.FormatTraceParent(tracing.FromProperties(propertyGetter(m.ApplicationProperties)).SpanContext)
+}
+
+type drainedKey struct {
+	orderID string
+	seq     int64
+}
+
+// drainedContext records the trace context a drained message carried
+// (traceparent, "" for none), for its apply span.
+func (c *call) drainedContext(orderID string, seq int64, traceParent string) {
+	sc, err := tracing.ParseTraceParent(traceParent)
+	if traceParent == "" || err != nil {
+		return
+	}
+	if c.drained == nil {
+		c.drained = map[drainedKey]trace.SpanContext{}
+	}
+	c.drained[drainedKey{orderID, seq}] = sc
 }
 
 func messageAttrs(invocationID, orderID, messageID string, seq, deliveryCount int64) []attribute.KeyValue {
@@ -151,9 +177,12 @@ func (c *call) traceAttrs(msg string, attrs []any) []any {
 	span, own := t.span, false
 	if drained && messageID == "" {
 		own = true
-		// A parked message applied now: its own context is not in this
-		// invocation; its apply span goes under the drainer's.
-		parent := t.parent
+		// A parked message applied now: its apply span goes under the
+		// context it carried, else under the drainer's.
+		parent := c.drained[drainedKey{t.orderID, seq}]
+		if !parent.IsValid() {
+			parent = t.parent
+		}
 		if !parent.IsValid() { // the drainer started a trace: stay in it
 			parent = t.span.SpanContext()
 		}

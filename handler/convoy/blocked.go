@@ -16,6 +16,8 @@ type Head struct {
 	Parked       int
 	BlockedSince time.Time
 	Version      int64
+	AppliedAt    time.Time // Order.Progress: when the head last moved
+	Crit         CriticalTimes
 }
 
 // BlockedIndex lists blocked orders, oldest first, without visiting every

@@ -37,6 +37,30 @@ type Allocations interface {
 	Published(ctx context.Context, orderID string, seq int64) (Published, error)
 }
 
+// ActiveOrder is an entry of the active-orders index: an order publishing
+// gave seqs to, since its entry was last removed.
+type ActiveOrder struct {
+	OrderID     string
+	PublishedAt time.Time // when publishing last wrote the entry
+	ETag        string    // of the stored entry, for Deactivate
+}
+
+// ActiveIndex lists the orders that may have something waiting, so that
+// their lag can be surveyed without visiting every order (AutoReplay,
+// heal.LagSurvey). Publishing writes an order's entry after allocating its
+// seqs and before sending them; the survey removes it, under the ETag it
+// read, once the order has caught up and stayed idle: an entry written
+// again since (a new allocation) is kept. An order enters it only through
+// publishing (ledgers); one fed by another producer is not surveyed.
+type ActiveIndex interface {
+	Allocations
+	// ScanActive returns up to limit entries after the order id after (""
+	// from the start), by order id, and whether more follow.
+	ScanActive(ctx context.Context, after string, limit int) ([]ActiveOrder, bool, error)
+	// Deactivate removes e only if it is still as ScanActive returned it.
+	Deactivate(ctx context.Context, e ActiveOrder) error
+}
+
 // LagInput is what an order's lag is judged from.
 type LagInput struct {
 	Backlog      int64     // seqs allocated and not applied (LastSeq − AppliedSeq, at least 0)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/convoy-dev/convoy/handler/fault"
 )
@@ -55,6 +56,13 @@ type Message struct {
 	Last      bool
 	MessageID string
 	Tx        Transaction
+	// EnqueuedAt is when Service Bus enqueued it (its critical time starts
+	// there); TraceParent the trace context it carried (W3C traceparent,
+	// handler/tracing). Kept with a parked message, so that it is applied
+	// later in its own trace, with its own critical time. Zero or "" when
+	// unknown.
+	EnqueuedAt  time.Time
+	TraceParent string
 }
 
 // body wraps the transaction so that no top-level body field can shadow

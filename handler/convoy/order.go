@@ -69,13 +69,16 @@ type Order struct {
 	// rejected, or a seq skipped): the head's progress, which the lag's
 	// status is judged by (Lag). Zero for a head written before it was kept.
 	AppliedAt time.Time
+	// Crit holds the critical times of its recently applied transactions.
+	Crit CriticalTimes
 	// Version counts the order's commits; it is the store's compare-and-swap
 	// token. 0 means the order has no stored state.
 	Version int64
 
-	known   map[string]knownTx // transactions looked up or written: a bounded working set
-	present int64              // entries of known that are present: all TxCount of them means known is the whole list
-	tick    uint64             // recency clock of known
+	lagWindow time.Duration      // Crit's window (ProcessorOptions.LagWindow)
+	known     map[string]knownTx // transactions looked up or written: a bounded working set
+	present   int64              // entries of known that are present: all TxCount of them means known is the whole list
+	tick      uint64             // recency clock of known
 }
 
 // knownTx is what the order knows of one txId: absent, or present at a
@@ -185,6 +188,7 @@ func (o *Order) Clone() *Order {
 		c.Parked = map[int64]Message{}
 	}
 	c.known = maps.Clone(o.known)
+	c.Crit = o.Crit.Clone()
 	return &c
 }
 
@@ -214,6 +218,9 @@ type Outcome struct {
 	Disposition Disposition
 	Reason      string // for Rejected
 	Drained     bool   // applied or rejected from the parked set
+	// Of a drained message: what it carried when it was received (Message).
+	EnqueuedAt  time.Time
+	TraceParent string
 }
 
 func (out Outcome) String() string {
@@ -265,7 +272,7 @@ func (o *Order) DrainNext(now time.Time, c *Change) (Outcome, bool) {
 		o.BlockedSince = time.Time{}
 	}
 	out := o.apply(m, now, c)
-	out.Drained = true
+	out.Drained, out.EnqueuedAt, out.TraceParent = true, m.EnqueuedAt, m.TraceParent
 	return out, true
 }
 
@@ -373,6 +380,9 @@ func (o *Order) reject(m Message, op Op, reason string, now time.Time, c *Change
 func (o *Order) finish(m Message, now time.Time, c *Change) {
 	o.AppliedSeq, o.UpdatedAt, o.AppliedAt = m.Seq, now, now
 	c.changed = true
+	if !m.EnqueuedAt.IsZero() {
+		o.Crit.Add(now, now.Sub(m.EnqueuedAt), cmp.Or(o.lagWindow, DefaultLagWindow))
+	}
 	if m.Last {
 		o.Complete = true
 	}

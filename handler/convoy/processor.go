@@ -19,6 +19,7 @@ type ProcessorOptions struct {
 	Retry     fault.RetryPolicy // in-invocation retry of transient failures
 	Now       func() time.Time  // clock; default time.Now
 	Index     BlockedIndex      // kept up to date when orders block and unblock; optional
+	LagWindow time.Duration     // the windows of each order's critical times (CriticalTimes); default DefaultLagWindow
 }
 
 // Processor applies order messages strictly in seq order, exactly once.
@@ -36,6 +37,7 @@ type Processor struct {
 	locks keyedMutex
 	retry fault.RetryPolicy
 	now   func() time.Time
+	lag   time.Duration
 }
 
 // DefaultCacheSize is ProcessorOptions.CacheSize's default (the app setting
@@ -53,7 +55,8 @@ func NewProcessor(store Store, opts ProcessorOptions) *Processor {
 	}
 	// Milliseconds: what every store keeps exactly.
 	now := func() time.Time { return clock().UTC().Truncate(time.Millisecond) }
-	return &Processor{store: store, index: opts.Index, cache: newOrderCache(opts.CacheSize), retry: opts.Retry, now: now}
+	return &Processor{store: store, index: opts.Index, cache: newOrderCache(opts.CacheSize), retry: opts.Retry, now: now,
+		lag: cmp.Or(opts.LagWindow, DefaultLagWindow)}
 }
 
 // Result reports what one Process call did. Every figure is a fact of what
@@ -234,6 +237,7 @@ func (a *attempt) lookup(ctx context.Context, m Message) error {
 }
 
 func (p *Processor) begin(o *Order, done *committed) *attempt {
+	o.lagWindow = p.lag
 	return &attempt{p: p, o: o, done: done, storedBlocked: o.BlockedSince}
 }
 

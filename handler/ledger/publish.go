@@ -57,6 +57,10 @@ type Store interface {
 	// and leave no hole between them. An allocation made for the same id
 	// with another count or hash is ErrAllocationMismatch (a Conflict).
 	Allocate(ctx context.Context, ledgerID, hash, orderID string, count int) (first int64, err error)
+	// Activate writes the orders' entries in the active-orders index
+	// (convoy.ActiveIndex), after their seqs are allocated and before they
+	// are sent, so that their lag is surveyed.
+	Activate(ctx context.Context, orderIDs []string) error
 }
 
 // ErrLedgerExists: CreateLedger found a record.
@@ -290,6 +294,9 @@ func (p *Publisher) allocate(ctx context.Context, l *Ledger) (plan, error) {
 	}
 	if err := g.Wait(); err != nil {
 		return plan{}, fmt.Errorf("allocate seqs for ledger %q: %w", l.ID, err)
+	}
+	if err := p.retry(ctx, func(ctx context.Context) error { return p.store.Activate(ctx, orders) }); err != nil {
+		return plan{}, fmt.Errorf("index the orders of ledger %q as active: %w", l.ID, err)
 	}
 	pl := plan{index: make([]int, 0, len(l.Entries)), seq: make([]int64, 0, len(l.Entries))}
 	for k, id := range orders {

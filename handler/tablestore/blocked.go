@@ -150,6 +150,11 @@ func (s *Store) Head(ctx context.Context, orderID string) (convoy.Head, bool, er
 		return convoy.Head{}, false, fault.Wrap(fault.Internal, err, "decode order head")
 	}
 	p := props(e.Properties)
+	progress := p.time("AppliedAt")
+	if progress.IsZero() { // a head written before it was kept (Order.Progress)
+		progress = p.time("UpdatedAt")
+	}
 	return convoy.Head{OrderID: orderID, AppliedSeq: p.int("AppliedSeq"), Parked: int(p.int("Parked")),
-		BlockedSince: p.time("BlockedSince"), Version: p.int("Version")}, true, nil
+		BlockedSince: p.time("BlockedSince"), Version: p.int("Version"), AppliedAt: progress,
+		Crit: convoy.DecodeCriticalTimes(p.str("Crit"))}, true, nil
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"math"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -21,10 +21,15 @@ import (
 //	PK ledger:<ledgerId>  RK record           the ledger's record (status, hash, progress)
 //	PK order:<orderId>    RK counter          the last seq allocated to the order
 //	PK order:<orderId>    RK alloc:<ledgerId> the seqs a ledger was given: First, Count, Hash
+//	PK order:<orderId>    RK seq:<inverted>   the same, keyed by First (inverted: the latest first)
+//	PK active             RK <orderId>        an order publishing gave seqs to (convoy.ActiveIndex)
 //
-// An allocation writes the counter (ETag-guarded) and its alloc row in one
-// entity-group transaction: two ledgers racing over an order cannot both
-// take the same numbers, and numbers are never taken without their record.
+// An allocation writes the counter (ETag-guarded), its alloc row and its seq
+// row in one entity-group transaction: two ledgers racing over an order
+// cannot both take the same numbers, and numbers are never taken without
+// their record. The seq rows find the allocation of a seq in one query of
+// two rows (Published), however many ledgers published to the order;
+// partitions allocated before they were kept fall back to the alloc rows.
 // The alloc row holds the ledger's count and content hash: the numbers go
 // back only to the same content. Records are inserted (AddEntity) or
 // replaced under the ETag they were read with, never upserted.
@@ -177,7 +182,10 @@ func (s *Ledgers) Allocate(ctx context.Context, ledgerID, hash, orderID string, 
 			Properties: map[string]any{"Last": aztables.EDMInt64(last + int64(count))}})
 		alloc, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: pk, RowKey: allocKey},
 			Properties: map[string]any{"First": aztables.EDMInt64(last + 1), "Count": int32(count), "Hash": hash}})
-		actions := []aztables.TransactionAction{{ActionType: aztables.TransactionTypeAdd, Entity: alloc}}
+		bySeq, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: pk, RowKey: seqRowKey(last + 1)},
+			Properties: map[string]any{"First": aztables.EDMInt64(last + 1), "Count": int32(count), "LedgerId": ledgerID}})
+		actions := []aztables.TransactionAction{{ActionType: aztables.TransactionTypeAdd, Entity: alloc},
+			{ActionType: aztables.TransactionTypeAdd, Entity: bySeq}}
 		if etag == nil {
 			actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: counter})
 		} else {
@@ -210,19 +218,27 @@ func classifyOrNil(err error, what string) error {
 	return classify(err, what)
 }
 
-var _ convoy.Allocations = (*Ledgers)(nil)
+var _ convoy.ActiveIndex = (*Ledgers)(nil)
 
-// Published implements convoy.Allocations: one query of the order's
-// partition (its counter and its alloc rows, one per ledger that published
-// to it; more than 1,000 of them take another page each), the columns it
-// needs only. When seq was allocated is the Timestamp of the alloc row that
-// holds it: alloc rows are inserted once and never changed.
+// seqRowKey is the key of the seq row of an allocation starting at first:
+// inverted, so that the rows of the allocations starting at or before a seq
+// come first, the latest of them leading.
+func seqRowKey(first int64) string { return fmt.Sprintf("seq:%019d", math.MaxInt64-first) }
+
+// Published implements convoy.Allocations: one query of two rows (the
+// counter and the seq row of the allocation holding seq), whatever the
+// order's history. When seq was allocated is that row's Timestamp: seq
+// rows are inserted once and never changed. A seq allocated before seq rows
+// were kept is looked up among the alloc rows (publishedLegacy).
 func (s *Ledgers) Published(ctx context.Context, orderID string, seq int64) (convoy.Published, error) {
-	filter := fmt.Sprintf("PartitionKey eq '%s'", escape("order:"+orderID))
+	pk := escape("order:" + orderID)
+	filter := fmt.Sprintf("PartitionKey eq '%s' and (RowKey eq 'counter' or (RowKey ge '%s' and RowKey lt 'seq;'))", pk, seqRowKey(max(seq, 0)))
 	sel := "RowKey,Timestamp,Last,First,Count"
-	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Select: &sel})
+	top := int32(2)
+	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Select: &sel, Top: &top})
 	var out convoy.Published
-	for pager.More() {
+	var found bool
+	for rows := 0; rows < 2 && pager.More(); {
 		page, err := pager.NextPage(ctx)
 		if tableCode(err) == aztables.TableNotFound {
 			return convoy.Published{}, nil
@@ -231,23 +247,124 @@ func (s *Ledgers) Published(ctx context.Context, orderID string, seq int64) (con
 			return convoy.Published{}, classify(err, "read the seqs published to order "+orderID)
 		}
 		for _, raw := range page.Entities {
-			var e aztables.EDMEntity
-			if err := json.Unmarshal(raw, &e); err != nil {
+			rows++
+			e, p, err := decodeProps(raw)
+			if err != nil {
 				return convoy.Published{}, fault.Wrap(fault.Internal, err, "decode the seqs published to order "+orderID)
 			}
-			p := props(e.Properties)
 			switch {
 			case e.RowKey == "counter":
 				out.LastSeq = p.int("Last")
-			case strings.HasPrefix(e.RowKey, "alloc:"):
+			case !found: // the latest allocation starting at or before seq
+				found = true
 				if first := p.int("First"); first <= seq && seq < first+p.int("Count") {
 					out.SeqAllocatedAt = time.Time(e.Timestamp).UTC()
 				}
 			}
 		}
 	}
-	if seq > out.LastSeq {
+	switch {
+	case seq > out.LastSeq || seq < 1:
 		out.SeqAllocatedAt = time.Time{}
+	case !found: // allocated before seq rows were kept
+		return s.publishedLegacy(ctx, orderID, seq)
 	}
 	return out, nil
+}
+
+// publishedLegacy is Published from the alloc rows: one query of the
+// order's partition, one page per 1,000 ledgers that published to it.
+func (s *Ledgers) publishedLegacy(ctx context.Context, orderID string, seq int64) (convoy.Published, error) {
+	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge 'alloc:' and RowKey lt 'alloc;'", escape("order:"+orderID))
+	sel := "RowKey,Timestamp,First,Count"
+	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Select: &sel})
+	out := convoy.Published{}
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return convoy.Published{}, classify(err, "read the seqs published to order "+orderID)
+		}
+		for _, raw := range page.Entities {
+			e, p, err := decodeProps(raw)
+			if err != nil {
+				return convoy.Published{}, fault.Wrap(fault.Internal, err, "decode the seqs published to order "+orderID)
+			}
+			first := p.int("First")
+			out.LastSeq = max(out.LastSeq, first+p.int("Count")-1)
+			if first <= seq && seq < first+p.int("Count") {
+				out.SeqAllocatedAt = time.Time(e.Timestamp).UTC()
+			}
+		}
+	}
+	return out, nil
+}
+
+func decodeProps(raw []byte) (aztables.EDMEntity, props, error) {
+	var e aztables.EDMEntity
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return e, nil, err
+	}
+	return e, props(e.Properties), nil
+}
+
+// activePartition holds the active-orders index (convoy.ActiveIndex).
+const activePartition = "active"
+
+// Activate implements ledger.Store: the orders' entries written (replaced:
+// a new ETag, so that a survey that read the old one removes nothing), up
+// to 100 in an entity-group transaction.
+func (s *Ledgers) Activate(ctx context.Context, orderIDs []string) error {
+	for len(orderIDs) > 0 {
+		n := min(maxBatchOps, len(orderIDs))
+		actions := make([]aztables.TransactionAction, 0, n)
+		for _, id := range orderIDs[:n] {
+			e, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: activePartition, RowKey: id}})
+			actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertReplace, Entity: e})
+		}
+		orderIDs = orderIDs[n:]
+		if err := withTable(ctx, s.table, func() error { return submitTransaction(ctx, s.table, actions) }); err != nil {
+			return classifyOrNil(err, "index active orders")
+		}
+	}
+	return nil
+}
+
+// ScanActive implements convoy.ActiveIndex: one query.
+func (s *Ledgers) ScanActive(ctx context.Context, after string, limit int) ([]convoy.ActiveOrder, bool, error) {
+	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey gt '%s'", activePartition, escape(after))
+	top := int32(min(max(limit, 1), 1000))
+	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Top: &top})
+	if !pager.More() {
+		return nil, false, nil
+	}
+	page, err := pager.NextPage(ctx)
+	switch {
+	case tableCode(err) == aztables.TableNotFound:
+		return nil, false, nil
+	case err != nil:
+		return nil, false, classify(err, "list active orders")
+	}
+	out := make([]convoy.ActiveOrder, 0, len(page.Entities))
+	for _, raw := range page.Entities {
+		e, _, err := decodeProps(raw)
+		if err != nil {
+			return nil, false, fault.Wrap(fault.Internal, err, "decode an active order")
+		}
+		out = append(out, convoy.ActiveOrder{OrderID: e.RowKey, PublishedAt: time.Time(e.Timestamp).UTC(), ETag: e.ETag})
+	}
+	return out, page.NextRowKey != nil, nil
+}
+
+// Deactivate implements convoy.ActiveIndex: a delete under the entry's ETag.
+func (s *Ledgers) Deactivate(ctx context.Context, e convoy.ActiveOrder) error {
+	if e.ETag == "" {
+		return fault.Errorf(fault.Internal, "deactivate order %q: no ETag (an entry is removed only as it was read)", e.OrderID)
+	}
+	etag := azcore.ETag(e.ETag)
+	_, err := s.table.DeleteEntity(ctx, activePartition, e.OrderID, &aztables.DeleteEntityOptions{IfMatch: &etag})
+	switch tableCode(err) {
+	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound, aztables.UpdateConditionNotSatisfied:
+		return nil // gone, or written again since: kept
+	}
+	return classifyOrNil(err, "deactivate order "+e.OrderID)
 }

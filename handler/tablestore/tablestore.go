@@ -393,6 +393,9 @@ func (s *Store) commitBody(o *convoy.Order, base int64, c *convoy.Change) *batch
 	if !o.AppliedAt.IsZero() { // absent from heads written before it was kept
 		e.time("AppliedAt", o.AppliedAt)
 	}
+	if crit := convoy.EncodeCriticalTimes(o.Crit); crit != "" {
+		e.str("Crit", crit)
+	}
 	e.data(o.Data)
 	e.end()
 	// A transaction added: its two rows inserted (an x row that exists fails
@@ -433,6 +436,12 @@ func (s *Store) commitBody(o *convoy.Order, base int64, c *convoy.Change) *batch
 		if m.Tx.Amount != nil {
 			e.i64("Amount", *m.Tx.Amount)
 		}
+		if !m.EnqueuedAt.IsZero() {
+			e.time("EnqueuedAt", m.EnqueuedAt)
+		}
+		if m.TraceParent != "" {
+			e.str("TraceParent", m.TraceParent)
+		}
 		e.data(m.Tx.Data)
 		e.end()
 	}
@@ -464,11 +473,13 @@ func decodeRow(o *convoy.Order, e aztables.EDMEntity) error {
 		o.UpdatedAt = p.time("UpdatedAt")
 		o.BlockedSince = p.time("BlockedSince")
 		o.AppliedAt = p.time("AppliedAt") // zero in a head written before it was kept
+		o.Crit = convoy.DecodeCriticalTimes(p.str("Crit"))
 		o.Data = p.data()
 	case strings.HasPrefix(key, parkedPrefix):
-		m := convoy.Message{Seq: p.int("Seq"), Last: p.bool("Last"), MessageID: p.str("MessageId"), Tx: convoy.Transaction{
-			OrderID: o.ID, Op: convoy.Op(p.str("Op")), TxID: p.str("TxId"), Currency: p.str("Currency"), Data: p.data(),
-		}}
+		m := convoy.Message{Seq: p.int("Seq"), Last: p.bool("Last"), MessageID: p.str("MessageId"),
+			EnqueuedAt: p.time("EnqueuedAt"), TraceParent: p.str("TraceParent"), Tx: convoy.Transaction{
+				OrderID: o.ID, Op: convoy.Op(p.str("Op")), TxID: p.str("TxId"), Currency: p.str("Currency"), Data: p.data(),
+			}}
 		if _, ok := p["Amount"]; ok {
 			amount := p.int("Amount")
 			m.Tx.Amount = &amount

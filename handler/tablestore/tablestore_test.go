@@ -2,9 +2,9 @@ package tablestore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/convoy-dev/convoy/handler/ledger"
 	"net/http"
 	"os"
 	"strings"
@@ -13,12 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/healtest"
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/internal/storetest"
+	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
@@ -312,5 +315,66 @@ func TestPublished(t *testing.T) {
 	}
 	if p, err := store.Published(ctx, "o-1", 6); err != nil || p.LastSeq != 5 || !p.SeqAllocatedAt.IsZero() {
 		t.Errorf("seq 6, not published: %+v, %v", p, err)
+	}
+}
+
+// countingDoer counts the requests a client sends.
+type countingDoer struct{ n atomic.Int64 }
+
+func (d *countingDoer) Do(r *http.Request) (*http.Response, error) {
+	d.n.Add(1)
+	return http.DefaultClient.Do(r)
+}
+
+// TestPublishedCostsOneQuery: where a seq was allocated is found in one
+// request whatever the number of ledgers that published to the order (here
+// 1,100 of them, more than a page of alloc rows holds, which the lookup
+// before seq rows needed two requests for).
+func TestPublishedCostsOneQuery(t *testing.T) {
+	ctx := context.Background()
+	var d countingDoer
+	store := tablestore.NewLedgers(server.NewTable(t, &d))
+	const ledgers = 1100
+	for i := range ledgers {
+		if _, err := store.Allocate(ctx, fmt.Sprintf("L-%04d", i), "h", "o-busy", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, seq := range []int64{1, 550, ledgers} {
+		before := d.n.Load()
+		p, err := store.Published(ctx, "o-busy", seq)
+		if err != nil || p.LastSeq != ledgers || p.SeqAllocatedAt.IsZero() {
+			t.Fatalf("seq %d: %+v, %v", seq, p, err)
+		}
+		if n := d.n.Load() - before; n != 1 {
+			t.Errorf("seq %d: %d requests, want 1", seq, n)
+		}
+	}
+}
+
+// TestPublishedLegacy: seqs allocated before seq rows were kept (alloc rows
+// only, as an earlier release wrote them) are still found, and so are the
+// seqs allocated after the upgrade, in the same partition.
+func TestPublishedLegacy(t *testing.T) {
+	ctx := context.Background()
+	table := server.NewTable(t, nil)
+	store := tablestore.NewLedgers(table)
+	put := func(rk string, props map[string]any) {
+		e, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: "order:o-old", RowKey: rk}, Properties: props})
+		if _, err := table.AddEntity(ctx, e, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("counter", map[string]any{"Last": aztables.EDMInt64(5)})
+	put("alloc:L-a", map[string]any{"First": aztables.EDMInt64(1), "Count": int32(3), "Hash": "h"})
+	put("alloc:L-b", map[string]any{"First": aztables.EDMInt64(4), "Count": int32(2), "Hash": "h"})
+	if first, err := store.Allocate(ctx, "L-c", "h", "o-old", 2); err != nil || first != 6 {
+		t.Fatalf("allocate after the upgrade: %d, %v", first, err)
+	}
+	for seq := int64(1); seq <= 8; seq++ {
+		p, err := store.Published(ctx, "o-old", seq)
+		if err != nil || p.LastSeq != 7 || (seq <= 7) == p.SeqAllocatedAt.IsZero() {
+			t.Errorf("seq %d: %+v, %v; want last 7, allocated for seqs 1 to 7", seq, p, err)
+		}
 	}
 }

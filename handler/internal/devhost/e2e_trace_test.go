@@ -140,6 +140,8 @@ func traceparent(sc trace.SpanContext) string {
 //     apply span whose parent is that context, one trace id in all;
 //   - a message dead-lettered and replayed stays in that trace (the replay
 //     span links to it), and so does the parked message it drains;
+//   - a parked message drained by a message of another trace is applied in
+//     its own trace, linked to the drainer's;
 //   - a message redelivered after failed invocations: each delivery's span
 //     has the message's context as parent;
 //   - a producer of our own that sets Diagnostic-Id only is continued;
@@ -219,6 +221,18 @@ func TestTraceFromLedgerToEveryApply(t *testing.T) {
 	p.ApplicationProperties["traceparent"] = traceparent(poison)
 	e.send(ctx, "orders", m, p)
 
+	// A message parked, then drained by a message of another trace: its
+	// apply span is in its own trace, linked to the drainer's.
+	parkedCtx := remoteContext("99999999999999999999999999999999", "aaaaaaaaaaaaaaaa")
+	drainerCtx := remoteContext("bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "cccccccccccccccc")
+	e2 := rawOrderMessage("E:2", "o-e", "E", 2, `{"transaction":{"orderId":"o-e","op":"AddTransaction","txId":"t-1","amount":1}}`)
+	e2.ApplicationProperties["traceparent"] = traceparent(parkedCtx)
+	e.send(ctx, "orders", e2)
+	e.waitIdle(ctx)
+	e1 := rawOrderMessage("E:1", "o-e", "E", 1, `{"transaction":{"orderId":"o-e","op":"CreateOrder","currency":"EUR"}}`)
+	e1.ApplicationProperties["traceparent"] = traceparent(drainerCtx)
+	e.send(ctx, "orders", e1)
+
 	// An HTTP upload with a traceparent header.
 	client := remoteContext("77777777777777777777777777777777", "8888888888888888")
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.host.URL()+"/api/ledgers", bytes.NewReader([]byte(
@@ -239,7 +253,7 @@ func TestTraceFromLedgerToEveryApply(t *testing.T) {
 	spans = recv.waitFor(ctx, t, "every apply span", func(s []otlpSpan) bool {
 		return len(find(s, "apply", ledgerTrace)) == 9 && len(find(s, "apply", older.TraceID().String())) == 1 &&
 			len(find(s, "order message", poison.TraceID().String())) >= 2 && len(find(s, "apply", client.TraceID().String())) == 2 &&
-			len(find(s, "replay order", "")) == 1
+			len(find(s, "replay order", "")) == 1 && len(find(s, "apply", parkedCtx.TraceID().String())) == 1
 	})
 	// One trace: every transaction of the ledger applied once, under the
 	// message's context (the publish span), the replayed and the drained
@@ -271,6 +285,12 @@ func TestTraceFromLedgerToEveryApply(t *testing.T) {
 	// Diagnostic-Id only: continued.
 	if s := find(spans, "apply", older.TraceID().String())[0]; s.Parent != older.SpanID().String() || s.Attrs["convoy.order_id"] != "o-d" {
 		t.Errorf("apply of the Diagnostic-Id message: %+v, want parent %s", s, older.SpanID())
+	}
+	drained := find(spans, "apply", parkedCtx.TraceID().String())[0]
+	if drained.Parent != parkedCtx.SpanID().String() || drained.Attrs["convoy.drained"] != "true" ||
+		len(drained.Links) != 1 || !strings.HasPrefix(drained.Links[0], drainerCtx.TraceID().String()+"-") {
+		t.Errorf("drained apply span %+v: want parent %s (its own message's context), a link into the drainer's trace %s",
+			drained, parkedCtx.SpanID(), drainerCtx.TraceID())
 	}
 	// Redeliveries: each delivery's span under the message's context,
 	// failed, with its delivery count.

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
@@ -23,6 +25,86 @@ func Run(t *testing.T, s ledger.Store) {
 	t.Run("RacingLedgersShareNoSeqAndLeaveNoHole", func(t *testing.T) { testRace(t, s, prefix+"-race") })
 	t.Run("RecordsAreNeverOverwrittenBlindly", func(t *testing.T) { testConditional(t, s, prefix+"-cond") })
 	t.Run("AllocationOfOtherContentIsAConflict", func(t *testing.T) { testAllocationMismatch(t, s, prefix+"-mis") })
+	if idx, ok := s.(convoy.ActiveIndex); ok {
+		t.Run("ActiveIndex", func(t *testing.T) { testActive(t, s, idx, prefix+"-act") })
+	}
+}
+
+// testActive: the active-orders index lists what Activate wrote, by order
+// id, a page at a time; Deactivate removes an entry only as it was read;
+// Published tells what was allocated, and when.
+func testActive(t *testing.T, s ledger.Store, idx convoy.ActiveIndex, prefix string) {
+	ctx := context.Background()
+	mine := func() []convoy.ActiveOrder {
+		var out []convoy.ActiveOrder
+		after := ""
+		for {
+			page, more, err := idx.ScanActive(ctx, after, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page) > 100 {
+				t.Fatalf("a page of %d entries, asked for 100", len(page))
+			}
+			for _, e := range page {
+				if strings.HasPrefix(e.OrderID, prefix) {
+					out = append(out, e)
+				}
+			}
+			if !more {
+				return out
+			}
+			after = page[len(page)-1].OrderID
+		}
+	}
+	var ids []string
+	for i := range 250 {
+		ids = append(ids, fmt.Sprintf("%s-%03d", prefix, i))
+	}
+	before := time.Now().UTC().Add(-2 * time.Second)
+	if err := s.Activate(ctx, ids); err != nil {
+		t.Fatal(err)
+	}
+	got := mine()
+	if len(got) != len(ids) {
+		t.Fatalf("%d entries listed, want %d", len(got), len(ids))
+	}
+	for i, e := range got {
+		if e.OrderID != ids[i] || e.ETag == "" || e.PublishedAt.Before(before) {
+			t.Fatalf("entry %d: %+v, want %s with an ETag, published after %v", i, e, ids[i], before)
+		}
+	}
+	if err := idx.Deactivate(ctx, got[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Activate(ctx, ids[1:2]); err != nil { // written again since it was read
+		t.Fatal(err)
+	}
+	if err := idx.Deactivate(ctx, got[1]); err != nil {
+		t.Fatal(err)
+	}
+	if again := mine(); len(again) != len(ids)-1 || again[0].OrderID != ids[1] || again[0].ETag == got[1].ETag {
+		t.Fatalf("after removing the first and the second as read before it was written again: %d entries, first %+v", len(again), again[0])
+	}
+	if err := idx.Deactivate(ctx, got[0]); err != nil { // gone already
+		t.Fatalf("removing an entry twice: %v", err)
+	}
+
+	order := prefix + "-pub"
+	if p, err := idx.Published(ctx, order, 1); err != nil || p != (convoy.Published{}) {
+		t.Fatalf("nothing published: %+v, %v", p, err)
+	}
+	for i, count := range []int{3, 2, 4} {
+		if _, err := s.Allocate(ctx, fmt.Sprintf("%s-L%d", prefix, i), "h", order, count); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for seq := int64(1); seq <= 10; seq++ {
+		p, err := idx.Published(ctx, order, seq)
+		if err != nil || p.LastSeq != 9 || (seq <= 9) == p.SeqAllocatedAt.IsZero() {
+			t.Errorf("seq %d: %+v, %v; want last 9, an allocation time for seqs 1 to 9 only", seq, p, err)
+		}
+	}
 }
 
 // testConditional: a record is created only if absent and replaced only as

@@ -2,10 +2,13 @@ package memstore
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
+	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
@@ -15,18 +18,23 @@ type Ledgers struct {
 	records map[string]ledger.Record
 	next    map[string]int64                 // order → next seq
 	allocs  map[string]map[string]allocation // order → ledger → its seqs
+	active  map[string]convoy.ActiveOrder    // the active-orders index
 	version int
 	// Fail, if set, is called before every operation ("get", "create",
 	// "save", "allocate"); a non-nil error is returned instead.
 	Fail func(op string) error
 }
 
-var _ ledger.Store = (*Ledgers)(nil)
+var (
+	_ ledger.Store       = (*Ledgers)(nil)
+	_ convoy.ActiveIndex = (*Ledgers)(nil)
+)
 
 type allocation struct {
 	first int64
 	count int
 	hash  string
+	at    time.Time
 }
 
 // NewLedgers returns an empty Ledgers.
@@ -111,6 +119,72 @@ func (s *Ledgers) Allocate(_ context.Context, ledgerID, hash, orderID string, co
 	if s.allocs[orderID] == nil {
 		s.allocs[orderID] = map[string]allocation{}
 	}
-	s.allocs[orderID][ledgerID] = allocation{first, count, hash}
+	s.allocs[orderID][ledgerID] = allocation{first, count, hash, time.Now().UTC()}
 	return first, nil
+}
+
+// Activate implements ledger.Store.
+func (s *Ledgers) Activate(_ context.Context, orderIDs []string) error {
+	if err := s.fail("activate"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active == nil {
+		s.active = map[string]convoy.ActiveOrder{}
+	}
+	for _, id := range orderIDs {
+		s.version++
+		s.active[id] = convoy.ActiveOrder{OrderID: id, PublishedAt: time.Now().UTC(), ETag: strconv.Itoa(s.version)}
+	}
+	return nil
+}
+
+// ScanActive implements convoy.ActiveIndex.
+func (s *Ledgers) ScanActive(_ context.Context, after string, limit int) ([]convoy.ActiveOrder, bool, error) {
+	if err := s.fail("scan"); err != nil {
+		return nil, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []convoy.ActiveOrder
+	for _, id := range slices.Sorted(maps.Keys(s.active)) {
+		if id <= after {
+			continue
+		}
+		if len(out) == limit {
+			return out, true, nil
+		}
+		out = append(out, s.active[id])
+	}
+	return out, false, nil
+}
+
+// Deactivate implements convoy.ActiveIndex.
+func (s *Ledgers) Deactivate(_ context.Context, e convoy.ActiveOrder) error {
+	if err := s.fail("deactivate"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.active[e.OrderID]; ok && cur.ETag == e.ETag {
+		delete(s.active, e.OrderID)
+	}
+	return nil
+}
+
+// Published implements convoy.Allocations.
+func (s *Ledgers) Published(_ context.Context, orderID string, seq int64) (convoy.Published, error) {
+	if err := s.fail("published"); err != nil {
+		return convoy.Published{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := convoy.Published{LastSeq: s.next[orderID]}
+	for _, a := range s.allocs[orderID] {
+		if a.first <= seq && seq < a.first+int64(a.count) {
+			out.SeqAllocatedAt = a.at
+		}
+	}
+	return out, nil
 }

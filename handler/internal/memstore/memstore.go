@@ -181,7 +181,7 @@ func (s *Store) Commit(_ context.Context, o *convoy.Order, base int64, c *convoy
 	s.history[o.ID] = h
 	next.Status, next.Complete, next.Currency, next.Data = o.Status, o.Complete, o.Currency, o.Data
 	next.AppliedSeq, next.BlockedSince, next.UpdatedAt, next.AppliedAt = o.AppliedSeq, o.BlockedSince, o.UpdatedAt, o.AppliedAt
-	next.TotalAmount, next.TxCount = o.TotalAmount, o.TxCount
+	next.TotalAmount, next.TxCount, next.Crit = o.TotalAmount, o.TxCount, o.Crit.Clone()
 	next.Forget()
 	next.Version = base + 1
 	s.orders[o.ID] = next

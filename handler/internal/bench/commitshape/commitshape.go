@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
 )
 
 // Actions is what the processor commits for the seq-th message of order:
@@ -37,9 +39,14 @@ func Actions(order string, seq int64) []aztables.TransactionAction {
 	}
 }
 
-// Head is the order's head row after its seq-th message.
+// Head is the order's head row after its seq-th message, its critical
+// times spread over a few buckets as a busy order's are.
 func Head(order string, seq int64, now time.Time) []byte {
-	return entity(order, "h", map[string]any{
+	var crit convoy.CriticalTimes
+	for i := range 8 {
+		crit.Add(now, time.Duration(10<<i)*time.Millisecond, convoy.DefaultLagWindow)
+	}
+	return entity(order, "h", map[string]any{"Crit": convoy.EncodeCriticalTimes(crit),
 		"Parked": int32(0), "Status": "open", "Complete": false, "Currency": "EUR", "AppliedSeq": aztables.EDMInt64(seq),
 		"Version": aztables.EDMInt64(seq), "Total": aztables.EDMInt64(seq), "TxCount": aztables.EDMInt64(seq - 1),
 		"Layout": int32(2), "UpdatedAt": aztables.EDMDateTime(now), "AppliedAt": aztables.EDMDateTime(now)})

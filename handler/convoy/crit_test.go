@@ -1,0 +1,85 @@
+package convoy_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+)
+
+// TestCriticalTimes against the exact quantiles of the samples of the recent
+// window (sorted, the oracle): each percentile at or above the exact value
+// and at most 19 % (and a millisecond) above it, the maximum exact, the
+// samples of older windows left out, through an encode and decode per add
+// (as each commit writes the head).
+func TestCriticalTimes(t *testing.T) {
+	const window = 5 * time.Minute
+	rng := rand.New(rand.NewPCG(1, 2))
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	var c convoy.CriticalTimes
+	type sample struct {
+		at time.Time
+		ms int64
+	}
+	var all []sample
+	at := t0
+	for range 5000 {
+		at = at.Add(time.Duration(rng.IntN(400)) * time.Millisecond)
+		ms := int64(math.Exp(rng.Float64() * 12)) // 1 ms to 160 s, log-spread
+		all = append(all, sample{at, ms})
+		c.Add(at, time.Duration(ms)*time.Millisecond, window)
+		c = convoy.DecodeCriticalTimes(convoy.EncodeCriticalTimes(c))
+	}
+	for _, now := range []time.Time{at, at.Add(window), at.Add(2 * window)} {
+		h, since := c.Recent(now, window)
+		var exact []int64
+		for _, s := range all {
+			if !s.at.Before(since) {
+				exact = append(exact, s.ms)
+			}
+		}
+		slices.Sort(exact)
+		if h.Count() != int64(len(exact)) {
+			t.Fatalf("now %v: %d in the recent window, want %d (since %v)", now, h.Count(), len(exact), since)
+		}
+		if len(exact) == 0 {
+			if h.Percentile(0.5) != 0 || h.MaxMs != 0 {
+				t.Fatalf("now %v: nothing recent, got p50 %d max %d", now, h.Percentile(0.5), h.MaxMs)
+			}
+			continue
+		}
+		for _, q := range []float64{0.5, 0.9, 0.99, 1} {
+			want := exact[int(math.Ceil(q*float64(len(exact))))-1]
+			got := h.Percentile(q)
+			if got < want || float64(got) > float64(want)*1.19+1 {
+				t.Errorf("now %v: p%v = %d ms, exact %d", now, q*100, got, want)
+			}
+		}
+		if h.MaxMs != exact[len(exact)-1] {
+			t.Errorf("now %v: max %d, exact %d", now, h.MaxMs, exact[len(exact)-1])
+		}
+	}
+}
+
+// TestCriticalTimesWindowChange: a new window length starts afresh rather
+// than mixing windows of two lengths; a corrupt value reads as nothing.
+func TestCriticalTimesWindowChange(t *testing.T) {
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	var c convoy.CriticalTimes
+	c.Add(at, time.Second, time.Minute)
+	c.Add(at, time.Second, 2*time.Minute)
+	if h, _ := c.Recent(at, 2*time.Minute); h.Count() != 1 {
+		t.Fatalf("%d times after the window changed, want 1", h.Count())
+	}
+	if h, _ := c.Recent(at, time.Minute); h.Count() != 0 {
+		t.Fatalf("read over the old window: %d times, want none", h.Count())
+	}
+	for _, s := range []string{"", "{", `{"w":-1}`, "null"} {
+		if got := convoy.DecodeCriticalTimes(s); got.Window != 0 {
+			t.Errorf("%q read as %+v", s, got)
+		}
+	}
+}
