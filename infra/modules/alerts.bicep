@@ -59,6 +59,20 @@ traces
 | where deadLettersPermanent > 0
 '''
 
+// lagStalledTwoWindows: the orders, among those the run surveyed, judged
+// stalled (something waits, no gap, the head has not moved for the window
+// LagWindowSeconds) whose head has not moved for two windows or more
+// (docs/operations.md, "Lag per order"). A metrics line written before the
+// field existed has no match: toint of an empty extract is null, the row is
+// dropped, so the rule stays quiet rather than firing on a missing field.
+var stalledQuery = '''
+traces
+| where tostring(customDimensions.Category) == "{category}"
+| where message startswith "metrics "
+| extend lagStalledTwoWindows = toint(extract(@"lagStalledTwoWindows=(\d+)", 1, message))
+| where lagStalledTwoWindows > 0
+'''
+
 var failingQuery = '''
 traces
 | where tostring(customDimensions.Category) == "{category}"
@@ -94,6 +108,12 @@ var rules = [
     displayName: 'convoy: dead letters of a permanent cause wait for an operator'
     severity: 2
     query: replace(permanentQuery, '{category}', category)
+  }
+  {
+    name: 'orders-stalled'
+    displayName: 'convoy: an order has been stalled for two windows: something waits and its head has not moved'
+    severity: 2
+    query: replace(stalledQuery, '{category}', category)
   }
   {
     name: 'auto-replay-failing'

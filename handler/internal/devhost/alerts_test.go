@@ -35,7 +35,7 @@ func alertRows(t *testing.T, traces []devhost.Trace, threshold int) map[string]i
 	}
 	cat := bicepCategory.FindStringSubmatch(string(src))
 	queries := bicepQuery.FindAllStringSubmatch(string(src), -1)
-	if cat == nil || len(queries) != 3 {
+	if cat == nil || len(queries) != 4 {
 		t.Fatalf("alerts.bicep: category %v, %d queries: the test no longer reads it", cat, len(queries))
 	}
 	out := map[string]int{}
@@ -90,10 +90,16 @@ func alertRows(t *testing.T, traces []devhost.Trace, threshold int) map[string]i
 // TestAlertQueriesMatchWhatArrives: the metrics and auto-replay lines of a
 // healthy and an unhealthy figure each fire exactly the rules they should,
 // and a line written where the host would put it under another category
-// (stderr: Host.Function.Console) fires none.
+// (stderr: Host.Function.Console) fires none. Orders stalled, but not for two
+// windows yet, fire nothing; nor does a metrics line written before the lag
+// fields existed.
 func TestAlertQueriesMatchWhatArrives(t *testing.T) {
 	user := devhost.CategoryUser("AutoReplay")
-	healthy := []devhost.Trace{{Category: user, Level: devhost.LevelInformation, Message: "metrics blockedOrders=0 oldestBlockedSeconds=0 parkedMessages=0 deadLetters=0 deadLettersTransient=0 deadLettersPermanent=0 autoReplayPending=0 autoReplayRetrying=0 autoReplayed=3 autoReplayEnabled=true breakerOpen=false"}}
+	const lagHealthy = " lagOrders=1234 lagOk=10 lagCatchingUp=1200 lagStalled=20 lagBlocked=4 lagStalledTwoWindows=0 oldestHeadSeconds=290 criticalTimeP50Ms=120 criticalTimeP99Ms=2300 criticalTimeMaxMs=4100"
+	healthy := []devhost.Trace{
+		{Category: user, Level: devhost.LevelInformation, Message: "metrics blockedOrders=0 oldestBlockedSeconds=0 parkedMessages=0 deadLetters=0 deadLettersTransient=0 deadLettersPermanent=0 autoReplayPending=0 autoReplayRetrying=0 autoReplayed=3 autoReplayEnabled=true breakerOpen=false"},
+		{Category: user, Level: devhost.LevelInformation, Message: "metrics blockedOrders=0 oldestBlockedSeconds=0 parkedMessages=0 deadLetters=0 deadLettersTransient=0 deadLettersPermanent=0 autoReplayPending=0 autoReplayRetrying=0 autoReplayed=3 autoReplayEnabled=true breakerOpen=false" + lagHealthy},
+	}
 	for name, n := range alertRows(t, healthy, 1800) {
 		if n != 0 {
 			t.Errorf("healthy: rule %s fires", name)
@@ -103,9 +109,11 @@ func TestAlertQueriesMatchWhatArrives(t *testing.T) {
 		{Category: user, Level: devhost.LevelInformation, Message: "metrics blockedOrders=2 oldestBlockedSeconds=1801 parkedMessages=5 deadLetters=2 deadLettersTransient=1 deadLettersPermanent=1 autoReplayPending=1 autoReplayRetrying=0 autoReplayed=3 autoReplayEnabled=true breakerOpen=false"},
 		{Category: user, Level: devhost.LevelWarning, Message: `auto-replay paused reason="storage or Service Bus is failing"`},
 		{Category: devhost.CategoryConsole, Level: devhost.LevelWarning, Message: `time=… level=WARN msg="auto-replay failed" orderId=o-1`},
+		{Category: user, Level: devhost.LevelInformation, Message: "metrics blockedOrders=0 oldestBlockedSeconds=0 parkedMessages=0 deadLetters=0 deadLettersTransient=0 deadLettersPermanent=0 autoReplayPending=0 autoReplayRetrying=0 autoReplayed=3 autoReplayEnabled=true breakerOpen=false lagOrders=1234 lagOk=10 lagCatchingUp=1200 lagStalled=20 lagBlocked=4 lagStalledTwoWindows=3 oldestHeadSeconds=912 criticalTimeP50Ms=120 criticalTimeP99Ms=2300 criticalTimeMaxMs=4100"},
+		{Category: devhost.CategoryConsole, Level: devhost.LevelWarning, Message: "metrics lagStalledTwoWindows=3"},
 	}
 	got := alertRows(t, sick, 1800)
-	for name, want := range map[string]int{"blocked": 1, "permanent": 1, "failing": 1} {
+	for name, want := range map[string]int{"blocked": 1, "permanent": 1, "stalled": 1, "failing": 1} {
 		if got[name] != want {
 			t.Errorf("unhealthy: rule %s matches %d rows, want %d", name, got[name], want)
 		}

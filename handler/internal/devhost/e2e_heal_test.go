@@ -188,9 +188,13 @@ func TestAutoReplayHealsAfterOutage(t *testing.T) {
 	if healed > 60*time.Second {
 		t.Fatalf("healed after %s, beyond the backoff's bound", healed)
 	}
-	// What Application Insights received fires each alert rule Bicep deploys.
+	// What Application Insights received fires each alert rule Bicep deploys,
+	// but orders-stalled: this run is shorter than two lag windows
+	// (LagWindowSeconds, 300 s by default), and its orders wait behind gaps
+	// (blocked), so none has stalled for two; TestAlertQueriesMatchWhatArrives
+	// holds that rule to the metrics line.
 	for name, rows := range alertRows(t, e.host.Telemetry().Traces(), 0) {
-		if rows == 0 {
+		if rows == 0 && name != "stalled" {
 			t.Errorf("alert rule %s: its query matches nothing Application Insights received", name)
 		}
 	}

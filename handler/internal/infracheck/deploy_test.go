@@ -15,6 +15,7 @@ import (
 	ts "github.com/tree-sitter/go-tree-sitter"
 
 	"github.com/convoy-dev/convoy/handler"
+	"github.com/convoy-dev/convoy/handler/heal"
 )
 
 // The rules of this file catch, without Azure, what would make a user's first
@@ -137,6 +138,10 @@ var deployRules = []deployRule{
 		{"infra/modules/alerts.bicep", "'Microsoft.Insights/scheduledQueryRules@2023-12-01'", "'Microsoft.Insights/scheduledQueryRules@2024-01-01-preview'"},
 		{"infra/modules/alerts.bicep", "actionGroups: empty(alertEmail) ? [] : [ actionGroup.id ]", "actionGroups: []"},
 		{"infra/modules/functionapp.bicep", "    AutoReplaySchedule: '0 */1 * * * *'\n", ""},
+		// A field the metrics line does not have: extract finds nothing, toint gives null, the rule never fires.
+		{"infra/modules/alerts.bicep", `extract(@"deadLettersPermanent=(\d+)"`, `extract(@"deadLetterPermanent=(\d+)"`},
+		// A query no rule runs.
+		{"infra/modules/alerts.bicep", "    query: replace(stalledQuery, '{category}', category)\n", "    query: replace(permanentQuery, '{category}', category)\n"},
 	}},
 	{"a heartbeat rule fires when AutoReplay's metrics line is absent", checkHeartbeat, []mutation{
 		{"infra/modules/alerts.bicep", "    query: replace(heartbeatKql, '{category}', category)\n", "    query: replace(failingQuery, '{category}', category)\n"},
@@ -801,6 +806,9 @@ var alertAPIVersions = map[string]string{
 var (
 	kustoCategory   = regexp.MustCompile(`customDimensions\.Category\) == "\{category\}"`)
 	kustoStartsWith = regexp.MustCompile(`startswith "([^"]+)"`)
+	kustoExtract    = regexp.MustCompile(`extract\(@"(\w+)=\(\\d\+\)", 1, message\)`)
+	metricsField    = regexp.MustCompile(`(?:^| )(\w+)=`)
+	bicepQueryVar   = regexp.MustCompile(`(?m)^var (\w+(?:Query|Kql)) = '''`)
 	bindingSetting  = regexp.MustCompile(`%([A-Za-z0-9_]+)%`)
 )
 
@@ -825,8 +833,28 @@ func checkAlerts(d deployFiles) []string {
 	if !strings.Contains(src, "var category = '"+devhostCategoryUser(handler.FnAutoReplay)+"'") {
 		out = append(out, "alerts.bicep: the category is not Function.AutoReplay.User, where the host logs AutoReplay's Logs")
 	}
-	if n := len(kustoCategory.FindAllString(src, -1)); n != 4 {
-		out = append(out, fmt.Sprintf("alerts.bicep: %d queries filter on the category, want 4", n))
+	if n := len(kustoCategory.FindAllString(src, -1)); n != 5 {
+		out = append(out, fmt.Sprintf("alerts.bicep: %d queries filter on the category, want 5", n))
+	}
+	// Every field a query extracts is one the metrics line has: a misspelt
+	// key extracts nothing, toint gives null, and the rule never fires.
+	fields := map[string]bool{}
+	for _, m := range metricsField.FindAllStringSubmatch(handler.MetricsLine(heal.Summary{}), -1) {
+		fields[m[1]] = true
+	}
+	for _, m := range kustoExtract.FindAllStringSubmatch(src, -1) {
+		if !fields[m[1]] && !(m[1] == metricsFieldComing && !lagFields(fields)) {
+			out = append(out, fmt.Sprintf("alerts.bicep: a query extracts %s=, which the metrics line (handler.MetricsLine) does not have", m[1]))
+		}
+	}
+	if n := strings.Count(src, "extract("); n != len(kustoExtract.FindAllString(src, -1)) {
+		out = append(out, `alerts.bicep: an extract that is not extract(@"<field>=(\d+)", 1, message): its field cannot be checked`)
+	}
+	// Every query is some rule's.
+	for _, m := range bicepQueryVar.FindAllStringSubmatch(src, -1) {
+		if !strings.Contains(src, "replace("+m[1]+", '{category}', category)") {
+			out = append(out, fmt.Sprintf("alerts.bicep: no rule runs the query %s", m[1]))
+		}
 	}
 	known := map[string]bool{handler.LineMetrics + " ": true, handler.LineFailed: true, handler.LinePaused: true}
 	used := map[string]bool{}
@@ -855,6 +883,22 @@ func checkAlerts(d deployFiles) []string {
 		}
 	}
 	return out
+}
+
+// metricsFieldComing is the field of the orders-stalled rule, which issue 28
+// adds to the metrics line (handler/health.go metricsAttrs, with lagOrders,
+// lagStalled, …) in a change of its own: it is accepted only while the line
+// has no lag field at all. Once it has them, the check is exact.
+const metricsFieldComing = "lagStalledTwoWindows"
+
+// lagFields reports whether the metrics line has issue 28's lag fields.
+func lagFields(fields map[string]bool) bool {
+	for f := range fields {
+		if strings.HasPrefix(f, "lag") {
+			return true
+		}
+	}
+	return false
 }
 
 func devhostCategoryUser(fn string) string { return "Function." + fn + ".User" }

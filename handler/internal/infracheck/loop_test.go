@@ -16,7 +16,7 @@ func TestLoopNamesAreEvaluated(t *testing.T) {
 		t.Fatal(errs)
 	}
 	got := names["Microsoft.Insights/scheduledQueryRules"]
-	for _, want := range []string{"alert-convoy-dev-order-blocked", "alert-convoy-dev-dead-letters-permanent", "alert-convoy-dev-auto-replay-failing"} {
+	for _, want := range []string{"alert-convoy-dev-order-blocked", "alert-convoy-dev-dead-letters-permanent", "alert-convoy-dev-orders-stalled", "alert-convoy-dev-auto-replay-failing", "alert-convoy-dev-app-silent"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("scheduledQueryRules names %v: %s missing (the alert rules' loop is not evaluated)", got, want)
 		}
