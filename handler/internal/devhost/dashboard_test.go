@@ -4,6 +4,7 @@ import (
 	"context"
 	"image"
 	"image/png"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -14,9 +15,11 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 )
 
@@ -196,5 +199,108 @@ func TestDashboardInChromium(t *testing.T) {
 	// Down the left padding of the first cell (body margin 16 px, cell padding 8 px): background only.
 	if n := rowBands(img, 20); n != 3 {
 		t.Fatalf("the screenshot shows %d blocked rows, want 3", n)
+	}
+}
+
+// lagSummary is a summary as GET /api/summary answers it once an AutoReplay
+// run surveyed the active orders (docs/operations.md, "Lag per order"), lag
+// being lagJSON.
+func lagSummary(lagJSON string) string {
+	return `{"at": "2026-11-25T19:00:01Z", "blockedOrders": 4, "blockedComplete": true, "oldestBlockedSeconds": 700,
+		"oldestBlockedSince": "2026-11-25T18:48:21Z", "parkedMessages": 9, "missingBy": {"deadLetter/transient": 4},
+		"figuresAt": "2026-11-25T19:00:00Z", "deadLetters": {"total": 4, "byReason": {"MaxDeliveryCountExceeded": 4}, "transient": 4, "permanent": 0, "complete": true},
+		"autoReplay": {"enabled": true, "replayed": 0, "pending": 4, "retrying": 0, "unreached": 0, "deferred": 0, "breakerOpen": false},
+		"lag": ` + lagJSON + `}`
+}
+
+// TestDashboardShowsLag: the page's Lag section, rendered by headless
+// Chromium from canned summaries (the page itself, and its headers, are the
+// handler's): the counts per status, the orders stalled for two windows,
+// critical time p50/p99/max with its window, and the oldest heads with their
+// age readable, an order id shown as text whatever it holds; a survey cut
+// short says its counts are partial; with no survey yet (lag null, or absent
+// as from an earlier release) the page says so.
+func TestDashboardShowsLag(t *testing.T) {
+	ctx := timeout(t, 2*time.Minute)
+	var summary atomic.Value
+	page := handler.New(handler.Deps{})
+	mux := http.NewServeMux()
+	mux.Handle("/api/dashboard", page)
+	mux.HandleFunc("/api/summary", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, summary.Load().(string))
+	})
+	mux.HandleFunc("/api/orders", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"orders": []}`)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	pageScript := regexp.MustCompile(`(?s)<script>.*?</script>`)
+	render := func(sum string) string {
+		t.Helper()
+		summary.Store(sum)
+		dom := string(headless(t, ctx, srv.URL+"/api/dashboard", "--dump-dom"))
+		if st := statusLine.FindStringSubmatch(dom); !strings.Contains(dom, `data-ready="true"`) || st == nil || strings.HasPrefix(st[1], "Could not load") {
+			t.Fatalf("the page did not load its data (status %q):\n%s", st, tail(dom, 3000))
+		}
+		return pageScript.ReplaceAllString(dom, "") // what it renders, not the script's own strings
+	}
+	lagNote := regexp.MustCompile(`<p id="lagNote"[^>]*>([^<]*)</p>`)
+	note := func(dom string) string {
+		if m := lagNote.FindStringSubmatch(dom); m != nil {
+			return m[1]
+		}
+		return ""
+	}
+	const noSurvey = "No AutoReplay run has surveyed lag yet."
+	const partial = "cut short by the run's deadline: the counts are partial"
+
+	dom := render(lagSummary(`{"at": "2026-11-25T19:00:00Z", "window": 300, "orders": 1234, "complete": true,
+		"byStatus": {"ok": 10, "catching-up": 1200, "stalled": 20, "blocked": 4}, "stalledTwoWindows": 3,
+		"oldestHeads": [
+			{"orderId": "o-1", "status": "stalled", "backlog": 5, "appliedSeq": 12, "headAgeSeconds": 912.3},
+			{"orderId": "o-<i>2</i>", "status": "blocked", "backlog": 2, "appliedSeq": 7, "headAgeSeconds": 90061},
+			{"orderId": "o-3", "status": "catching-up", "backlog": 1, "appliedSeq": 40, "headAgeSeconds": 8}],
+		"criticalTime": {"count": 5000, "p50Ms": 120, "p99Ms": 2300, "maxMs": 4100, "sinceSeconds": 420}}`))
+	for _, want := range []string{
+		"<b>10</b>ok</div>", "<b>1200</b>catching-up</div>", "<b>20</b>stalled</div>", "<b>4</b>blocked</div>",
+		"<b>3</b>stalled for two windows</div>",
+		"<b>120 ms</b>critical time p50</div>", "<b>2.3 s</b>critical time p99</div>", "<b>4.1 s</b>critical time max</div>",
+		"of the 5000 transactions applied in the last 7 min.",
+		"1234 active orders, over a window of 5 min (300 s).",
+		`<tr data-order="o-1"><td>o-1</td><td class="stalled">stalled</td><td>5</td><td>12</td><td>15 min 12 s</td></tr>`,
+		`<td>o-&lt;i&gt;2&lt;/i&gt;</td><td>blocked</td><td>2</td><td>7</td><td>1 d 1 h</td></tr>`,
+		`<td>o-3</td><td>catching-up</td><td>1</td><td>40</td><td>8 s</td></tr>`,
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("a complete survey: the page lacks %s", want)
+		}
+	}
+	if strings.Contains(dom, "<td>o-<i>") || strings.Contains(dom, partial) || strings.Contains(dom, noSurvey) || strings.Contains(dom, `<table id="oldestHeads" hidden`) {
+		t.Errorf("a complete survey: an order id as markup, or the survey said partial or missing, or the oldest heads hidden:\n%s", note(dom))
+	}
+	if o1, o2 := strings.Index(dom, `data-order="o-1"`), strings.Index(dom, `<td>o-3</td>`); o1 < 0 || o2 < o1 {
+		t.Errorf("the oldest heads are not in the summary's order (oldest first)")
+	}
+
+	dom = render(lagSummary(`{"at": "2026-11-25T19:00:00Z", "window": 300, "orders": 800, "complete": false,
+		"byStatus": {"ok": 790, "stalled": 10}, "stalledTwoWindows": 0, "oldestHeads": []}`))
+	if n := note(dom); !strings.Contains(n, partial) || !strings.Contains(n, "800 active orders") || !strings.Contains(dom, `<p id="lagNote" class="error">`) {
+		t.Errorf("a survey cut short: the note %q does not say its counts are partial", n)
+	}
+	for _, want := range []string{"<b>790</b>ok</div>", "<b>0</b>catching-up</div>", "<b>10</b>stalled</div>", "<b>0</b>stalled for two windows</div>",
+		"No transaction was applied in the recent window: no critical time.", `<table id="oldestHeads" hidden`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("a survey cut short, no critical time, no head: the page lacks %s", want)
+		}
+	}
+
+	for _, sum := range []string{lagSummary("null"), strings.Replace(lagSummary("null"), `,
+		"lag": null`, "", 1)} {
+		dom = render(sum)
+		if n := note(dom); n != noSurvey || strings.Contains(dom, "stalled for two windows") || !strings.Contains(dom, `<table id="oldestHeads" hidden`) {
+			t.Errorf("no survey yet (%s): the note says %q, want %q, and no figures or heads", tail(sum, 20), n, noSurvey)
+		}
 	}
 }
