@@ -115,13 +115,15 @@ func newServer(cfg settings.Settings, c *clients, log *slog.Logger) (*echo.Echo,
 	operator := c.operatorStore(cfg.OrdersTable)
 	rep := replayer{c: c, queue: cfg.OrdersQueue, opts: replay.Options{MaxScan: cfg.ReplayScanLimit, Orders: operator}}
 	ar := cfg.AutoReplay
+	ledgers := c.operatorLedgers(cfg.LedgersTable)
 	healer := heal.New(operator, operator, operator, func() (replay.Source, convoy.Sender, func(), error) {
 		src, sender, close, err := rep.source()
 		return src, sender, close, err
 	}, heal.Options{Disabled: !ar.Enabled, BackoffBase: ar.BackoffBase, BackoffMax: ar.BackoffMax, BreakerBase: ar.BreakerBase,
 		MaxOrders: ar.MaxOrders, MaxScan: cfg.ReplayScanLimit,
-		PeekTimeout: handler.DeadLetterPeekDeadline, PassTimeout: handler.AutoReplayPassDeadline})
+		PeekTimeout: handler.DeadLetterPeekDeadline, PassTimeout: handler.AutoReplayPassDeadline,
+		Active: ledgers, LagWindow: cfg.LagWindow})
 	return handler.New(handler.Deps{Processor: processor, Orders: operator, Ledgers: publisher, Blocked: operator,
 		Replay: rep, Heal: healer, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes,
-		Allocations: c.operatorLedgers(cfg.LedgersTable), LagWindow: cfg.LagWindow}), nil
+		Allocations: ledgers, LagWindow: cfg.LagWindow}), nil
 }

@@ -47,6 +47,18 @@ func metricsAttrs(s heal.Summary) []any {
 	if dl == nil {
 		dl = &heal.DeadLetters{}
 	}
+	lag := s.Lag
+	if lag == nil {
+		lag = &heal.LagFigures{}
+	}
+	crit := lag.CriticalTime
+	if crit == nil {
+		crit = &heal.CriticalTimeFigures{}
+	}
+	var oldest int64
+	if len(lag.OldestHeads) > 0 {
+		oldest = int64(lag.OldestHeads[0].HeadAgeSeconds)
+	}
 	return []any{
 		"blockedOrders", s.BlockedOrders,
 		"oldestBlockedSeconds", s.OldestBlockedSeconds,
@@ -59,6 +71,16 @@ func metricsAttrs(s heal.Summary) []any {
 		"autoReplayed", s.AutoReplay.Replayed,
 		"autoReplayEnabled", s.AutoReplay.Enabled,
 		"breakerOpen", s.AutoReplay.BreakerOpen,
+		"lagOrders", lag.Orders,
+		"lagOk", lag.ByStatus[convoy.LagOK],
+		"lagCatchingUp", lag.ByStatus[convoy.LagCatchingUp],
+		"lagStalled", lag.ByStatus[convoy.LagStalled],
+		"lagBlocked", lag.ByStatus[convoy.LagBlocked],
+		"lagStalledTwoWindows", lag.StalledTwoWindows,
+		"oldestHeadSeconds", oldest,
+		"criticalTimeP50Ms", crit.P50Ms,
+		"criticalTimeP99Ms", crit.P99Ms,
+		"criticalTimeMaxMs", crit.MaxMs,
 	}
 }
 

@@ -34,7 +34,10 @@ func (f fakeHealer) RunOnce(context.Context) heal.Run { return f.run }
 func TestAutoReplayInvocation(t *testing.T) {
 	run := heal.Run{Replayed: []heal.Replay{{OrderID: "o-1", Seqs: []int64{4, 5}, Attempt: 2, NextWait: "2m0s"}},
 		Failed: []heal.Failure{{OrderID: "o-2", Error: "send: down"}}, Paused: "a replay failed",
-		Summary: &heal.Summary{BlockedOrders: 3, OldestBlockedSeconds: 99, DeadLetters: &heal.DeadLetters{Total: 4, Permanent: 1}}}
+		Summary: &heal.Summary{BlockedOrders: 3, OldestBlockedSeconds: 99, DeadLetters: &heal.DeadLetters{Total: 4, Permanent: 1},
+			Lag: &heal.LagFigures{Orders: 12, ByStatus: map[convoy.LagStatus]int{convoy.LagOK: 2, convoy.LagCatchingUp: 6, convoy.LagStalled: 3, convoy.LagBlocked: 1},
+				StalledTwoWindows: 1, OldestHeads: []heal.OldestHead{{OrderID: "o-9", HeadAgeSeconds: 912.7}, {OrderID: "o-8", HeadAgeSeconds: 30}},
+				CriticalTime: &heal.CriticalTimeFigures{Count: 40, P50Ms: 120, P99Ms: 2300, MaxMs: 4100}}}}
 	e := handler.New(handler.Deps{Heal: fakeHealer{run: run}})
 	body := `{"Data":{"timer":{"Schedule":{"AdjustForDST":true},"ScheduleStatus":null,"IsPastDue":false}},"Metadata":{"sys":{"MethodName":"AutoReplay"}}}`
 	rec := httptest.NewRecorder()
@@ -47,7 +50,8 @@ func TestAutoReplayInvocation(t *testing.T) {
 		`auto-replay replayed orderId=o-1 seqs="4 5" attempt=2 left=0 nextWait=2m0s`,
 		`auto-replay failed orderId=o-2 error="send: down"`,
 		`auto-replay paused reason="a replay failed"`,
-		"metrics blockedOrders=3 oldestBlockedSeconds=99 parkedMessages=0 deadLetters=4 deadLettersTransient=0 deadLettersPermanent=1 autoReplayPending=0 autoReplayRetrying=0 autoReplayed=0 autoReplayEnabled=false breakerOpen=false",
+		"metrics blockedOrders=3 oldestBlockedSeconds=99 parkedMessages=0 deadLetters=4 deadLettersTransient=0 deadLettersPermanent=1 autoReplayPending=0 autoReplayRetrying=0 autoReplayed=0 autoReplayEnabled=false breakerOpen=false" +
+			" lagOrders=12 lagOk=2 lagCatchingUp=6 lagStalled=3 lagBlocked=1 lagStalledTwoWindows=1 oldestHeadSeconds=912 criticalTimeP50Ms=120 criticalTimeP99Ms=2300 criticalTimeMaxMs=4100",
 	}
 	if strings.Join(out.Logs, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("Logs:\n%s\nwant:\n%s", strings.Join(out.Logs, "\n"), strings.Join(want, "\n"))

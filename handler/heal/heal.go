@@ -72,7 +72,12 @@ type Options struct {
 	// reading of the index and the states that much before its deadline,
 	// and starts no pass with less left (0: no reserve).
 	PassTimeout time.Duration
-	Now         func() time.Time
+	// Active is the active-orders index whose lag each run surveys
+	// (surveyLag), over windows of LagWindow (default
+	// convoy.DefaultLagWindow); nil: no lag survey.
+	Active    convoy.ActiveIndex
+	LagWindow time.Duration
+	Now       func() time.Time
 }
 
 func (o Options) backoff(attempts int) time.Duration {
@@ -260,6 +265,9 @@ type Summary struct {
 	// DeadLettersUnreadable says why DeadLetters is null.
 	DeadLettersUnreadable string     `json:"deadLettersUnreadable,omitempty"`
 	AutoReplay            AutoReplay `json:"autoReplay"`
+	// Lag is the lag of the active orders as the last AutoReplay run
+	// surveyed it (LagFigures.At); null before the first.
+	Lag *LagFigures `json:"lag"`
 }
 
 // AutoReplay are the automatic replay's figures.
@@ -318,6 +326,7 @@ func (h *Healer) Summarize(ctx context.Context) (Summary, error) {
 		s.FiguresAt = f.At.UTC().Format(time.RFC3339)
 		s.DeadLetters, s.DeadLettersUnreadable = f.DeadLetters, f.DeadLettersUnreadable
 		s.AutoReplay.Pending, s.AutoReplay.Retrying, s.AutoReplay.Unreached, s.AutoReplay.Deferred = f.Pending, f.Retrying, f.Unreached, f.Deferred
+		s.Lag = f.Lag
 	}
 	if b := hl.Breaker; now.Before(b.OpenUntil) {
 		s.AutoReplay.BreakerOpen, s.AutoReplay.OpenUntil, s.AutoReplay.BreakerWhy = true, b.OpenUntil.UTC().Format(time.RFC3339), b.Why
@@ -425,8 +434,14 @@ func (h *Healer) RunOnce(ctx context.Context) Run {
 		r.Paused = h.trip(ctx, "storage is failing: "+cut(err.Error()), nil)
 		return r
 	}
-	sum := h.summaryOf(f, hl, now)
-	r.Summary = &sum
+	// The lag survey runs alongside the replay pass, and is waited for
+	// before the figures are written, whichever way the run ends.
+	lag := h.startLagSurvey(ctx, dls, now)
+	if dlErr != nil || h.opts.Disabled || now.Before(hl.Breaker.OpenUntil) {
+		f.Lag = lag()
+		sum := h.summaryOf(f, hl, now)
+		r.Summary = &sum
+	}
 	if dlErr != nil {
 		r.Paused = h.trip(ctx, "Service Bus is failing: "+dlErr.Error(), f)
 		return r
@@ -443,7 +458,9 @@ func (h *Healer) RunOnce(ctx context.Context) Run {
 	replayed, settled, failed := h.replayDue(ctx, dls, blocked, states, now, &r)
 	h.afterPass(ctx, f, dls, blocked, states, settled, now)
 	f.Unreached, f.Deferred = len(r.Failed), r.Deferred
-	sum = h.summaryOf(f, hl, now)
+	f.Lag = lag()
+	sum := h.summaryOf(f, hl, now)
+	r.Summary = &sum
 	sum.AutoReplay.Unreached, sum.AutoReplay.Deferred = f.Unreached, f.Deferred
 	if failed != "" {
 		r.Paused = h.trip(ctx, failed, f)
@@ -453,6 +470,30 @@ func (h *Healer) RunOnce(ctx context.Context) Run {
 	sum.AutoReplay.Replayed += replayed
 	return r
 }
+
+// startLagSurvey starts surveyLag on its own goroutine; the function it
+// returns waits for its figures. The survey ends lagRecordMargin before
+// ctx's deadline, leaving the run time to write them.
+func (h *Healer) startLagSurvey(ctx context.Context, dls *DeadLetters, now time.Time) func() *LagFigures {
+	ctx, cancel := context.WithCancel(ctx)
+	if deadline, ok := ctx.Deadline(); ok {
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-lagRecordMargin))
+	}
+	done := make(chan *LagFigures, 1)
+	go func() {
+		defer cancel()
+		done <- h.surveyLag(ctx, dls, now)
+	}()
+	var f *LagFigures
+	var once sync.Once
+	return func() *LagFigures {
+		once.Do(func() { f = <-done })
+		return f
+	}
+}
+
+// lagRecordMargin is what the lag survey leaves of a run's deadline.
+const lagRecordMargin = 3 * time.Second
 
 // reserve is ctx ended PassTimeout before its deadline (the reads of a run
 // leave its replay pass that much), when the deadline leaves the reads as
@@ -589,7 +630,7 @@ func (h *Healer) summaryOf(f *Figures, hl Health, now time.Time) Summary {
 		ParkedMessages: f.ParkedMessages, MissingBy: f.MissingBy, FiguresAt: f.At.UTC().Format(time.RFC3339),
 		DeadLetters: f.DeadLetters, DeadLettersUnreadable: f.DeadLettersUnreadable,
 		AutoReplay:         AutoReplay{Enabled: h.Enabled(), Replayed: hl.Replayed, Pending: f.Pending, Retrying: f.Retrying},
-		OldestBlockedSince: f.OldestBlockedSince}
+		OldestBlockedSince: f.OldestBlockedSince, Lag: f.Lag}
 	s.OldestBlockedSeconds = secondsSince(f.OldestBlockedSince, now)
 	return s
 }

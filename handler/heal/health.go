@@ -56,6 +56,8 @@ type Figures struct {
 	// Deferred counts the orders due that the run left for a later one
 	// (beyond its window, past MaxOrders, or its deadline).
 	Deferred int `json:"deferred"`
+	// Lag is the lag of the active orders (surveyLag); nil when not surveyed.
+	Lag *LagFigures `json:"lag,omitempty"`
 }
 
 // note is what a blocked order's index entry records about its missing

@@ -23,6 +23,8 @@ type Ledgers struct {
 	// Fail, if set, is called before every operation ("get", "create",
 	// "save", "allocate"); a non-nil error is returned instead.
 	Fail func(op string) error
+	// Now, if set, is the clock of allocations and index entries.
+	Now func() time.Time
 }
 
 var (
@@ -40,6 +42,13 @@ type allocation struct {
 // NewLedgers returns an empty Ledgers.
 func NewLedgers() *Ledgers {
 	return &Ledgers{records: map[string]ledger.Record{}, next: map[string]int64{}, allocs: map[string]map[string]allocation{}}
+}
+
+func (s *Ledgers) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
 }
 
 func (s *Ledgers) fail(op string) error {
@@ -119,7 +128,7 @@ func (s *Ledgers) Allocate(_ context.Context, ledgerID, hash, orderID string, co
 	if s.allocs[orderID] == nil {
 		s.allocs[orderID] = map[string]allocation{}
 	}
-	s.allocs[orderID][ledgerID] = allocation{first, count, hash, time.Now().UTC()}
+	s.allocs[orderID][ledgerID] = allocation{first, count, hash, s.now()}
 	return first, nil
 }
 
@@ -135,7 +144,7 @@ func (s *Ledgers) Activate(_ context.Context, orderIDs []string) error {
 	}
 	for _, id := range orderIDs {
 		s.version++
-		s.active[id] = convoy.ActiveOrder{OrderID: id, PublishedAt: time.Now().UTC(), ETag: strconv.Itoa(s.version)}
+		s.active[id] = convoy.ActiveOrder{OrderID: id, PublishedAt: s.now(), ETag: strconv.Itoa(s.version)}
 	}
 	return nil
 }

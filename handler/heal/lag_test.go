@@ -1,0 +1,141 @@
+package heal_test
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/heal"
+	"github.com/convoy-dev/convoy/handler/internal/memstore"
+)
+
+// TestLagSurvey: a run judges every active order, each case built to be
+// one status, the expectations written out by hand (not by JudgeLag):
+//   - o-idle: caught up 11 minutes ago: ok, and it leaves the index;
+//   - o-busy: caught up now: ok;
+//   - o-catch, o-new: waiting, the head moved (or the wait began) now:
+//     catching-up;
+//   - o-stalled: waiting since 11 minutes, over two 5-minute windows:
+//     stalled, and stalled for two windows;
+//   - o-gap: seq 3 parked behind seq 2: blocked;
+//   - o-dl: seq 2 dead-lettered, nothing parked behind it: blocked.
+//
+// Critical times over the recent window are checked against the exact
+// values the test applied; the summary on another Healer reads the same
+// figures from the Health record.
+func TestLagSurvey(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	ledgers := memstore.NewLedgers()
+	ledgers.Now = f.clock.now
+	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store, Now: f.clock.now})
+	publish := func(order string, n int) {
+		t.Helper()
+		if _, err := ledgers.Allocate(ctx, "L-"+order+f.clock.now().Format("150405"), "h", order, n); err != nil {
+			t.Fatal(err)
+		}
+		if err := ledgers.Activate(ctx, []string{order}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply := func(order string, seq int64, critical time.Duration) {
+		t.Helper()
+		tx := convoy.Transaction{OrderID: order, Op: convoy.CreateOrder, Currency: "EUR"}
+		if seq > 1 {
+			amount := seq
+			tx = convoy.Transaction{OrderID: order, Op: convoy.AddTransaction, TxID: "t", Amount: &amount}
+			tx.TxID += string(rune('0' + seq))
+		}
+		m := convoy.Message{Seq: seq, MessageID: order + ":" + string(rune('0'+seq)), Tx: tx, EnqueuedAt: f.clock.now().Add(-critical)}
+		if _, err := p.Process(ctx, order, []convoy.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 10:00
+	publish("o-idle", 1)
+	apply("o-idle", 1, time.Second)
+	for _, o := range []string{"o-stalled", "o-gap"} {
+		publish(o, 3)
+		apply(o, 1, time.Second)
+	}
+	apply("o-gap", 3, time.Second) // parked
+	publish("o-dl", 2)
+	apply("o-dl", 1, time.Second)
+	f.q.add("o-dl", 2, "MaxDeliveryCountExceeded", `{"transaction":{"orderId":"o-dl","op":"AddTransaction","txId":"t2","amount":2}}`)
+	// 10:11
+	f.clock.add(11 * time.Minute)
+	publish("o-catch", 4)
+	apply("o-catch", 1, 50*time.Millisecond)
+	apply("o-catch", 2, 80*time.Millisecond)
+	publish("o-busy", 2)
+	apply("o-busy", 1, 200*time.Millisecond)
+	apply("o-busy", 2, 3*time.Second)
+	publish("o-new", 2)
+
+	h := f.healer(heal.Options{Active: ledgers, LagWindow: 5 * time.Minute, Disabled: true})
+	run := h.RunOnce(ctx)
+	lag := run.Summary.Lag
+	if lag == nil {
+		t.Fatalf("no lag in the run's summary: %+v", run)
+	}
+	want := map[convoy.LagStatus]int{convoy.LagOK: 2, convoy.LagCatchingUp: 2, convoy.LagStalled: 1, convoy.LagBlocked: 2}
+	if lag.Orders != 7 || !lag.Complete || !equalCounts(lag.ByStatus, want) || lag.StalledTwoWindows != 1 || lag.Window != 300 {
+		t.Errorf("lag %+v; want 7 orders, complete, %v, one stalled for two windows, window 300", lag, want)
+	}
+	var oldest []string
+	for _, o := range lag.OldestHeads[:3] {
+		oldest = append(oldest, o.OrderID)
+		if o.HeadAgeSeconds != 660 {
+			t.Errorf("%s: head age %v s, want 660", o.OrderID, o.HeadAgeSeconds)
+		}
+	}
+	slices.Sort(oldest)
+	if !slices.Equal(oldest, []string{"o-dl", "o-gap", "o-stalled"}) || len(lag.OldestHeads) != 5 {
+		t.Errorf("oldest heads %+v; want o-dl, o-gap and o-stalled first, then o-catch and o-new", lag.OldestHeads)
+	}
+	// Applied in the recent window (10:05 on): 50, 80, 200 and 3,000 ms.
+	exact := []int64{50, 80, 200, 3000}
+	ct := lag.CriticalTime
+	if ct == nil || ct.Count != 4 || ct.MaxMs != 3000 || ct.SinceSeconds != 360 {
+		t.Fatalf("critical time %+v; want 4 since 360 s, max 3000 ms", ct)
+	}
+	for q, got := range map[float64]int64{0.5: ct.P50Ms, 0.99: ct.P99Ms} {
+		e := exact[int(math.Ceil(q*4))-1]
+		if got < e || float64(got) > float64(e)*1.19+1 {
+			t.Errorf("p%v = %d ms, exact %d", q*100, got, e)
+		}
+	}
+
+	// Another instance's summary: the same figures, from the record.
+	sum, err := f.healer(heal.Options{}).Summarize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(sum.Lag)
+	b, _ := json.Marshal(lag)
+	if string(a) != string(b) {
+		t.Errorf("summary's lag\n%s\nwant the run's\n%s", a, b)
+	}
+	// o-idle left the index; a run later surveys the six others.
+	if again := h.RunOnce(ctx).Summary.Lag; again.Orders != 6 || again.ByStatus[convoy.LagOK] != 1 {
+		t.Errorf("second run: %+v; want 6 orders, one ok", again)
+	}
+	// Published to again, it is back.
+	publish("o-idle", 1)
+	if again := h.RunOnce(ctx).Summary.Lag; again.Orders != 7 || again.ByStatus[convoy.LagCatchingUp] != 3 {
+		t.Errorf("after o-idle was published to: %+v; want 7 orders, three catching up", again)
+	}
+}
+
+func equalCounts(a, b map[convoy.LagStatus]int) bool {
+	for k, v := range b {
+		if a[k] != v {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
