@@ -843,7 +843,7 @@ func checkAlerts(d deployFiles) []string {
 		fields[m[1]] = true
 	}
 	for _, m := range kustoExtract.FindAllStringSubmatch(src, -1) {
-		if !fields[m[1]] && !(m[1] == metricsFieldComing && !lagFields(fields)) {
+		if !fields[m[1]] {
 			out = append(out, fmt.Sprintf("alerts.bicep: a query extracts %s=, which the metrics line (handler.MetricsLine) does not have", m[1]))
 		}
 	}
@@ -883,22 +883,6 @@ func checkAlerts(d deployFiles) []string {
 		}
 	}
 	return out
-}
-
-// metricsFieldComing is the field of the orders-stalled rule, which issue 28
-// adds to the metrics line (handler/health.go metricsAttrs, with lagOrders,
-// lagStalled, …) in a change of its own: it is accepted only while the line
-// has no lag field at all. Once it has them, the check is exact.
-const metricsFieldComing = "lagStalledTwoWindows"
-
-// lagFields reports whether the metrics line has issue 28's lag fields.
-func lagFields(fields map[string]bool) bool {
-	for f := range fields {
-		if strings.HasPrefix(f, "lag") {
-			return true
-		}
-	}
-	return false
 }
 
 func devhostCategoryUser(fn string) string { return "Function." + fn + ".User" }
