@@ -15,12 +15,17 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/settings"
+	"github.com/convoy-dev/convoy/handler/tracing"
 )
 
 func publish(args []string) error {
@@ -50,7 +55,18 @@ func publish(args []string) error {
 				if err != nil {
 					return err
 				}
+				// A trace of its own, as an upload without a traceparent
+				// starts one: every message sent carries its context.
+				ctx, span := tracing.Start(ctx, "publish ledger", trace.SpanContext{}, trace.WithSpanKind(trace.SpanKindProducer))
 				sum, err := pub.Publish(ctx, doc)
+				span.SetAttributes(attribute.String("messaging.system", "servicebus"), attribute.String("messaging.operation.type", "send"),
+					attribute.String("convoy.ledger_id", sum.LedgerID), attribute.String("convoy.outcome", sum.Outcome),
+					attribute.Int("convoy.transactions", sum.Transactions), attribute.Int("convoy.orders", sum.Orders),
+					attribute.Int("messaging.batch.message_count", sum.Messages))
+				if err != nil {
+					span.SetStatus(codes.Error, fault.MessageOf(err))
+				}
+				span.End()
 				if err != nil {
 					return describe(name, err)
 				}
@@ -380,6 +396,20 @@ func userCommand(fs *flag.FlagSet, args []string, what string, needStorage func(
 		}
 		return fmt.Errorf("invalid settings:\n%w", err)
 	}
+	// Spans go where the standard OTEL_EXPORTER_OTLP_* settings of the
+	// environment point, as the handler's do (docs/tracing.md), flushed
+	// before the command exits.
+	_, stopTracing, err := tracing.Setup(context.Background(), os.Getenv)
+	if err != nil {
+		return fmt.Errorf("invalid settings:\n%w", err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "convoy: spans not exported: %v\n", err)
+		}
+	}()
 	c, err := newClients(cfg)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/tracing"
 )
 
 const emulatorServiceBus = "Endpoint=sb://localhost;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
@@ -310,6 +312,9 @@ func TestCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"outcome":"published"`) || !strings.Contains(stderr, "1/1 messages sent") {
 		t.Fatalf("publish --direct: %v\n%s%s", err, out, stderr)
 	}
+	directTrace(t, h, func(stdin string, env2 ...string) (string, string, error) {
+		return runEnv(append(append(env, "StateStorage="+az.ConnectionString()), env2...), stdin, "publish", "--direct", "-")
+	})
 	_, stderr, err = run(`{"ledgerId":"L-bad","transactions":[{"orderId":"o","op":"AddTransaction","amount":1.5}]}`, "publish", "-")
 	if err == nil || !strings.Contains(stderr, "transaction 0: amount") || !strings.Contains(stderr, "transaction 0: txId is required") {
 		t.Fatalf("publish of an invalid ledger: %v\n%s", err, stderr)
@@ -371,5 +376,48 @@ func publishAgain(ctx context.Context, t *testing.T, h *devhost.Host, run, runWi
 	if err != nil || !strings.Contains(out, `"outcome":"sent"`) || !strings.Contains(out, "duplicate-detection window (10 minutes") ||
 		!strings.Contains(out, "StateStorage is not set") || queued() != 1 {
 		t.Fatalf("publish without StateStorage: %v, %d queued\n%s%s", err, queued(), out, stderr)
+	}
+}
+
+// directTrace: publish --direct starts the ledger's trace, as an upload
+// without a traceparent does: each message it sends carries a valid
+// traceparent, the same in Diagnostic-Id, one trace id for the ledger; with
+// OTEL_EXPORTER_OTLP_ENDPOINT set, the command exports its publish span
+// before it exits.
+func directTrace(t *testing.T, h *devhost.Host, publishDirect func(stdin string, env ...string) (string, string, error)) {
+	t.Helper()
+	recv := &otlpReceiver{}
+	otlp := httptest.NewServer(recv)
+	defer otlp.Close()
+	const doc = `{"ledgerId":"L-direct-traced","transactions":[{"orderId":"ord-t1","op":"CreateOrder","currency":"EUR"},
+		{"orderId":"ord-t2","op":"CreateOrder","currency":"EUR"},{"orderId":"ord-t1","op":"AddTransaction","txId":"t-1","amount":3}]}`
+	if out, stderr, err := publishDirect(doc, "OTEL_EXPORTER_OTLP_ENDPOINT="+otlp.URL); err != nil || !strings.Contains(out, `"outcome":"published"`) {
+		t.Fatalf("publish --direct with an OTLP endpoint: %v\n%s%s", err, out, stderr)
+	}
+	traces := map[string]map[string]bool{} // ledger id: trace ids
+	for _, m := range h.Queue("orders").Sent() {
+		ledgerID, _, _ := strings.Cut(m.MessageID, ":")
+		if ledgerID != "L-direct" && ledgerID != "L-direct-traced" {
+			continue
+		}
+		tp, _ := m.Properties[tracing.PropTraceParent].(string)
+		sc, err := tracing.ParseTraceParent(tp)
+		if err != nil || m.Properties[tracing.PropDiagnosticID] != tp {
+			t.Fatalf("message %s: traceparent %q (%v), Diagnostic-Id %v: want a valid traceparent, the same in both", m.MessageID, tp, err, m.Properties[tracing.PropDiagnosticID])
+		}
+		if traces[ledgerID] == nil {
+			traces[ledgerID] = map[string]bool{}
+		}
+		traces[ledgerID][sc.TraceID().String()] = true
+	}
+	if len(traces["L-direct"]) != 1 || len(traces["L-direct-traced"]) != 1 {
+		t.Fatalf("trace ids by ledger %v: want one each", traces)
+	}
+	var traceID string
+	for id := range traces["L-direct-traced"] {
+		traceID = id
+	}
+	if spans := find(recv.all(), "publish ledger", traceID); len(spans) != 1 || spans[0].Attrs["convoy.ledger_id"] != "L-direct-traced" || spans[0].Attrs["messaging.batch.message_count"] != "3" {
+		t.Fatalf("publish ledger spans of trace %s received by the time the command exited: %+v (all: %+v)", traceID, spans, recv.all())
 	}
 }
