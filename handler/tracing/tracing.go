@@ -49,8 +49,9 @@ func SetTracerProvider(tp trace.TracerProvider) (restore func()) {
 
 // Config is what Setup read from the environment.
 type Config struct {
-	Enabled  bool   // an exporter was built
-	Endpoint string // the setting that enabled it, for the startup line
+	Enabled   bool   // an exporter was built
+	Recording bool   // spans are made: an exporter was built, or OTEL_TRACES_EXPORTER=none
+	Endpoint  string // the setting that enabled it, for the startup line
 }
 
 // Setup installs the global tracer provider from the standard OpenTelemetry
@@ -62,9 +63,13 @@ type Config struct {
 //     (headers, timeout, compression, certificates), the SDK reads
 //     OTEL_TRACES_SAMPLER*, OTEL_BSP_*, OTEL_SERVICE_NAME and
 //     OTEL_RESOURCE_ATTRIBUTES;
-//   - neither set, OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none:
-//     nothing is installed (the no-op provider stays) and shutdown does
-//     nothing.
+//   - OTEL_TRACES_EXPORTER=none ("no automatically configured exporter",
+//     as the specification words it and OpenTelemetry Go's autoexport
+//     implements it): an SDK provider with no exporter, whatever endpoint
+//     is set: spans are made (and sampled) as with an exporter, and
+//     exported nowhere;
+//   - no endpoint, or OTEL_SDK_DISABLED=true: nothing is installed (the
+//     no-op provider stays) and shutdown does nothing.
 //
 // A protocol other than http/protobuf or an exporter other than otlp is
 // refused, naming the setting. shutdown flushes the spans not yet exported.
@@ -78,7 +83,11 @@ func Setup(ctx context.Context, getenv func(string) string) (cfg Config, shutdow
 	}
 	switch exp := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); exp {
 	case "none":
-		return cfg, shutdown, nil
+		tp := sdktrace.NewTracerProvider(sdktrace.WithResource(serviceResource(getenv)))
+		otel.SetTracerProvider(tp)
+		SetTracerProvider(tp)
+		cfg.Recording = true
+		return cfg, tp.Shutdown, nil
 	case "", "otlp":
 	default:
 		return cfg, shutdown, fmt.Errorf("setting OTEL_TRACES_EXPORTER=%q: only otlp (over HTTP) or none is supported", exp)
@@ -104,17 +113,21 @@ func Setup(ctx context.Context, getenv func(string) string) (cfg Config, shutdow
 	if err != nil {
 		return cfg, shutdown, fmt.Errorf("OTLP trace exporter (%s): %w", cfg.Endpoint, err)
 	}
-	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(serviceName(getenv)))
-	if err != nil {
-		res = resource.Default()
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(serviceResource(getenv)))
 	otel.SetTracerProvider(tp)
 	SetTracerProvider(tp)
-	cfg.Enabled = true
+	cfg.Enabled, cfg.Recording = true, true
 	return cfg, func(ctx context.Context) error {
 		return errors.Join(tp.ForceFlush(ctx), tp.Shutdown(ctx))
 	}, nil
+}
+
+func serviceResource(getenv func(string) string) *resource.Resource {
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(serviceName(getenv)))
+	if err != nil {
+		return resource.Default()
+	}
+	return res
 }
 
 // serviceName: OTEL_SERVICE_NAME, else the function app's name

@@ -2,6 +2,10 @@ package tracing
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -27,7 +31,6 @@ func TestSetupOff(t *testing.T) {
 		env(),
 		env("OTEL_SERVICE_NAME", "x", "OTEL_EXPORTER_OTLP_HEADERS", "a=b"),
 		env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1", "OTEL_SDK_DISABLED", "true"),
-		env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1", "OTEL_TRACES_EXPORTER", "none"),
 	} {
 		cfg, shutdown, err := Setup(context.Background(), e)
 		if err != nil || cfg.Enabled {
@@ -51,6 +54,47 @@ func TestSetupOff(t *testing.T) {
 	_, root := Start(context.Background(), "publish", trace.SpanContext{})
 	if root.IsRecording() || !root.SpanContext().IsValid() || root.SpanContext().IsSampled() {
 		t.Fatalf("off, new trace: %v recording %v; want fresh ids, not sampled, not recording", root.SpanContext(), root.IsRecording())
+	}
+}
+
+// TestSetupNoneRecords: OTEL_TRACES_EXPORTER=none makes spans (sampled,
+// recording) and exports them nowhere, whatever endpoint is set. It runs in
+// a child process of the test binary: Setup replaces the global provider,
+// which TestSetupOff checks is untouched.
+func TestSetupNoneRecords(t *testing.T) {
+	if os.Getenv("TRACING_TEST_CHILD") != "none" {
+		hit := make(chan string, 1)
+		srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+			select {
+			case hit <- r.URL.Path:
+			default:
+			}
+		}))
+		defer srv.Close()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSetupNoneRecords$", "-test.v")
+		cmd.Env = append(os.Environ(), "TRACING_TEST_CHILD=none", "TRACING_TEST_ENDPOINT="+srv.URL)
+		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: TestSetupNoneRecords") {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		select {
+		case path := <-hit:
+			t.Fatalf("OTEL_TRACES_EXPORTER=none exported to %s", path)
+		default:
+		}
+		return
+	}
+	cfg, shutdown, err := Setup(context.Background(), env("OTEL_TRACES_EXPORTER", "none",
+		"OTEL_EXPORTER_OTLP_ENDPOINT", os.Getenv("TRACING_TEST_ENDPOINT")))
+	if err != nil || cfg.Enabled || !cfg.Recording {
+		t.Fatalf("Setup: %+v, %v; want spans recorded, no exporter", cfg, err)
+	}
+	_, span := Start(context.Background(), "apply", mustParse(t, tpA))
+	if !span.IsRecording() || !span.SpanContext().IsSampled() || span.SpanContext().SpanID() == mustParse(t, tpA).SpanID() {
+		t.Fatalf("span %v recording %v: want a sampled, recording span of its own", span.SpanContext(), span.IsRecording())
+	}
+	span.End()
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
 

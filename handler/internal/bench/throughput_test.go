@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
@@ -102,6 +104,16 @@ type pipelineRun struct {
 	handlerCPU time.Duration // the handler process's CPU over the run
 	azuriteCPU time.Duration // Azurite's CPU over the run
 	messages   int
+	// logs are the OrderProcessor's lines the host kept from the calls'
+	// Logs (Function.OrderProcessor.User), whatever LogLevel says.
+	logs []string
+}
+
+// pipelineExtra is what a run adds to the plain one (the zero value: none).
+type pipelineExtra struct {
+	settings map[string]string // app settings besides the run's own
+	trace    trace.SpanContext // the context every message is sent with (a ledger's publish span), if valid
+	settled  func() bool       // polled (up to 30 s) once the queue is idle, before the CPU is read
 }
 
 // pipeline publishes sessions orders of perOrder transactions to the orders
@@ -109,6 +121,10 @@ type pipelineRun struct {
 // queue is empty, the messages processed per second and the handler
 // process's CPU (user + system, from /proc, as rusage counts it).
 func pipeline(b *testing.B, az *azurite.Server, name string, sessions, perOrder int, batch bool) pipelineRun {
+	return pipelineWith(b, az, name, sessions, perOrder, batch, pipelineExtra{})
+}
+
+func pipelineWith(b *testing.B, az *azurite.Server, name string, sessions, perOrder int, batch bool, x pipelineExtra) pipelineRun {
 	app := stagedApp(b, func(file string, doc map[string]any) {
 		switch file {
 		case "host.json":
@@ -131,10 +147,12 @@ func pipeline(b *testing.B, az *azurite.Server, name string, sessions, perOrder 
 	for _, t := range tables { // created up front, as Bicep does in Azure, so that no run pays for it
 		createTable(b, az, t)
 	}
-	h, err := devhost.Start(devhost.Options{AppDir: app.Dir, Queues: queues, Settings: map[string]string{
+	settings := map[string]string{
 		"StateStorage": az.ConnectionString(), "OrdersQueueName": "orders", "LedgersQueueName": "ledgers", "LogFormat": "json", "LogLevel": "warn",
 		"OrdersTableName": tables["OrdersTableName"], "LedgersTableName": tables["LedgersTableName"],
-	}})
+	}
+	maps.Copy(settings, x.settings)
+	h, err := devhost.Start(devhost.Options{AppDir: app.Dir, Queues: queues, Settings: settings})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -158,12 +176,19 @@ func pipeline(b *testing.B, az *azurite.Server, name string, sessions, perOrder 
 	pid := processor.HandlerPID()
 	cpu0, az0 := processCPU(b, pid), processCPU(b, az.PID())
 	t0 := time.Now()
-	send(b, ctx, sender, msgs)
+	sendCtx := ctx
+	if x.trace.IsValid() {
+		sendCtx = trace.ContextWithSpanContext(ctx, x.trace)
+	}
+	send(b, sendCtx, sender, msgs)
 	q := h.Queue("orders")
 	for !q.Idle() {
 		time.Sleep(2 * time.Millisecond)
 	}
 	elapsed := time.Since(t0)
+	for deadline := time.Now().Add(30 * time.Second); x.settled != nil && !x.settled() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if processor.HandlerPID() != pid {
 		b.Fatalf("%s: the handler restarted during the run", name)
 	}
@@ -178,7 +203,13 @@ func pipeline(b *testing.B, az *azurite.Server, name string, sessions, perOrder 
 			b.Fatalf("%s: order %s applied seq %d, %v; want %d", name, id, v.AppliedSeq, err, perOrder)
 		}
 	}
-	return pipelineRun{rate: float64(len(msgs)) / elapsed.Seconds(), handlerCPU: cpu, azuriteCPU: azCPU, messages: len(msgs)}
+	var logs []string
+	for _, t := range h.Telemetry().Traces() {
+		if t.Category == devhost.CategoryUser(handler.FnOrderProcessor) {
+			logs = append(logs, t.Message)
+		}
+	}
+	return pipelineRun{rate: float64(len(msgs)) / elapsed.Seconds(), handlerCPU: cpu, azuriteCPU: azCPU, messages: len(msgs), logs: logs}
 }
 
 // processCPU is a process's user + system CPU so far (/proc/<pid>/stat,
