@@ -29,6 +29,9 @@ type Published struct {
 	// SeqAllocatedAt is when seq (the one asked about) was allocated; zero
 	// when seq is past LastSeq or its allocation is not found.
 	SeqAllocatedAt time.Time
+	// DeadLetteredSeq is the seq an AutoReplay run last found dead-lettered
+	// as the order's next one (ActiveIndex.NoteDeadLettered); 0 for none.
+	DeadLetteredSeq int64
 }
 
 // Allocations reads what publishing allocated to an order: a bounded number
@@ -59,6 +62,11 @@ type ActiveIndex interface {
 	ScanActive(ctx context.Context, after string, limit int) ([]ActiveOrder, bool, error)
 	// Deactivate removes e only if it is still as ScanActive returned it.
 	Deactivate(ctx context.Context, e ActiveOrder) error
+	// NoteDeadLettered records that seq, the order's next, is dead-lettered
+	// (0: none is), for Published to tell (an order whose missing message
+	// is dead-lettered with nothing parked behind it is blocked, not
+	// stalled). An order nothing was published to is left as it is.
+	NoteDeadLettered(ctx context.Context, orderID string, seq int64) error
 }
 
 // LagInput is what an order's lag is judged from.
@@ -139,6 +147,6 @@ func OrderLag(o *Order, p Published, now time.Time, window time.Duration) Lag {
 		l.HeadAgeSeconds = &age
 	}
 	l.Status = JudgeLag(LagInput{Backlog: l.Backlog, HeadSince: head, AppliedAt: o.Progress(), Parked: len(o.Parked),
-		Now: now, Window: window})
+		DeadLettered: p.DeadLetteredSeq != 0 && p.DeadLetteredSeq == o.AppliedSeq+1, Now: now, Window: window})
 	return l
 }

@@ -64,7 +64,8 @@ const lagParallelism = 32
 // head (applied seq, when it last moved, its critical times) and what was
 // published to it (one query of two rows), with the dead letters of the
 // run's peek (a missing message dead-lettered with nothing parked behind it
-// still blocks its order). An order caught up and idle for two windows
+// still blocks its order: noted with what was published to it, for the
+// order's own lag to tell). An order caught up and idle for two windows
 // leaves the index (as read: one published to since is kept). Its cost is
 // two reads per active order, however long their histories; it stops at
 // ctx's end, and says so (Complete false).
@@ -100,8 +101,16 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time)
 			fail(err)
 			return
 		}
+		next := head.AppliedSeq + 1
+		dead := p.DeadLetteredSeq == next // as a run noted it: this run's peek failed
+		if dls != nil {
+			dead = dls.holds(e.OrderID, next)
+			if note := map[bool]int64{true: next}[dead]; note != p.DeadLetteredSeq && (dead || dls.Complete) {
+				_ = h.opts.Active.NoteDeadLettered(ctx, e.OrderID, note) // a failure leaves it to the next run
+			}
+		}
 		in := convoy.LagInput{Backlog: max(p.LastSeq-head.AppliedSeq, 0), AppliedAt: head.AppliedAt, Parked: head.Parked,
-			DeadLettered: dls.holds(e.OrderID, head.AppliedSeq+1), Now: now, Window: window}
+			DeadLettered: dead, Now: now, Window: window}
 		if in.Backlog > 0 {
 			in.HeadSince = p.SeqAllocatedAt
 		}

@@ -110,6 +110,13 @@ func TestLagSurvey(t *testing.T) {
 		}
 	}
 
+	// o-dl's dead-lettered seq is noted for its own lag (OrderStatus).
+	for order, seq := range map[string]int64{"o-dl": 2, "o-stalled": 0} {
+		if p, _ := ledgers.Published(ctx, order, 2); p.DeadLetteredSeq != seq {
+			t.Errorf("%s: dead-lettered seq noted %d, want %d", order, p.DeadLetteredSeq, seq)
+		}
+	}
+
 	// Another instance's summary: the same figures, from the record.
 	sum, err := f.healer(heal.Options{}).Summarize(ctx)
 	if err != nil {
@@ -123,6 +130,16 @@ func TestLagSurvey(t *testing.T) {
 	// o-idle left the index; a run later surveys the six others.
 	if again := h.RunOnce(ctx).Summary.Lag; again.Orders != 6 || again.ByStatus[convoy.LagOK] != 1 {
 		t.Errorf("second run: %+v; want 6 orders, one ok", again)
+	}
+	// The dead letter gone (replayed, say), the note goes too.
+	f.q.mu.Lock()
+	clear(f.q.msgs)
+	f.q.mu.Unlock()
+	if again := h.RunOnce(ctx).Summary.Lag; again.ByStatus[convoy.LagBlocked] != 1 {
+		t.Errorf("with the dead letter gone: %+v; want o-gap alone blocked", again)
+	}
+	if p, _ := ledgers.Published(ctx, "o-dl", 2); p.DeadLetteredSeq != 0 {
+		t.Errorf("o-dl's note after its dead letter went: %d", p.DeadLetteredSeq)
 	}
 	// Published to again, it is back.
 	publish("o-idle", 1)

@@ -154,7 +154,7 @@ func (s *Ledgers) Allocate(ctx context.Context, ledgerID, hash, orderID string, 
 	allocKey := "alloc:" + ledgerID
 	filter := fmt.Sprintf("PartitionKey eq '%s' and (RowKey eq 'counter' or RowKey eq '%s')", escape(pk), escape(allocKey))
 	for attempt := 0; attempt < 20; attempt++ {
-		var last int64
+		var last, note int64
 		var etag *azcore.ETag
 		pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
 		for pager.More() {
@@ -175,11 +175,14 @@ func (s *Ledgers) Allocate(ctx context.Context, ledgerID, hash, orderID string, 
 					return p.int("First"), nil
 				}
 				tag := azcore.ETag(e.ETag)
-				last, etag = p.int("Last"), &tag
+				last, etag, note = p.int("Last"), &tag, p.int("DeadLetteredSeq")
 			}
 		}
-		counter, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: pk, RowKey: "counter"},
-			Properties: map[string]any{"Last": aztables.EDMInt64(last + int64(count))}})
+		counterProps := map[string]any{"Last": aztables.EDMInt64(last + int64(count))}
+		if note != 0 { // kept: the missing seq is still dead-lettered
+			counterProps["DeadLetteredSeq"] = aztables.EDMInt64(note)
+		}
+		counter, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: pk, RowKey: "counter"}, Properties: counterProps})
 		alloc, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: pk, RowKey: allocKey},
 			Properties: map[string]any{"First": aztables.EDMInt64(last + 1), "Count": int32(count), "Hash": hash}})
 		bySeq, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: pk, RowKey: seqRowKey(last + 1)},
@@ -233,7 +236,7 @@ func seqRowKey(first int64) string { return fmt.Sprintf("seq:%019d", math.MaxInt
 func (s *Ledgers) Published(ctx context.Context, orderID string, seq int64) (convoy.Published, error) {
 	pk := escape("order:" + orderID)
 	filter := fmt.Sprintf("PartitionKey eq '%s' and (RowKey eq 'counter' or (RowKey ge '%s' and RowKey lt 'seq;'))", pk, seqRowKey(max(seq, 0)))
-	sel := "RowKey,Timestamp,Last,First,Count"
+	sel := "RowKey,Timestamp,Last,First,Count,DeadLetteredSeq"
 	top := int32(2)
 	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Select: &sel, Top: &top})
 	var out convoy.Published
@@ -254,7 +257,7 @@ func (s *Ledgers) Published(ctx context.Context, orderID string, seq int64) (con
 			}
 			switch {
 			case e.RowKey == "counter":
-				out.LastSeq = p.int("Last")
+				out.LastSeq, out.DeadLetteredSeq = p.int("Last"), p.int("DeadLetteredSeq")
 			case !found: // the latest allocation starting at or before seq
 				found = true
 				if first := p.int("First"); first <= seq && seq < first+p.int("Count") {
@@ -267,7 +270,9 @@ func (s *Ledgers) Published(ctx context.Context, orderID string, seq int64) (con
 	case seq > out.LastSeq || seq < 1:
 		out.SeqAllocatedAt = time.Time{}
 	case !found: // allocated before seq rows were kept
-		return s.publishedLegacy(ctx, orderID, seq)
+		legacy, err := s.publishedLegacy(ctx, orderID, seq)
+		legacy.DeadLetteredSeq = out.DeadLetteredSeq
+		return legacy, err
 	}
 	return out, nil
 }
@@ -353,6 +358,20 @@ func (s *Ledgers) ScanActive(ctx context.Context, after string, limit int) ([]co
 		out = append(out, convoy.ActiveOrder{OrderID: e.RowKey, PublishedAt: time.Time(e.Timestamp).UTC(), ETag: e.ETag})
 	}
 	return out, page.NextRowKey != nil, nil
+}
+
+// NoteDeadLettered implements convoy.ActiveIndex: a merge into the order's
+// counter (Allocate keeps it).
+func (s *Ledgers) NoteDeadLettered(ctx context.Context, orderID string, seq int64) error {
+	e, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: "order:" + orderID, RowKey: "counter"},
+		Properties: map[string]any{"DeadLetteredSeq": aztables.EDMInt64(seq)}})
+	exists := azcore.ETagAny
+	_, err := s.table.UpdateEntity(ctx, e, &aztables.UpdateEntityOptions{UpdateMode: aztables.UpdateModeMerge, IfMatch: &exists})
+	switch tableCode(err) {
+	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+		return nil
+	}
+	return classifyOrNil(err, "note the dead-lettered seq of order "+orderID)
 }
 
 // Deactivate implements convoy.ActiveIndex: a delete under the entry's ETag.

@@ -105,6 +105,33 @@ func testActive(t *testing.T, s ledger.Store, idx convoy.ActiveIndex, prefix str
 			t.Errorf("seq %d: %+v, %v; want last 9, an allocation time for seqs 1 to 9 only", seq, p, err)
 		}
 	}
+	// A dead-lettered seq noted: told with what was published, kept by
+	// an allocation, cleared by a note of 0; an order nothing was
+	// published to is left without one.
+	if err := idx.NoteDeadLettered(ctx, order, 4); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := idx.Published(ctx, order, 4); p.DeadLetteredSeq != 4 {
+		t.Fatalf("noted seq 4: %+v", p)
+	}
+	if _, err := s.Allocate(ctx, prefix+"-L9", "h", order, 1); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := idx.Published(ctx, order, 4); p.DeadLetteredSeq != 4 || p.LastSeq != 10 {
+		t.Fatalf("after an allocation: %+v, want seq 4 still noted, last 10", p)
+	}
+	if err := idx.NoteDeadLettered(ctx, order, 0); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := idx.Published(ctx, order, 4); p.DeadLetteredSeq != 0 {
+		t.Fatalf("cleared: %+v", p)
+	}
+	if err := idx.NoteDeadLettered(ctx, prefix+"-none", 1); err != nil {
+		t.Fatalf("noting an order nothing was published to: %v", err)
+	}
+	if p, _ := idx.Published(ctx, prefix+"-none", 1); p != (convoy.Published{}) {
+		t.Fatalf("an order nothing was published to: %+v", p)
+	}
 }
 
 // testConditional: a record is created only if absent and replaced only as

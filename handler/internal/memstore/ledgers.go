@@ -19,6 +19,7 @@ type Ledgers struct {
 	next    map[string]int64                 // order → next seq
 	allocs  map[string]map[string]allocation // order → ledger → its seqs
 	active  map[string]convoy.ActiveOrder    // the active-orders index
+	dead    map[string]int64                 // order → its noted dead-lettered seq
 	version int
 	// Fail, if set, is called before every operation ("get", "create",
 	// "save", "allocate"); a non-nil error is returned instead.
@@ -182,6 +183,23 @@ func (s *Ledgers) Deactivate(_ context.Context, e convoy.ActiveOrder) error {
 	return nil
 }
 
+// NoteDeadLettered implements convoy.ActiveIndex.
+func (s *Ledgers) NoteDeadLettered(_ context.Context, orderID string, seq int64) error {
+	if err := s.fail("note"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.next[orderID]; !ok {
+		return nil
+	}
+	if s.dead == nil {
+		s.dead = map[string]int64{}
+	}
+	s.dead[orderID] = seq
+	return nil
+}
+
 // Published implements convoy.Allocations.
 func (s *Ledgers) Published(_ context.Context, orderID string, seq int64) (convoy.Published, error) {
 	if err := s.fail("published"); err != nil {
@@ -189,7 +207,7 @@ func (s *Ledgers) Published(_ context.Context, orderID string, seq int64) (convo
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := convoy.Published{LastSeq: s.next[orderID]}
+	out := convoy.Published{LastSeq: s.next[orderID], DeadLetteredSeq: s.dead[orderID]}
 	for _, a := range s.allocs[orderID] {
 		if a.first <= seq && seq < a.first+int64(a.count) {
 			out.SeqAllocatedAt = a.at
