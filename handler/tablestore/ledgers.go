@@ -19,7 +19,7 @@ import (
 // Ledgers is a ledger.Store on one table:
 //
 //	PK ledger:<ledgerId>  RK record           the ledger's record (status, hash, progress)
-//	PK order:<orderId>    RK counter          the last seq allocated to the order
+//	PK order:<orderId>    RK counter          the last seq allocated to the order, the recent allocations
 //	PK order:<orderId>    RK alloc:<ledgerId> the seqs a ledger was given: First, Count, Hash
 //	PK order:<orderId>    RK seq:<inverted>   the same, keyed by First (inverted: the latest first)
 //	PK active             RK <orderId>        an order publishing gave seqs to (convoy.ActiveIndex)
@@ -27,9 +27,12 @@ import (
 // An allocation writes the counter (ETag-guarded), its alloc row and its seq
 // row in one entity-group transaction: two ledgers racing over an order
 // cannot both take the same numbers, and numbers are never taken without
-// their record. The seq rows find the allocation of a seq in one query of
-// two rows (Published), however many ledgers published to the order;
-// partitions allocated before they were kept fall back to the alloc rows.
+// their record. The counter keeps the order's last recentAllocations
+// allocations (first seq, count, when), so that where a seq waiting to be
+// applied was allocated is, nearly always, in the one point read of the
+// counter (Published); an older one is found by one query of one seq row,
+// however many ledgers published to the order; partitions allocated before
+// seq rows were kept fall back to the alloc rows.
 // The alloc row holds the ledger's count and content hash: the numbers go
 // back only to the same content. Records are inserted (AddEntity) or
 // replaced under the ETag they were read with, never upserted.
@@ -156,6 +159,7 @@ func (s *Ledgers) Allocate(ctx context.Context, ledgerID, hash, orderID string, 
 	for attempt := 0; attempt < 20; attempt++ {
 		var last, note int64
 		var etag *azcore.ETag
+		var recent []allocation
 		pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
@@ -175,10 +179,13 @@ func (s *Ledgers) Allocate(ctx context.Context, ledgerID, hash, orderID string, 
 					return p.int("First"), nil
 				}
 				tag := azcore.ETag(e.ETag)
-				last, etag, note = p.int("Last"), &tag, p.int("DeadLetteredSeq")
+				last, etag, note, recent = p.int("Last"), &tag, p.int("DeadLetteredSeq"), decodeRecent(p.str("Recent"))
 			}
 		}
-		counterProps := map[string]any{"Last": aztables.EDMInt64(last + int64(count))}
+		at := time.Now().UTC().Truncate(time.Millisecond)
+		recent = append(recent, allocation{First: last + 1, Count: int64(count), At: at.UnixMilli()})
+		recent = recent[max(len(recent)-recentAllocations, 0):]
+		counterProps := map[string]any{"Last": aztables.EDMInt64(last + int64(count)), "Recent": encodeRecent(recent)}
 		if note != 0 { // kept: the missing seq is still dead-lettered
 			counterProps["DeadLetteredSeq"] = aztables.EDMInt64(note)
 		}
@@ -186,7 +193,7 @@ func (s *Ledgers) Allocate(ctx context.Context, ledgerID, hash, orderID string, 
 		alloc, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: pk, RowKey: allocKey},
 			Properties: map[string]any{"First": aztables.EDMInt64(last + 1), "Count": int32(count), "Hash": hash}})
 		bySeq, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: pk, RowKey: seqRowKey(last + 1)},
-			Properties: map[string]any{"First": aztables.EDMInt64(last + 1), "Count": int32(count), "LedgerId": ledgerID}})
+			Properties: map[string]any{"First": aztables.EDMInt64(last + 1), "Count": int32(count), "LedgerId": ledgerID, "At": aztables.EDMDateTime(at)}})
 		actions := []aztables.TransactionAction{{ActionType: aztables.TransactionTypeAdd, Entity: alloc},
 			{ActionType: aztables.TransactionTypeAdd, Entity: bySeq}}
 		if etag == nil {
@@ -228,53 +235,102 @@ var _ convoy.ActiveIndex = (*Ledgers)(nil)
 // come first, the latest of them leading.
 func seqRowKey(first int64) string { return fmt.Sprintf("seq:%019d", math.MaxInt64-first) }
 
-// Published implements convoy.Allocations: one query of two rows (the
-// counter and the seq row of the allocation holding seq), whatever the
-// order's history. When seq was allocated is that row's Timestamp: seq
-// rows are inserted once and never changed. A seq allocated before seq rows
-// were kept is looked up among the alloc rows (publishedLegacy).
+// recentAllocations is how many allocations the counter keeps: a ledger
+// each, so a seq waiting behind fewer ledgers than that (nearly any) is
+// found in the counter.
+const recentAllocations = 32
+
+// allocation is one of the counter's recent allocations (JSON, compact).
+type allocation struct {
+	First int64 `json:"f"`
+	Count int64 `json:"c"`
+	At    int64 `json:"t"` // Unix milliseconds
+}
+
+func decodeRecent(s string) []allocation {
+	var out []allocation
+	if s != "" && json.Unmarshal([]byte(s), &out) != nil {
+		return nil // figures only: an unreadable list is an empty one
+	}
+	return out
+}
+
+func encodeRecent(a []allocation) string {
+	b, _ := json.Marshal(a)
+	return string(b)
+}
+
+// Published implements convoy.Allocations: one point read of the counter,
+// which holds the recent allocations; a seq allocated before them costs one
+// query of one seq row more, whatever the order's history. When seq was
+// allocated is the allocating publisher's clock (an allocation's At; seq
+// rows written before it was kept: their Timestamp, the service's).
 func (s *Ledgers) Published(ctx context.Context, orderID string, seq int64) (convoy.Published, error) {
-	pk := escape("order:" + orderID)
-	filter := fmt.Sprintf("PartitionKey eq '%s' and (RowKey eq 'counter' or (RowKey ge '%s' and RowKey lt 'seq;'))", pk, seqRowKey(max(seq, 0)))
-	sel := "RowKey,Timestamp,Last,First,Count,DeadLetteredSeq"
-	top := int32(2)
-	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Select: &sel, Top: &top})
-	var out convoy.Published
-	var found bool
-	for rows := 0; rows < 2 && pager.More(); {
-		page, err := pager.NextPage(ctx)
-		if tableCode(err) == aztables.TableNotFound {
-			return convoy.Published{}, nil
-		}
+	resp, err := s.table.GetEntity(ctx, "order:"+orderID, "counter", nil)
+	switch tableCode(err) {
+	case "":
 		if err != nil {
 			return convoy.Published{}, classify(err, "read the seqs published to order "+orderID)
 		}
-		for _, raw := range page.Entities {
-			rows++
-			e, p, err := decodeProps(raw)
-			if err != nil {
-				return convoy.Published{}, fault.Wrap(fault.Internal, err, "decode the seqs published to order "+orderID)
-			}
-			switch {
-			case e.RowKey == "counter":
-				out.LastSeq, out.DeadLetteredSeq = p.int("Last"), p.int("DeadLetteredSeq")
-			case !found: // the latest allocation starting at or before seq
-				found = true
-				if first := p.int("First"); first <= seq && seq < first+p.int("Count") {
-					out.SeqAllocatedAt = time.Time(e.Timestamp).UTC()
-				}
-			}
+	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+		return convoy.Published{}, nil
+	default:
+		return convoy.Published{}, classify(err, "read the seqs published to order "+orderID)
+	}
+	_, p, err := decodeProps(resp.Value)
+	if err != nil {
+		return convoy.Published{}, fault.Wrap(fault.Internal, err, "decode the seqs published to order "+orderID)
+	}
+	out := convoy.Published{LastSeq: p.int("Last"), DeadLetteredSeq: p.int("DeadLetteredSeq")}
+	if seq < 1 || seq > out.LastSeq {
+		return out, nil
+	}
+	for _, a := range decodeRecent(p.str("Recent")) {
+		if a.First <= seq && seq < a.First+a.Count {
+			out.SeqAllocatedAt = time.UnixMilli(a.At).UTC()
+			return out, nil
 		}
 	}
+	at, found, err := s.seqAllocatedAt(ctx, orderID, seq)
 	switch {
-	case seq > out.LastSeq || seq < 1:
-		out.SeqAllocatedAt = time.Time{}
-	case !found: // allocated before seq rows were kept
-		legacy, err := s.publishedLegacy(ctx, orderID, seq)
-		legacy.DeadLetteredSeq = out.DeadLetteredSeq
-		return legacy, err
+	case err != nil:
+		return convoy.Published{}, err
+	case found:
+		out.SeqAllocatedAt = at
+		return out, nil
 	}
-	return out, nil
+	legacy, err := s.publishedLegacy(ctx, orderID, seq) // allocated before seq rows were kept
+	legacy.LastSeq, legacy.DeadLetteredSeq = out.LastSeq, out.DeadLetteredSeq
+	return legacy, err
+}
+
+// seqAllocatedAt finds seq's allocation among the seq rows: one query,
+// whose first row is the latest allocation starting at or before seq.
+func (s *Ledgers) seqAllocatedAt(ctx context.Context, orderID string, seq int64) (time.Time, bool, error) {
+	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge '%s' and RowKey lt 'seq;'", escape("order:"+orderID), seqRowKey(seq))
+	sel := "RowKey,Timestamp,First,Count,At"
+	top := int32(1)
+	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Select: &sel, Top: &top})
+	for pager.More() { // an empty page with a continuation is possible
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return time.Time{}, false, classify(err, "read the seqs published to order "+orderID)
+		}
+		for _, raw := range page.Entities {
+			e, p, err := decodeProps(raw)
+			if err != nil {
+				return time.Time{}, false, fault.Wrap(fault.Internal, err, "decode the seqs published to order "+orderID)
+			}
+			if first := p.int("First"); first > seq || seq >= first+p.int("Count") {
+				return time.Time{}, false, nil
+			}
+			if at := p.time("At"); !at.IsZero() {
+				return at, true, nil
+			}
+			return time.Time(e.Timestamp).UTC(), true, nil
+		}
+	}
+	return time.Time{}, false, nil
 }
 
 // publishedLegacy is Published from the alloc rows: one query of the
