@@ -152,8 +152,18 @@ func EncodeCriticalTimes(c CriticalTimes) string {
 // reads as nothing recorded (figures, never a reason to fail a message).
 func DecodeCriticalTimes(s string) CriticalTimes {
 	var c CriticalTimes
-	if s == "" || json.Unmarshal([]byte(s), &c) != nil || c.Window <= 0 {
+	if s == "" || json.Unmarshal([]byte(s), &c) != nil || c.Window <= 0 || !c.Cur.valid() || !c.Prev.valid() {
 		return CriticalTimes{}
 	}
 	return c
+}
+
+// valid: buckets in order, each counted, the maximum not negative.
+func (h Histogram) valid() bool {
+	for i, b := range h.Buckets {
+		if b[0] < 0 || b[1] <= 0 || (i > 0 && b[0] <= h.Buckets[i-1][0]) {
+			return false
+		}
+	}
+	return h.MaxMs >= 0
 }

@@ -1,6 +1,7 @@
 package convoy_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -82,4 +83,33 @@ func TestCriticalTimesWindowChange(t *testing.T) {
 			t.Errorf("%q read as %+v", s, got)
 		}
 	}
+}
+
+// FuzzCriticalTimes: whatever a head's Crit property holds (it is read back
+// from storage), decoding never fails a message: it reads as nothing
+// recorded or as histograms that keep working, and what is encoded reads
+// back the same.
+func FuzzCriticalTimes(f *testing.F) {
+	var c convoy.CriticalTimes
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	c.Add(at, 120*time.Millisecond, time.Minute)
+	f.Add(convoy.EncodeCriticalTimes(c), int64(250))
+	f.Add(`{"w":60,"s":1,"c":{"b":[[3,1],[1,2]],"m":-5}}`, int64(-1))
+	f.Add(fmt.Sprintf(`{"w":60,"s":%d,"c":{"b":[[30,1],[1,-2]],"m":-5}}`, at.Unix()), int64(0)) // corrupt, in the current window
+	f.Add(`{"w":1e30}`, int64(0))
+	f.Fuzz(func(t *testing.T, stored string, ms int64) {
+		c := convoy.DecodeCriticalTimes(stored)
+		c.Add(at, time.Duration(ms)*time.Millisecond, time.Minute)
+		h, _ := c.Recent(at, time.Minute)
+		if h.Count() < 1 {
+			t.Fatalf("added one time, %d recent", h.Count())
+		}
+		if p50, p99 := h.Percentile(0.5), h.Percentile(0.99); p50 < 0 || p50 > p99 || p99 > h.MaxMs {
+			t.Fatalf("p50 %d, p99 %d, max %d: want 0 ≤ p50 ≤ p99 ≤ max", p50, p99, h.MaxMs)
+		}
+		again := convoy.DecodeCriticalTimes(convoy.EncodeCriticalTimes(c))
+		if convoy.EncodeCriticalTimes(again) != convoy.EncodeCriticalTimes(c) {
+			t.Fatalf("does not read back: %+v", c)
+		}
+	})
 }
