@@ -68,7 +68,7 @@ const lagParallelism = 32
 // order's own lag to tell). An order caught up and idle for two windows
 // leaves the index (as read: one published to since is kept). Its cost is
 // two reads per active order, however long their histories; it stops at
-// ctx's end, and says so (Complete false).
+// ctx's end or its first failed read, and says so (Complete false).
 func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time) *LagFigures {
 	if h.opts.Active == nil {
 		return nil
@@ -82,6 +82,10 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time)
 		heads []OldestHead
 		since time.Time
 	)
+	// The first failure ends the survey: storage failing for one read
+	// fails the next thousands alike, each waiting for its own deadline.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	fail := func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -89,6 +93,7 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time)
 		if f.Unread == "" {
 			f.Unread = cut(err.Error())
 		}
+		stop()
 	}
 	one := func(e convoy.ActiveOrder) {
 		head, _, err := h.blocked.Head(ctx, e.OrderID)

@@ -3,8 +3,12 @@ package heal_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,6 +149,38 @@ func TestLagSurvey(t *testing.T) {
 	publish("o-idle", 1)
 	if again := h.RunOnce(ctx).Summary.Lag; again.Orders != 7 || again.ByStatus[convoy.LagCatchingUp] != 3 {
 		t.Errorf("after o-idle was published to: %+v; want 7 orders, three catching up", again)
+	}
+}
+
+// TestLagSurveyStopsAtFirstFailure: storage failing for one order's read
+// ends the survey (the next reads would fail alike, each waiting for its
+// deadline): the figures say it is incomplete, and why.
+func TestLagSurveyStopsAtFirstFailure(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	ledgers := memstore.NewLedgers()
+	var ids []string
+	for i := range 500 {
+		ids = append(ids, fmt.Sprintf("o-%03d", i))
+	}
+	for _, id := range ids {
+		if _, err := ledgers.Allocate(ctx, "L", "h", id, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ledgers.Activate(ctx, ids); err != nil {
+		t.Fatal(err)
+	}
+	var reads atomic.Int64
+	ledgers.Fail = func(op string) error {
+		if op == "published" && reads.Add(1) >= 10 {
+			return errors.New("storage is down")
+		}
+		return nil
+	}
+	lag := f.healer(heal.Options{Active: ledgers, Disabled: true}).RunOnce(ctx).Summary.Lag
+	if lag.Complete || !strings.Contains(lag.Unread, "storage is down") || lag.Orders >= 100 || reads.Load() >= 100 {
+		t.Errorf("lag %+v after %d reads; want incomplete, saying why, stopped after its first failure", lag, reads.Load())
 	}
 }
 

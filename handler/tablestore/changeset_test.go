@@ -218,7 +218,7 @@ func TestMalformedAnswerIsTransient(t *testing.T) {
 		do   func() error
 	}{
 		{"commit", 4, func() error { return commit(ctx, store) }},
-		{"allocation", 2, func() error { return allocate(ctx, ledgers) }},
+		{"allocation", 3, func() error { return allocate(ctx, ledgers) }}, // alloc, seq and counter rows
 	} {
 		complete := answer(successes(call.ops)...)
 		svc.answers(complete)

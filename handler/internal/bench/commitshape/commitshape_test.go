@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -42,9 +43,9 @@ func TestActionsAreTheProcessorsCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	process(convoy.Message{Seq: 1, MessageID: "l:0", Tx: convoy.Transaction{OrderID: processed, Op: convoy.CreateOrder, Currency: "EUR"}})
+	process(convoy.Message{Seq: 1, MessageID: "l:0", EnqueuedAt: time.Now().Add(-100 * time.Millisecond), Tx: convoy.Transaction{OrderID: processed, Op: convoy.CreateOrder, Currency: "EUR"}})
 	before := rows(t, table, processed)
-	process(convoy.Message{Seq: 2, MessageID: "l:1", Tx: convoy.Transaction{OrderID: processed, Op: convoy.AddTransaction, TxID: "t-2", Amount: to.Ptr[int64](2)}})
+	process(convoy.Message{Seq: 2, MessageID: "l:1", EnqueuedAt: time.Now().Add(-100 * time.Millisecond), Tx: convoy.Transaction{OrderID: processed, Op: convoy.AddTransaction, TxID: "t-2", Amount: to.Ptr[int64](2)}})
 	committed := map[string]map[string]string{}
 	for key, row := range rows(t, table, processed) {
 		if prev, ok := before[key]; !ok || prev["odata.etag"] != row["odata.etag"] {
