@@ -62,7 +62,7 @@ const lagParallelism = 32
 
 // surveyLag judges the lag of every order in the active-orders index: its
 // head (applied seq, when it last moved, its critical times) and what was
-// published to it (one query of two rows), with the dead letters of the
+// published to it (a point read of its counter), with the dead letters of the
 // run's peek (a missing message dead-lettered with nothing parked behind it
 // still blocks its order: noted with what was published to it, for the
 // order's own lag to tell). An order caught up and idle for two windows
@@ -110,7 +110,12 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time)
 		dead := p.DeadLetteredSeq == next // as a run noted it: this run's peek failed
 		if dls != nil {
 			dead = dls.holds(e.OrderID, next)
-			if note := map[bool]int64{true: next}[dead]; note != p.DeadLetteredSeq && (dead || dls.Complete) {
+			var note int64 // what the counter should say: next, or none
+			if dead {
+				note = next
+			}
+			// A note is removed only on a whole peek's word.
+			if note != p.DeadLetteredSeq && (dead || dls.Complete) {
 				_ = h.opts.Active.NoteDeadLettered(ctx, e.OrderID, note) // a failure leaves it to the next run
 			}
 		}
