@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/convoy-dev/convoy/handler"
@@ -57,16 +55,9 @@ func publish(args []string) error {
 				}
 				// A trace of its own, as an upload without a traceparent
 				// starts one: every message sent carries its context.
-				ctx, span := tracing.Start(ctx, "publish ledger", trace.SpanContext{}, trace.WithSpanKind(trace.SpanKindProducer))
+				ctx, span := handler.StartPublish(ctx, trace.SpanContext{}, "")
 				sum, err := pub.Publish(ctx, doc)
-				span.SetAttributes(attribute.String("messaging.system", "servicebus"), attribute.String("messaging.operation.type", "send"),
-					attribute.String("convoy.ledger_id", sum.LedgerID), attribute.String("convoy.outcome", sum.Outcome),
-					attribute.Int("convoy.transactions", sum.Transactions), attribute.Int("convoy.orders", sum.Orders),
-					attribute.Int("messaging.batch.message_count", sum.Messages))
-				if err != nil {
-					span.SetStatus(codes.Error, fault.MessageOf(err))
-				}
-				span.End()
+				handler.EndPublish(span, sum, err)
 				if err != nil {
 					return describe(name, err)
 				}

@@ -52,9 +52,9 @@ func (s *server) ingestOne(ctx context.Context, c *call, m invocation.Message) (
 	for _, p := range tc.Problems {
 		c.outcome(slog.LevelWarn, "trace context ignored", "stream", m.SessionID, "messageId", m.MessageID, "problem", p)
 	}
-	ctx, span := startPublish(ctx, tc.SpanContext, c.invocationID())
+	ctx, span := StartPublish(ctx, tc.SpanContext, c.invocationID())
 	var sum ledger.Summary
-	defer func() { endPublish(span, sum, err) }()
+	defer func() { EndPublish(span, sum, err) }()
 	ids := func() []any {
 		sc := span.SpanContext()
 		return []any{"traceId", sc.TraceID().String(), "spanId", sc.SpanID().String()}
@@ -80,18 +80,22 @@ func (s *server) ingestOne(ctx context.Context, c *call, m invocation.Message) (
 	return nil
 }
 
-// startPublish starts a ledger's publish span under parent (none: a new
-// trace).
-func startPublish(ctx context.Context, parent trace.SpanContext, invocationID string) (context.Context, trace.Span) {
+// StartPublish starts a ledger's publish span under parent (none: a new
+// trace): LedgerIngest, LedgerUpload and `convoy publish --direct` (no
+// invocation id) alike; EndPublish ends it with what was published.
+func StartPublish(ctx context.Context, parent trace.SpanContext, invocationID string) (context.Context, trace.Span) {
 	ctx, span := tracing.Start(ctx, "publish ledger", parent, trace.WithSpanKind(trace.SpanKindProducer))
 	if span.IsRecording() {
-		span.SetAttributes(attribute.String("messaging.system", "servicebus"), attribute.String("messaging.operation.type", "send"),
-			attribute.String("faas.invocation_id", invocationID))
+		span.SetAttributes(attribute.String("messaging.system", "servicebus"), attribute.String("messaging.operation.type", "send"))
+		if invocationID != "" {
+			span.SetAttributes(attribute.String("faas.invocation_id", invocationID))
+		}
 	}
 	return ctx, span
 }
 
-func endPublish(span trace.Span, sum ledger.Summary, err error) {
+// EndPublish ends a span StartPublish started.
+func EndPublish(span trace.Span, sum ledger.Summary, err error) {
 	if !span.IsRecording() {
 		return
 	}
@@ -118,9 +122,9 @@ func (s *server) uploadLedger(ctx context.Context, r httpRequest) (int, any, err
 	for _, p := range tc.Problems {
 		s.Logger.Warn("trace context ignored", "function", FnLedgerUpload, "invocationId", r.Header.Get("X-Azure-Functions-InvocationId"), "problem", p)
 	}
-	ctx, span := startPublish(ctx, tc.SpanContext, r.Header.Get("X-Azure-Functions-InvocationId"))
+	ctx, span := StartPublish(ctx, tc.SpanContext, r.Header.Get("X-Azure-Functions-InvocationId"))
 	sum, err := s.Ledgers.Publish(ctx, r.Body)
-	endPublish(span, sum, err)
+	EndPublish(span, sum, err)
 	if err != nil {
 		return 0, nil, err
 	}
