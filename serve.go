@@ -49,6 +49,8 @@ func serve() error {
 		// An export that fails (the receiver down) is a warning in our log,
 		// not a bare line on stderr; the spans are dropped, nothing waits.
 		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("trace export failed", "error", err) }))
+	} else if traces.Recording {
+		log.Info("making spans, exporting none (OTEL_TRACES_EXPORTER=none)")
 	}
 	c, err := newClients(cfg)
 	if err != nil {
