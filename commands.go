@@ -23,7 +23,6 @@ import (
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/settings"
-	"github.com/convoy-dev/convoy/handler/tracing"
 )
 
 func publish(args []string) error {
@@ -387,20 +386,12 @@ func userCommand(fs *flag.FlagSet, args []string, what string, needStorage func(
 		}
 		return fmt.Errorf("invalid settings:\n%w", err)
 	}
-	// Spans go where the standard OTEL_EXPORTER_OTLP_* settings of the
-	// environment point, as the handler's do (docs/tracing.md), flushed
-	// before the command exits.
-	_, stopTracing, err := tracing.Setup(context.Background(), os.Getenv)
+	// Spans go where the handler's do, flushed before the command exits.
+	_, flushTracing, err := startTracing(func(err error) { fmt.Fprintf(os.Stderr, "convoy: spans not exported: %v\n", err) })
 	if err != nil {
-		return fmt.Errorf("invalid settings:\n%w", err)
+		return err
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := stopTracing(ctx); err != nil {
-			fmt.Fprintf(os.Stderr, "convoy: spans not exported: %v\n", err)
-		}
-	}()
+	defer flushTracing()
 	c, err := newClients(cfg)
 	if err != nil {
 		return err

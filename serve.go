@@ -31,19 +31,11 @@ func serve() error {
 		return fmt.Errorf("invalid settings:\n%w", err)
 	}
 	log := handler.NewLogger(cfg.LogFormat, cfg.LogLevel, os.Stdout, os.Stderr)
-	// Traces go where the standard OTEL_EXPORTER_OTLP_* settings point
-	// (docs/tracing.md); with none, no exporter is built.
-	traces, stopTracing, err := tracing.Setup(context.Background(), os.Getenv)
+	traces, flushTracing, err := startTracing(func(err error) { log.Warn("spans not exported at shutdown", "error", err) })
 	if err != nil {
-		return fmt.Errorf("invalid settings:\n%w", err)
+		return err
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := stopTracing(ctx); err != nil {
-			log.Warn("spans not exported at shutdown", "error", err)
-		}
-	}()
+	defer flushTracing()
 	if traces.Enabled {
 		log.Info("exporting traces over OTLP/HTTP", "setting", traces.Endpoint)
 		// An export that fails (the receiver down) is a warning in our log,
@@ -92,6 +84,24 @@ func serve() error {
 	}
 	log.Info("stopped")
 	return signalStop{sig}
+}
+
+// startTracing installs tracing from the standard OTEL_* settings of the
+// environment (docs/tracing.md: with no endpoint, no exporter is built);
+// flush, deferred, exports the spans left (5 s at most), reporting a
+// failure to warn.
+func startTracing(warn func(error)) (cfg tracing.Config, flush func(), err error) {
+	cfg, stop, err := tracing.Setup(context.Background(), os.Getenv)
+	if err != nil {
+		return cfg, nil, fmt.Errorf("invalid settings:\n%w", err)
+	}
+	return cfg, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stop(ctx); err != nil {
+			warn(err)
+		}
+	}, nil
 }
 
 // newServer is the custom handler's echo server on clients c: the processor,
