@@ -80,7 +80,6 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time)
 		mu    sync.Mutex
 		crit  convoy.Histogram
 		heads []OldestHead
-		since time.Time
 	)
 	// The first failure ends the survey: storage failing for one read
 	// fails the next thousands alike, each waiting for its own deadline.
@@ -125,7 +124,7 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time)
 			in.HeadSince = p.SeqAllocatedAt
 		}
 		status := convoy.JudgeLag(in)
-		recent, from := head.Crit.Recent(now, window)
+		recent, _ := head.Crit.Recent(now, window)
 		idle := in.Backlog == 0 && head.Parked == 0 && now.Sub(head.AppliedAt) >= 2*window
 		if idle { // a failure leaves it for the next run
 			_ = h.opts.Active.Deactivate(ctx, e)
@@ -142,7 +141,6 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time)
 			f.StalledTwoWindows++
 		}
 		crit.Merge(recent)
-		since = from
 		if in.Backlog > 0 && !in.HeadSince.IsZero() {
 			age := float64(now.Sub(in.HeadSince).Milliseconds()) / 1000
 			heads = append(heads, OldestHead{OrderID: e.OrderID, Status: status, Backlog: in.Backlog, AppliedSeq: head.AppliedSeq, HeadAgeSeconds: max(age, 0)})
@@ -186,6 +184,7 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time)
 	slices.SortFunc(heads, func(a, b OldestHead) int { return cmp.Compare(b.HeadAgeSeconds, a.HeadAgeSeconds) })
 	f.OldestHeads = heads[:min(len(heads), OldestHeadsShown)]
 	if n := crit.Count(); n > 0 {
+		_, since := convoy.CriticalTimes{}.Recent(now, window) // where the recent window begins
 		f.CriticalTime = &CriticalTimeFigures{Count: n, P50Ms: crit.Percentile(0.5), P99Ms: crit.Percentile(0.99), MaxMs: crit.MaxMs,
 			SinceSeconds: int64(now.Sub(since) / time.Second)}
 	}

@@ -109,13 +109,19 @@ func (s *Store) ClearStale(ctx context.Context, e convoy.BlockedEntry) error {
 	if e.ETag == "" {
 		return fault.Errorf(fault.Internal, "clear stale entry %q: no ETag (an entry is removed only as it was read)", e.Key)
 	}
-	tag := azcore.ETag(e.ETag)
-	_, err := s.table.DeleteEntity(ctx, blockedPartition, e.Key, &aztables.DeleteEntityOptions{IfMatch: &tag})
+	return deleteAsRead(ctx, s.table, blockedPartition, e.Key, e.ETag, "clear stale blocked order "+e.OrderID)
+}
+
+// deleteAsRead deletes an entity only if it still has the ETag it was read
+// with: one gone already, or written again since, is kept (no error).
+func deleteAsRead(ctx context.Context, table *aztables.Client, pk, rk, etag, what string) error {
+	tag := azcore.ETag(etag)
+	_, err := table.DeleteEntity(ctx, pk, rk, &aztables.DeleteEntityOptions{IfMatch: &tag})
 	switch tableCode(err) {
 	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound, aztables.UpdateConditionNotSatisfied:
-		return nil // gone already, or written again since: kept
+		return nil
 	}
-	return classifyOrNil(err, "clear stale blocked order "+e.OrderID)
+	return classifyOrNil(err, what)
 }
 
 // ScanBlocked implements convoy.BlockedIndex: one query.

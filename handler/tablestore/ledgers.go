@@ -435,11 +435,5 @@ func (s *Ledgers) Deactivate(ctx context.Context, e convoy.ActiveOrder) error {
 	if e.ETag == "" {
 		return fault.Errorf(fault.Internal, "deactivate order %q: no ETag (an entry is removed only as it was read)", e.OrderID)
 	}
-	etag := azcore.ETag(e.ETag)
-	_, err := s.table.DeleteEntity(ctx, activePartition, e.OrderID, &aztables.DeleteEntityOptions{IfMatch: &etag})
-	switch tableCode(err) {
-	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound, aztables.UpdateConditionNotSatisfied:
-		return nil // gone, or written again since: kept
-	}
-	return classifyOrNil(err, "deactivate order "+e.OrderID)
+	return deleteAsRead(ctx, s.table, activePartition, e.OrderID, e.ETag, "deactivate order "+e.OrderID)
 }

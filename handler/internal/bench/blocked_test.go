@@ -47,13 +47,7 @@ func BenchmarkBlockedListAndSummary(b *testing.B) {
 	)
 	for range b.N {
 		ctx := b.Context()
-		// Its own Azurite: 10,000 entities, and an Azurite the benchmarks
-		// before it filled, would weigh on each other's figures.
-		az, err := azurite.Start(azurite.Options{})
-		if err != nil {
-			b.Fatal("the benchmark needs Azurite:", err)
-		}
-		defer az.Stop()
+		az := ownAzurite(b)
 		_, name := az.NewNamedTable(b, nil)
 		ids := orderIDs("blk", blocked)
 
@@ -241,6 +235,19 @@ func BenchmarkBlockedListAndSummary(b *testing.B) {
 	}
 }
 
+// ownAzurite starts an Azurite of the benchmark's own, stopped at its end:
+// 10,000 orders, and an Azurite the benchmarks before it filled, would weigh
+// on each other's figures.
+func ownAzurite(b *testing.B) *azurite.Server {
+	b.Helper()
+	az, err := azurite.Start(azurite.Options{})
+	if err != nil {
+		b.Fatal("the benchmark needs Azurite:", err)
+	}
+	b.Cleanup(az.Stop)
+	return az
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func medianTime(ds []time.Duration) time.Duration {
@@ -249,12 +256,15 @@ func medianTime(ds []time.Duration) time.Duration {
 }
 
 // parallel calls do for each id on 16 goroutines.
-func parallel(b *testing.B, ids []string, do func(id string) error) {
+// parallel runs do for each id, 16 at a time; the first error fails b.
+func parallel(b *testing.B, ids []string, do func(id string) error) { parallelN(b, 16, ids, do) }
+
+func parallelN(b *testing.B, workers int, ids []string, do func(id string) error) {
 	b.Helper()
 	work := make(chan string)
-	errs := make(chan error, 16)
+	errs := make(chan error, workers)
 	var wg sync.WaitGroup
-	for range 16 {
+	for range workers {
 		wg.Go(func() {
 			for id := range work {
 				if err := do(id); err != nil {

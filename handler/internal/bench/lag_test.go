@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,11 +31,7 @@ func BenchmarkLagSurvey(b *testing.B) {
 	const active = 10_000
 	for range b.N {
 		ctx := b.Context()
-		az, err := azurite.Start(azurite.Options{})
-		if err != nil {
-			b.Fatal("the benchmark needs Azurite:", err)
-		}
-		defer az.Stop()
+		az := ownAzurite(b)
 		_, orders := az.NewNamedTable(b, nil)
 		_, ledgerTable := az.NewNamedTable(b, nil)
 		ids := orderIDs("lag", active)
@@ -98,7 +93,7 @@ func BenchmarkLagSurvey(b *testing.B) {
 		// head and counter), 32 at a time.
 		plainOrders, plainLedgers := plainClient(b, az, orders), plainClient(b, az, ledgerTable)
 		t0 := time.Now()
-		parallel32(b, ids, func(id string) error {
+		parallelN(b, 32, ids, func(id string) error {
 			if _, err := plainOrders.GetEntity(ctx, id, "h", nil); err != nil {
 				return err
 			}
@@ -157,39 +152,4 @@ func plainClient(b *testing.B, az *azurite.Server, name string) *aztables.Client
 		b.Fatal(err)
 	}
 	return svc.NewClient(name)
-}
-
-// parallel32 is parallel with the survey's 32 workers.
-func parallel32(b *testing.B, ids []string, do func(id string) error) {
-	b.Helper()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	work := make(chan string)
-	for range 32 {
-		wg.Go(func() {
-			for id := range work {
-				if err := do(id); err != nil {
-					mu.Lock()
-					first = cmpOr(first, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for _, id := range ids {
-		work <- id
-	}
-	close(work)
-	wg.Wait()
-	if first != nil {
-		b.Fatal(first)
-	}
-}
-
-func cmpOr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
