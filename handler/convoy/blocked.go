@@ -181,9 +181,22 @@ func ListBlocked(ctx context.Context, idx BlockedIndex, continuation string, pag
 // was scanned; an entry whose commit has not landed (yet) is neither listed
 // nor removed.
 func CheckEntries(ctx context.Context, idx BlockedIndex, entries []BlockedEntry) ([]BlockedOrder, error) {
+	return checkEntries(ctx, idx, entries, false)
+}
+
+// VerifyEntries is CheckEntries reading the head of confirmed entries too:
+// a confirm is written after its commit under no condition, so it can land
+// after another instance's commit ended the block (two instances on one
+// order) and outlive it; the AutoReplay survey verifies every entry, so that
+// none is listed longer than until its next run.
+func VerifyEntries(ctx context.Context, idx BlockedIndex, entries []BlockedEntry) ([]BlockedOrder, error) {
+	return checkEntries(ctx, idx, entries, true)
+}
+
+func checkEntries(ctx context.Context, idx BlockedIndex, entries []BlockedEntry, verify bool) ([]BlockedOrder, error) {
 	out := []BlockedOrder{}
 	for _, e := range entries {
-		if e.Confirmed {
+		if e.Confirmed && !verify {
 			out = append(out, BlockedOrder{OrderID: e.OrderID, AppliedSeq: e.AppliedSeq, Parked: e.Parked,
 				MissingSeq: e.AppliedSeq + 1, BlockedSince: timestamp(e.Since), Note: e.Note})
 			continue
@@ -202,9 +215,11 @@ func CheckEntries(ctx context.Context, idx BlockedIndex, entries []BlockedEntry)
 		if h.Parked == 0 || !h.BlockedSince.Equal(e.Since) {
 			continue // pending: its commit has not landed (yet)
 		}
-		// Best effort: a reader that finds it still pending reads the head.
-		_ = idx.UpdateBlocked(ctx, e.OrderID, e.Since, BlockedUpdate{Figures: true, Confirmed: true, Version: h.Version,
-			AppliedSeq: h.AppliedSeq, Parked: h.Parked}, e.ETag)
+		if !e.Confirmed || e.AppliedSeq != h.AppliedSeq || e.Parked != h.Parked {
+			// Best effort: a reader that finds it still pending reads the head.
+			_ = idx.UpdateBlocked(ctx, e.OrderID, e.Since, BlockedUpdate{Figures: true, Confirmed: true, Version: h.Version,
+				AppliedSeq: h.AppliedSeq, Parked: h.Parked}, e.ETag)
+		}
 		out = append(out, BlockedOrder{OrderID: h.OrderID, AppliedSeq: h.AppliedSeq, Parked: h.Parked,
 			MissingSeq: h.AppliedSeq + 1, BlockedSince: timestamp(h.BlockedSince), Note: e.Note})
 	}

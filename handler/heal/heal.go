@@ -78,6 +78,9 @@ type Options struct {
 	Active    convoy.ActiveIndex
 	LagWindow time.Duration
 	Now       func() time.Time
+	// Resume drains a blocked order whose missing seq is parked, a drain
+	// cut short (convoy.Processor.Resume); nil: not done.
+	Resume func(ctx context.Context, orderID string) (convoy.Result, error)
 }
 
 func (o Options) backoff(attempts int) time.Duration {
@@ -552,11 +555,19 @@ func (h *Healer) survey(ctx context.Context, dls *DeadLetters, dlErr error, stat
 		}
 		var notes []convoy.BlockedNote
 		for _, e := range entries {
-			listed, err := convoy.CheckEntries(ctx, h.blocked, []convoy.BlockedEntry{e})
+			listed, err := convoy.VerifyEntries(ctx, h.blocked, []convoy.BlockedEntry{e})
 			if err != nil || len(listed) == 0 {
 				continue // pending, stale or unreadable now: the next run looks again
 			}
 			o := listed[0]
+			if dls == nil || dls.Missing(o.OrderID, o.MissingSeq, o.AppliedSeq).Where != WhereDeadLetter {
+				// Not a dead letter: maybe its missing seq is parked, a
+				// drain cut short; resume it, and list what is left.
+				var still bool
+				if o, still = h.resume(ctx, o); !still {
+					continue
+				}
+			}
 			orders, blocked[o.OrderID] = append(orders, o), e
 			if dls == nil {
 				continue
@@ -600,6 +611,23 @@ func (h *Healer) survey(ctx context.Context, dls *DeadLetters, dlErr error, stat
 		}
 	}
 	return f, blocked, nil
+}
+
+// resume resumes o's drain when its missing seq proves parked; it returns
+// o as the drain left it, and whether it is still blocked.
+func (h *Healer) resume(ctx context.Context, o convoy.BlockedOrder) (convoy.BlockedOrder, bool) {
+	if h.opts.Resume == nil {
+		return o, true
+	}
+	res, err := h.opts.Resume(ctx, o.OrderID)
+	if err != nil || res.AppliedSeq == o.AppliedSeq {
+		return o, true // nothing parked at its missing seq (or unreadable now: the next run tries)
+	}
+	if res.Parked == 0 {
+		return o, false
+	}
+	o.AppliedSeq, o.Parked, o.MissingSeq = res.AppliedSeq, res.Parked, res.AppliedSeq+1
+	return o, true
 }
 
 // afterPass brings a run's figures up to what its pass settled, and records
