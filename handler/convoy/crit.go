@@ -158,12 +158,23 @@ func DecodeCriticalTimes(s string) CriticalTimes {
 	return c
 }
 
-// valid: buckets in order, each counted, the maximum not negative.
+// critLastBucket is the last bucket a time can fall in: that of the longest
+// Duration, in milliseconds (213; bucket 252's upper end is past int64's).
+var critLastBucket = critBucket(time.Duration(math.MaxInt64).Milliseconds())
+
+// critMaxCount bounds what one stored histogram may count, so that two
+// merged, plus the time being added, never overflow int64.
+const critMaxCount = 1 << 60
+
+// valid: buckets in order and within those a time can fall in, each
+// counted, the total within critMaxCount, the maximum not negative.
 func (h Histogram) valid() bool {
+	var n int64
 	for i, b := range h.Buckets {
-		if b[0] < 0 || b[1] <= 0 || (i > 0 && b[0] <= h.Buckets[i-1][0]) {
+		if b[0] < 0 || b[0] > critLastBucket || b[1] <= 0 || b[1] > critMaxCount-n || (i > 0 && b[0] <= h.Buckets[i-1][0]) {
 			return false
 		}
+		n += b[1]
 	}
 	return h.MaxMs >= 0
 }

@@ -85,6 +85,33 @@ func TestCriticalTimesWindowChange(t *testing.T) {
 	}
 }
 
+// TestCriticalTimesBucketOutOfRange: a stored bucket beyond the last one a
+// time can fall in (its upper end past int64: 700 read p99 as
+// −9223372036854775808, FuzzCriticalTimes) reads as nothing recorded, as an
+// out-of-order or negative one does; the last bucket a time can fall in
+// reads back.
+func TestCriticalTimesBucketOutOfRange(t *testing.T) {
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	for _, b := range []int64{700, 254, math.MaxInt64} {
+		s := fmt.Sprintf(`{"w":60,"s":%d,"c":{"b":[[%d,1]],"m":9000}}`, at.Unix(), b)
+		if got := convoy.DecodeCriticalTimes(s); got.Window != 0 {
+			t.Errorf("bucket %d read as %+v, want nothing recorded", b, got)
+		}
+	}
+	overflow := fmt.Sprintf(`{"w":60,"s":%d,"c":{"b":[[1,%d],[2,%d]],"m":9000}}`, at.Unix(), int64(1)<<62, int64(1)<<62)
+	if got := convoy.DecodeCriticalTimes(overflow); got.Window != 0 {
+		t.Errorf("counts summing past int64 read as %+v, want nothing recorded", got)
+	}
+	var c convoy.CriticalTimes
+	c.Add(at, time.Duration(math.MaxInt64), time.Minute) // the longest time a Duration holds
+	c.Add(at, 0, time.Minute)
+	c = convoy.DecodeCriticalTimes(convoy.EncodeCriticalTimes(c))
+	h, _ := c.Recent(at, time.Minute)
+	if h.Count() != 2 || h.Percentile(0.99) != h.MaxMs || h.Percentile(0.5) != 1 {
+		t.Fatalf("longest time: count %d, p50 %d, p99 %d, max %d", h.Count(), h.Percentile(0.5), h.Percentile(0.99), h.MaxMs)
+	}
+}
+
 // FuzzCriticalTimes: whatever a head's Crit property holds (it is read back
 // from storage), decoding never fails a message: it reads as nothing
 // recorded or as histograms that keep working, and what is encoded reads
@@ -97,6 +124,7 @@ func FuzzCriticalTimes(f *testing.F) {
 	f.Add(`{"w":60,"s":1,"c":{"b":[[3,1],[1,2]],"m":-5}}`, int64(-1))
 	f.Add(fmt.Sprintf(`{"w":60,"s":%d,"c":{"b":[[30,1],[1,-2]],"m":-5}}`, at.Unix()), int64(0)) // corrupt, in the current window
 	f.Add(`{"w":1e30}`, int64(0))
+	f.Add(fmt.Sprintf(`{"w":60,"s":%d,"c":{"b":[[700,1]],"m":9000}}`, at.Unix()), int64(0)) // a bucket past int64's
 	f.Fuzz(func(t *testing.T, stored string, ms int64) {
 		c := convoy.DecodeCriticalTimes(stored)
 		c.Add(at, time.Duration(ms)*time.Millisecond, time.Minute)
