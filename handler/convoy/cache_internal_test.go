@@ -15,6 +15,10 @@ func (nullStore) Tx(context.Context, string, string) (TxRecord, bool, error) {
 	return TxRecord{}, false, nil
 }
 func (nullStore) Commit(context.Context, *Order, int64, *Change) error { return nil }
+func (nullStore) Parked(context.Context, string, int64, int) ([]Message, bool, error) {
+	return nil, false, nil
+}
+func (nullStore) IsParked(context.Context, string, int64) (bool, error) { return false, nil }
 
 // TestCachedOrderBounded (issue 27): however many transactions an order
 // has had, the order the cache holds between calls knows at most maxKnown

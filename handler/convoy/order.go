@@ -48,21 +48,30 @@ type TxRecord struct {
 }
 
 // Order is the state one message needs (issue 27): the head (the fold's
-// figures, the checkpoint AppliedSeq, the version) and the messages parked
-// behind a gap. Its history (transactions, rejections) stays in the store,
+// figures, the checkpoint AppliedSeq, the version) and the lowest of the
+// messages parked behind a gap (issue 33: parked.go). Its history (transactions, rejections) stays in the store,
 // read a page at a time (History, ReadView); the few transactions the order
 // has looked up or written lately are remembered, at most maxKnown of them
 // between calls, so that what an order holds does not grow with its history.
 type Order struct {
-	ID           string
-	Status       Status
-	Complete     bool
-	Currency     string
-	Data         json.RawMessage // of the CreateOrder, or of a DeleteOrder that carried data
-	AppliedSeq   int64           // highest seq applied or rejected; all below it are too
-	TotalAmount  int64           // sum of the transactions' amounts
-	TxCount      int64           // transactions added so far: the next one's position
-	Parked       map[int64]Message
+	ID          string
+	Status      Status
+	Complete    bool
+	Currency    string
+	Data        json.RawMessage // of the CreateOrder, or of a DeleteOrder that carried data
+	AppliedSeq  int64           // highest seq applied or rejected; all below it are too
+	TotalAmount int64           // sum of the transactions' amounts
+	TxCount     int64           // transactions added so far: the next one's position
+	// Parked holds the lowest parked messages, the window: all of them
+	// when ParkedCount says so, else at most ParkedPageSize (and
+	// ParkedWindowBytes), the rest read a page at a time as a drain
+	// reaches them (parked.go).
+	Parked map[int64]Message
+	// ParkedCount is how many messages are parked, in the window and beyond.
+	ParkedCount int
+	// ParkedLast is the highest parked seq; 0 if none, or not known (a head
+	// written before it was kept): LastParked.
+	ParkedLast   int64
 	BlockedSince time.Time // when the current run of parked messages began; zero if none
 	UpdatedAt    time.Time
 	// AppliedAt is when AppliedSeq last advanced (a message applied or
@@ -79,6 +88,7 @@ type Order struct {
 	known     map[string]knownTx // transactions looked up or written: a bounded working set
 	present   int64              // entries of known that are present: all TxCount of them means known is the whole list
 	tick      uint64             // recency clock of known
+	window    parkedWindow       // what it knows of the parked messages beyond Parked
 }
 
 // knownTx is what the order knows of one txId: absent, or present at a
@@ -150,7 +160,8 @@ func (o *Order) Lookup(m Message, adds bool) (string, bool) {
 	return "", false
 }
 
-// NextParked returns the parked message that is next in sequence, if any.
+// NextParked returns the parked message that is next in sequence, if it is
+// in the window (when it has run out, NextPage says where the next page starts).
 func (o *Order) NextParked() (Message, bool) {
 	m, ok := o.Parked[o.AppliedSeq+1]
 	return m, ok
@@ -174,7 +185,7 @@ func (o *Order) Forget() {
 
 // MissingSeq is the seq the order waits for when messages are parked, else 0.
 func (o *Order) MissingSeq() int64 {
-	if len(o.Parked) == 0 {
+	if o.ParkedCount == 0 {
 		return 0
 	}
 	return o.AppliedSeq + 1
@@ -244,15 +255,10 @@ func (o *Order) Receive(m Message, now time.Time, c *Change) Outcome {
 	case m.Seq > o.AppliedSeq+MaxParkAhead:
 		return Outcome{Seq: m.Seq, Disposition: Refused, Reason: fmt.Sprintf("seq %d is more than %d past appliedSeq %d", m.Seq, MaxParkAhead, o.AppliedSeq)}
 	case m.Seq > o.AppliedSeq+1:
-		if _, ok := o.Parked[m.Seq]; ok {
+		if !o.park(m, now, c) {
 			return Outcome{Seq: m.Seq, Disposition: Duplicate}
 		}
-		if len(o.Parked) == 0 {
-			o.BlockedSince = now
-		}
-		o.Parked[m.Seq] = m
 		o.UpdatedAt = now
-		c.park(m)
 		c.changed = true
 		return Outcome{Seq: m.Seq, Disposition: Parked}
 	default:
@@ -260,17 +266,15 @@ func (o *Order) Receive(m Message, now time.Time, c *Change) Outcome {
 	}
 }
 
-// DrainNext applies the parked message that is now next in sequence, if any.
+// DrainNext applies the parked message that is now next in sequence, if it
+// is in the window: when the window has run out (NextPage), the caller adds
+// the next page first (AddParkedPage).
 func (o *Order) DrainNext(now time.Time, c *Change) (Outcome, bool) {
 	m, ok := o.Parked[o.AppliedSeq+1]
 	if !ok {
 		return Outcome{}, false
 	}
-	delete(o.Parked, m.Seq)
-	c.unpark(m.Seq)
-	if len(o.Parked) == 0 {
-		o.BlockedSince = time.Time{}
-	}
+	o.unpark(m, c)
 	out := o.apply(m, now, c)
 	out.Drained, out.EnqueuedAt, out.TraceParent = true, m.EnqueuedAt, m.TraceParent
 	return out, true

@@ -20,6 +20,10 @@ type ProcessorOptions struct {
 	Now       func() time.Time  // clock; default time.Now
 	Index     BlockedIndex      // kept up to date when orders block and unblock; optional
 	LagWindow time.Duration     // the windows of each order's critical times (CriticalTimes); default DefaultLagWindow
+	// CacheBytes bounds the cached orders' size (Order.Size) as well:
+	// parked windows make some orders large (issue 33); default
+	// DefaultCacheBytes. An order larger than it is not cached.
+	CacheBytes int64
 }
 
 // Processor applies order messages strictly in seq order, exactly once.
@@ -44,10 +48,18 @@ type Processor struct {
 // OrderCacheSize defaults to it).
 const DefaultCacheSize = 1000
 
+// DefaultCacheBytes is ProcessorOptions.CacheBytes's default: 1,000 orders
+// of about 1 KiB each fit many times over, 128 whose parked windows are full
+// (ParkedWindowBytes) do.
+const DefaultCacheBytes = 64 << 20
+
 // NewProcessor returns a Processor over store.
 func NewProcessor(store Store, opts ProcessorOptions) *Processor {
 	if opts.CacheSize <= 0 {
 		opts.CacheSize = DefaultCacheSize
+	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = DefaultCacheBytes
 	}
 	clock := opts.Now
 	if clock == nil {
@@ -55,7 +67,7 @@ func NewProcessor(store Store, opts ProcessorOptions) *Processor {
 	}
 	// Milliseconds: what every store keeps exactly.
 	now := func() time.Time { return clock().UTC().Truncate(time.Millisecond) }
-	return &Processor{store: store, index: opts.Index, cache: newOrderCache(opts.CacheSize), retry: opts.Retry, now: now,
+	return &Processor{store: store, index: opts.Index, cache: newOrderCache(opts.CacheSize, opts.CacheBytes), retry: opts.Retry, now: now,
 		lag: cmp.Or(opts.LagWindow, DefaultLagWindow)}
 }
 
@@ -220,6 +232,15 @@ type attempt struct {
 // does not know it: a ModifyTransaction's (one point read), or with verify
 // an AddTransaction's.
 func (a *attempt) lookup(ctx context.Context, m Message) error {
+	if seq, ok := a.o.ParkedUnknown(m, &a.change); ok {
+		// Beyond the parked window (issue 33): one point read says whether
+		// it is parked already, a duplicate.
+		parked, err := a.p.store.IsParked(ctx, a.o.ID, seq)
+		if err != nil {
+			return fmt.Errorf("read parked seq %d of order %q: %w", seq, a.o.ID, err)
+		}
+		a.o.LearnParked(seq, parked)
+	}
 	txID, ok := a.o.Lookup(m, a.verify)
 	if !ok {
 		return nil
@@ -267,13 +288,16 @@ func (a *attempt) finish() Result {
 		}
 		res.Outcomes = append(res.Outcomes, out)
 	}
-	res.AppliedSeq, res.MissingSeq, res.Parked = a.o.AppliedSeq, a.o.MissingSeq(), len(a.o.Parked)
+	res.AppliedSeq, res.MissingSeq, res.Parked = a.o.AppliedSeq, a.o.MissingSeq(), a.o.ParkedCount
 	return res
 }
 
 func (a *attempt) drain(ctx context.Context) error {
 	for {
 		if err := a.makeRoom(ctx); err != nil {
+			return err
+		}
+		if err := a.nextPage(ctx); err != nil {
 			return err
 		}
 		if m, ok := a.o.NextParked(); ok {
@@ -287,6 +311,20 @@ func (a *attempt) drain(ctx context.Context) error {
 		}
 		a.outcomes = append(a.outcomes, out)
 	}
+}
+
+// nextPage reads the next page of the parked tail when the window has run
+// out and more are parked (issue 33).
+func (a *attempt) nextPage(ctx context.Context) error {
+	after, ok := a.o.NextPage()
+	if !ok {
+		return nil
+	}
+	page, more, err := a.p.store.Parked(ctx, a.o.ID, after, ParkedPageSize)
+	if err != nil {
+		return fmt.Errorf("read the parked messages of order %q after seq %d: %w", a.o.ID, after, err)
+	}
+	return a.o.AddParkedPage(page, more, &a.change)
 }
 
 // makeRoom commits early when one more step might not fit; each commit is a
@@ -321,7 +359,7 @@ func (a *attempt) commit(ctx context.Context) error {
 			}
 		}
 		if ends {
-			pending := BlockedUpdate{Figures: true, Version: o.Version + 1, AppliedSeq: o.AppliedSeq, Parked: len(o.Parked)}
+			pending := BlockedUpdate{Figures: true, Version: o.Version + 1, AppliedSeq: o.AppliedSeq, Parked: o.ParkedCount}
 			if err := idx.UpdateBlocked(ctx, o.ID, before, pending, "*"); err != nil {
 				return fmt.Errorf("index order %q as unblocking: %w", o.ID, err)
 			}
@@ -344,17 +382,20 @@ func (a *attempt) commit(ctx context.Context) error {
 		}
 		if !since.IsZero() {
 			_ = idx.UpdateBlocked(ctx, o.ID, since, BlockedUpdate{Figures: true, Confirmed: true, Version: o.Version,
-				AppliedSeq: o.AppliedSeq, Parked: len(o.Parked)}, "*")
+				AppliedSeq: o.AppliedSeq, Parked: o.ParkedCount}, "*")
 		}
 	}
 	return nil
 }
 
-// orderCache is a small LRU of order states, and the orders whose last call
-// ended in a conflict (suspects: their next call looks added txIds up).
+// orderCache is a small LRU of order states, bounded in orders and in bytes
+// (Order.Size), and the orders whose last call ended in a conflict
+// (suspects: their next call looks added txIds up).
 type orderCache struct {
 	mu       sync.Mutex
 	size     int
+	maxBytes int64
+	bytes    int64 // the cached orders' sizes, as put
 	byID     map[string]*cacheEntry
 	clock    uint64
 	suspects map[string]bool // at most size of them
@@ -390,10 +431,11 @@ func (c *orderCache) mark(id string, suspect bool) {
 type cacheEntry struct {
 	order *Order
 	used  uint64
+	size  int64 // the order's Size when put
 }
 
-func newOrderCache(size int) *orderCache {
-	return &orderCache{size: size, byID: map[string]*cacheEntry{}}
+func newOrderCache(size int, maxBytes int64) *orderCache {
+	return &orderCache{size: size, maxBytes: maxBytes, byID: map[string]*cacheEntry{}}
 }
 
 // get hands out the cached order itself: callers hold the order's lock and
@@ -413,19 +455,36 @@ func (c *orderCache) get(id string) *Order {
 func (c *orderCache) put(o *Order) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.remove(o.ID)
+	size := o.Size()
+	if size > c.maxBytes {
+		return // read afresh by its next call
+	}
 	c.clock++
-	c.byID[o.ID] = &cacheEntry{order: o, used: c.clock}
-	if len(c.byID) > c.size {
+	c.byID[o.ID] = &cacheEntry{order: o, used: c.clock, size: size}
+	c.bytes += size
+	if len(c.byID) > c.size || c.bytes > c.maxBytes {
 		c.evictOldest()
 	}
 }
 
-// evictOldest drops the least recently used eighth at once, so that the sort
-// is paid once per size/8 insertions.
+// evictOldest drops the least recently used orders until an eighth of the
+// room is free (in orders and in bytes, whichever ran out), so that the sort
+// is paid once per many insertions.
 func (c *orderCache) evictOldest() {
 	ids := slices.Collect(maps.Keys(c.byID))
 	slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(c.byID[a].used, c.byID[b].used) })
-	for _, id := range ids[:max(1, c.size/8)] {
+	for _, id := range ids[:len(ids)-1] { // the order just put stays
+		if len(c.byID) <= c.size-c.size/8 && c.bytes <= c.maxBytes-c.maxBytes/8 {
+			break
+		}
+		c.remove(id)
+	}
+}
+
+func (c *orderCache) remove(id string) {
+	if e, ok := c.byID[id]; ok {
+		c.bytes -= e.size
 		delete(c.byID, id)
 	}
 }
@@ -433,7 +492,7 @@ func (c *orderCache) evictOldest() {
 func (c *orderCache) drop(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.byID, id)
+	c.remove(id)
 }
 
 // keyedMutex serialises work per key; entries vanish when unused.

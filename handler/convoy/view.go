@@ -39,7 +39,7 @@ type View struct {
 func (o *Order) View() View {
 	v := View{
 		OrderID: o.ID, Status: o.Status, Complete: o.Complete, Currency: o.Currency, Data: o.Data, AppliedSeq: o.AppliedSeq,
-		Parked: len(o.Parked), MissingSeq: o.MissingSeq(), Transactions: []TxEntry{},
+		Parked: o.ParkedCount, MissingSeq: o.MissingSeq(), Transactions: []TxEntry{},
 		Total: o.TotalAmount, Rejected: []Rejection{}, UpdatedAt: timestamp(o.UpdatedAt),
 	}
 	if !o.BlockedSince.IsZero() {

@@ -11,9 +11,13 @@
 //	w:migration            how far the migration of a partition of the layout before got
 //	x:<txId>               a transaction by its id: its position and amount
 //
-// What a message reads does not depend on the order's history (issue 27):
-// the head and the parked rows are one RowKey range (h to p;), read by one
-// query; a ModifyTransaction's record is one point read of its x row; an
+// What a message reads does not depend on the order's history (issue 27)
+// nor on its parked tail (issue 33): the head and the parked rows are one
+// RowKey range (h to p;), of which one query reads the head and the first
+// convoy.ParkedLoadSize parked rows (the head counts them all: Parked, and
+// keeps the highest: ParkedLast); a drain reads the next parked rows a page
+// at a time (Parked), and a message beyond them is a duplicate if its row
+// exists (IsParked: one point read); a ModifyTransaction's record is one point read of its x row; an
 // AddTransaction's x row is inserted by the commit, which fails whole if the
 // txId exists. Transactions and rejections are read a page at a time
 // (History). Layout 2 is a head with Layout = 2 (its Total and TxCount are
@@ -125,9 +129,9 @@ func New(table *aztables.Client, batches *Batches) *Store {
 	return &Store{table: table, batches: batches}
 }
 
-// Load implements convoy.Store. One query reads the head and the parked
-// rows (one RowKey range, the head first); a head of the layout before
-// issue 27 is migrated first (migrate).
+// Load implements convoy.Store. One query reads the head and the first
+// parked rows (one RowKey range, the head first; convoy.ParkedLoadSize of
+// them); a head of the layout before issue 27 is migrated first (migrate).
 func (s *Store) Load(ctx context.Context, orderID string) (*convoy.Order, error) {
 	o, etag, legacy, err := s.loadHead(ctx, orderID)
 	if err != nil || !legacy {
@@ -139,34 +143,112 @@ func (s *Store) Load(ctx context.Context, orderID string) (*convoy.Order, error)
 	return o, nil
 }
 
-// loadHead reads the head and the parked rows; legacy: the head is of the
-// layout before issue 27 (etag: the head's).
+// loadHead reads the head and the first convoy.ParkedLoadSize parked rows;
+// legacy: the head is of the layout before issue 27 (etag: the head's).
 func (s *Store) loadHead(ctx context.Context, orderID string) (o *convoy.Order, etag azcore.ETag, legacy bool, err error) {
+	what := "load order " + orderID
 	o = convoy.NewOrder(orderID)
 	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge '%s' and RowKey lt '%s'", escape(orderID), headKey, headRangeEnd)
-	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
-	for pager.More() {
+	top := int32(1 + convoy.ParkedLoadSize + 1) // the head, the rows, and one to tell whether more follow
+	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Top: &top})
+	var head props
+	var parked []convoy.Message
+	for pager.More() && len(parked) <= convoy.ParkedLoadSize {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
 			if tableCode(err) == aztables.TableNotFound {
 				return o, "", false, nil
 			}
-			return nil, "", false, classify(err, "load order "+orderID)
+			return nil, "", false, classify(err, what)
 		}
 		for _, raw := range page.Entities {
 			var e aztables.EDMEntity
 			if err := json.Unmarshal(raw, &e); err != nil {
-				return nil, "", false, fault.Wrap(fault.Internal, err, "load order "+orderID)
+				return nil, "", false, fault.Wrap(fault.Internal, err, what)
 			}
-			if e.RowKey == headKey {
-				etag, legacy = azcore.ETag(e.ETag), props(e.Properties).int("Layout") < layout
-			}
-			if err := decodeRow(o, e); err != nil {
-				return nil, "", false, fault.Wrap(fault.Internal, err, "load order "+orderID)
+			switch {
+			case e.RowKey == headKey:
+				head, etag = props(e.Properties), azcore.ETag(e.ETag)
+				decodeHead(o, head)
+			case strings.HasPrefix(e.RowKey, parkedPrefix):
+				parked = append(parked, decodeParked(orderID, props(e.Properties)))
+			default:
+				return nil, "", false, fault.Errorf(fault.Internal, "%s: unexpected row %q", what, e.RowKey)
 			}
 		}
 	}
-	return o, etag, legacy && o.Version > 0, nil
+	if head == nil {
+		return o, "", false, nil
+	}
+	more := len(parked) > convoy.ParkedLoadSize
+	parked = parked[:min(len(parked), convoy.ParkedLoadSize)]
+	if _, ok := head["Parked"]; !ok {
+		// A head written before it counted its parked rows: count them.
+		if o.ParkedCount, o.ParkedLast, err = s.countParked(ctx, orderID, parked, more); err != nil {
+			return nil, "", false, err
+		}
+	}
+	if err := o.AddParkedPage(parked, more, nil); err != nil {
+		return nil, "", false, fault.Wrap(fault.Unavailable, err, what)
+	}
+	return o, etag, head.int("Layout") < layout && o.Version > 0, nil
+}
+
+// countParked counts the order's parked rows and finds the highest seq:
+// those of page when no more follow, else by a query of their keys alone.
+func (s *Store) countParked(ctx context.Context, orderID string, page []convoy.Message, more bool) (int, int64, error) {
+	if !more {
+		if len(page) == 0 {
+			return 0, 0, nil
+		}
+		return len(page), page[len(page)-1].Seq, nil
+	}
+	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge '%s' and RowKey lt '%s'", escape(orderID), parkedPrefix, headRangeEnd)
+	sel := "RowKey"
+	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Select: &sel})
+	n, last := 0, int64(0)
+	for pager.More() {
+		resp, err := pager.NextPage(ctx)
+		if err != nil {
+			return 0, 0, classify(err, "count the parked messages of order "+orderID)
+		}
+		for _, raw := range resp.Entities {
+			var e struct{ RowKey string }
+			if err := json.Unmarshal(raw, &e); err != nil {
+				return 0, 0, fault.Wrap(fault.Internal, err, "count the parked messages of order "+orderID)
+			}
+			seq, err := strconv.ParseInt(strings.TrimPrefix(e.RowKey, parkedPrefix), 10, 64)
+			if err != nil {
+				return 0, 0, fault.Errorf(fault.Internal, "order %q: unexpected parked row %q", orderID, e.RowKey)
+			}
+			n, last = n+1, max(last, seq)
+		}
+	}
+	return n, last, nil
+}
+
+// Parked implements convoy.Store: one query of the p rows above after.
+func (s *Store) Parked(ctx context.Context, orderID string, after int64, limit int) ([]convoy.Message, bool, error) {
+	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey gt '%s' and RowKey lt '%s'", escape(orderID), seqKey(parkedPrefix, max(after, 0)), headRangeEnd)
+	return listUpTo(ctx, s.table, filter, limit, "read the parked messages of order "+orderID, func(raw []byte) (convoy.Message, error) {
+		var e aztables.EDMEntity
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return convoy.Message{}, err
+		}
+		return decodeParked(orderID, props(e.Properties)), nil
+	})
+}
+
+// IsParked implements convoy.Store: one point read of the p row.
+func (s *Store) IsParked(ctx context.Context, orderID string, seq int64) (bool, error) {
+	_, err := s.table.GetEntity(ctx, orderID, seqKey(parkedPrefix, seq), nil)
+	switch tableCode(err) {
+	case "":
+		return true, nil
+	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+		return false, nil
+	}
+	return false, classify(err, fmt.Sprintf("read parked seq %d of order %q", seq, orderID))
 }
 
 // migrate brings a partition written before issue 27 to layout 2, once: it
@@ -377,7 +459,10 @@ func (s *Store) commitBody(o *convoy.Order, base int64, c *convoy.Change) *batch
 	e.time("At", o.UpdatedAt)
 	e.end()
 	e = b.upsert(o.ID, headKey)
-	e.i32("Parked", int32(len(o.Parked))) // for head-only reads (blocked orders)
+	e.i32("Parked", int32(o.ParkedCount)) // all of them (Load reads the first few), and for head-only reads (blocked orders)
+	if o.ParkedLast != 0 {
+		e.i64("ParkedLast", o.ParkedLast)
+	}
 	e.str("Status", string(o.Status))
 	e.bool("Complete", o.Complete)
 	e.str("Currency", o.Currency)
@@ -458,37 +543,35 @@ func (p props) data() json.RawMessage {
 	return nil
 }
 
-// decodeRow reads a row of the head's range: the head or a parked message.
-func decodeRow(o *convoy.Order, e aztables.EDMEntity) error {
-	p := props(e.Properties)
-	switch key := e.RowKey; {
-	case key == headKey:
-		o.Status = convoy.Status(p.str("Status"))
-		o.Complete = p.bool("Complete")
-		o.Currency = p.str("Currency")
-		o.AppliedSeq = p.int("AppliedSeq")
-		o.Version = p.int("Version")
-		o.TotalAmount = p.int("Total")
-		o.TxCount = p.int("TxCount")
-		o.UpdatedAt = p.time("UpdatedAt")
-		o.BlockedSince = p.time("BlockedSince")
-		o.AppliedAt = p.time("AppliedAt") // zero in a head written before it was kept
-		o.Crit = convoy.DecodeCriticalTimes(p.str("Crit"))
-		o.Data = p.data()
-	case strings.HasPrefix(key, parkedPrefix):
-		m := convoy.Message{Seq: p.int("Seq"), Last: p.bool("Last"), MessageID: p.str("MessageId"),
-			EnqueuedAt: p.time("EnqueuedAt"), TraceParent: p.str("TraceParent"), Tx: convoy.Transaction{
-				OrderID: o.ID, Op: convoy.Op(p.str("Op")), TxID: p.str("TxId"), Currency: p.str("Currency"), Data: p.data(),
-			}}
-		if _, ok := p["Amount"]; ok {
-			amount := p.int("Amount")
-			m.Tx.Amount = &amount
-		}
-		o.Parked[m.Seq] = m
-	default:
-		return fmt.Errorf("unexpected row %q", key)
+// decodeHead reads the head's properties into o.
+func decodeHead(o *convoy.Order, p props) {
+	o.Status = convoy.Status(p.str("Status"))
+	o.Complete = p.bool("Complete")
+	o.Currency = p.str("Currency")
+	o.AppliedSeq = p.int("AppliedSeq")
+	o.Version = p.int("Version")
+	o.TotalAmount = p.int("Total")
+	o.TxCount = p.int("TxCount")
+	o.UpdatedAt = p.time("UpdatedAt")
+	o.BlockedSince = p.time("BlockedSince")
+	o.AppliedAt = p.time("AppliedAt") // zero in a head written before it was kept
+	o.Crit = convoy.DecodeCriticalTimes(p.str("Crit"))
+	o.Data = p.data()
+	o.ParkedCount = int(p.int("Parked"))
+	o.ParkedLast = p.int("ParkedLast") // absent (0, not known) in a head written before it was kept
+}
+
+// decodeParked reads a parked row's properties.
+func decodeParked(orderID string, p props) convoy.Message {
+	m := convoy.Message{Seq: p.int("Seq"), Last: p.bool("Last"), MessageID: p.str("MessageId"),
+		EnqueuedAt: p.time("EnqueuedAt"), TraceParent: p.str("TraceParent"), Tx: convoy.Transaction{
+			OrderID: orderID, Op: convoy.Op(p.str("Op")), TxID: p.str("TxId"), Currency: p.str("Currency"), Data: p.data(),
+		}}
+	if _, ok := p["Amount"]; ok {
+		amount := p.int("Amount")
+		m.Tx.Amount = &amount
 	}
-	return nil
+	return m
 }
 
 type props map[string]any

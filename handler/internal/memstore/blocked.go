@@ -109,6 +109,6 @@ func (s *Store) Head(_ context.Context, orderID string) (convoy.Head, bool, erro
 	if !ok {
 		return convoy.Head{}, false, nil
 	}
-	return convoy.Head{OrderID: o.ID, AppliedSeq: o.AppliedSeq, Parked: len(o.Parked), BlockedSince: o.BlockedSince, Version: o.Version,
+	return convoy.Head{OrderID: o.ID, AppliedSeq: o.AppliedSeq, Parked: o.ParkedCount, BlockedSince: o.BlockedSince, Version: o.Version,
 		AppliedAt: o.Progress(), Crit: o.Crit.Clone()}, true, nil
 }

@@ -19,7 +19,8 @@ import (
 // Store keeps orders in a map.
 type Store struct {
 	mu      sync.Mutex
-	orders  map[string]*convoy.Order       // heads and parked messages
+	orders  map[string]*convoy.Order       // heads (no parked messages: parked)
+	parked  map[string]*parkedSet          // parked messages, by order
 	history map[string]*history            // transactions and rejections, by order
 	blocked map[string]convoy.BlockedEntry // the blocked index, by key
 	// health is the heal.Health record; healthTag its ETag (0: none yet).
@@ -50,22 +51,79 @@ type history struct {
 	rejected []convoy.Rejection
 }
 
-// New returns an empty Store.
-func New() *Store {
-	return &Store{orders: map[string]*convoy.Order{}, history: map[string]*history{}}
+// parkedSet is an order's parked messages, as the rows of a partition: by
+// seq, and their seqs in order.
+type parkedSet struct {
+	msgs map[int64]convoy.Message
+	seqs []int64 // ascending
 }
 
-// Load implements convoy.Store.
+// page returns up to limit messages above seq after, and whether more follow.
+func (p *parkedSet) page(after int64, limit int) ([]convoy.Message, bool) {
+	if p == nil {
+		return nil, false
+	}
+	i, found := slices.BinarySearch(p.seqs, after)
+	if found {
+		i++
+	}
+	end := min(len(p.seqs), i+limit)
+	out := make([]convoy.Message, 0, end-i)
+	for _, seq := range p.seqs[i:end] {
+		out = append(out, p.msgs[seq])
+	}
+	return out, end < len(p.seqs)
+}
+
+// New returns an empty Store.
+func New() *Store {
+	return &Store{orders: map[string]*convoy.Order{}, parked: map[string]*parkedSet{}, history: map[string]*history{}}
+}
+
+// Load implements convoy.Store: the head and the first convoy.ParkedLoadSize
+// parked messages, as tablestore reads them.
 func (s *Store) Load(_ context.Context, orderID string) (*convoy.Order, error) {
 	if err := s.fail("load", orderID); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if o, ok := s.orders[orderID]; ok {
-		return o.Clone(), nil
+	o, ok := s.orders[orderID]
+	if !ok {
+		return convoy.NewOrder(orderID), nil
 	}
-	return convoy.NewOrder(orderID), nil
+	o = o.Clone()
+	page, more := s.parked[orderID].page(0, convoy.ParkedLoadSize)
+	if err := o.AddParkedPage(page, more, nil); err != nil {
+		return nil, fault.Wrap(fault.Internal, err, "load order "+orderID)
+	}
+	return o, nil
+}
+
+// Parked implements convoy.Store.
+func (s *Store) Parked(_ context.Context, orderID string, after int64, limit int) ([]convoy.Message, bool, error) {
+	if err := s.fail("parked", orderID); err != nil {
+		return nil, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	page, more := s.parked[orderID].page(after, limit)
+	return page, more, nil
+}
+
+// IsParked implements convoy.Store.
+func (s *Store) IsParked(_ context.Context, orderID string, seq int64) (bool, error) {
+	if err := s.fail("parked", orderID); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.parked[orderID]
+	if p == nil {
+		return false, nil
+	}
+	_, ok := p.msgs[seq]
+	return ok, nil
 }
 
 // Tx implements convoy.Store.
@@ -135,14 +193,24 @@ func (s *Store) Commit(_ context.Context, o *convoy.Order, base int64, c *convoy
 		return fmt.Errorf("order %q is at version %d, not %d: %w", o.ID, cur.Version, base, convoy.ErrConflict)
 	}
 	next := cur.Clone()
+	parked := s.parked[o.ID]
+	if parked == nil {
+		parked = &parkedSet{msgs: map[int64]convoy.Message{}}
+	}
 	for seq := range c.Unpark {
-		if _, ok := next.Parked[seq]; !ok {
+		if _, ok := parked.msgs[seq]; !ok {
 			return fmt.Errorf("order %q has no parked seq %d: %w", o.ID, seq, convoy.ErrConflict)
 		}
-		delete(next.Parked, seq)
 	}
-	for seq, m := range c.Park {
-		next.Parked[seq] = m
+	for seq := range c.Park {
+		if _, ok := parked.msgs[seq]; ok && !c.Unpark[seq] { // as tablestore's insert of its row
+			return fmt.Errorf("order %q has seq %d parked already: %w", o.ID, seq, convoy.ErrConflict)
+		}
+	}
+	// The head's count is the writer's (as tablestore keeps it); one that
+	// disagrees with the rows is a bug of the writer's.
+	if n := len(parked.msgs) - len(c.Unpark) + len(c.Park); o.ParkedCount != n {
+		return fault.Errorf(fault.Internal, "order %q: the head counts %d parked message(s), the commit leaves %d", o.ID, o.ParkedCount, n)
 	}
 	h := s.history[o.ID]
 	if h == nil {
@@ -176,12 +244,15 @@ func (s *Store) Commit(_ context.Context, o *convoy.Order, base int64, c *convoy
 			t.Data = w.Data
 		}
 	}
+	parked.apply(c)
+	s.parked[o.ID] = parked
 	h.rejected = append(h.rejected, c.Rejections...)
 	slices.SortFunc(h.rejected, func(a, b convoy.Rejection) int { return cmp.Compare(a.Seq, b.Seq) })
 	s.history[o.ID] = h
 	next.Status, next.Complete, next.Currency, next.Data = o.Status, o.Complete, o.Currency, o.Data
 	next.AppliedSeq, next.BlockedSince, next.UpdatedAt, next.AppliedAt = o.AppliedSeq, o.BlockedSince, o.UpdatedAt, o.AppliedAt
 	next.TotalAmount, next.TxCount, next.Crit = o.TotalAmount, o.TxCount, o.Crit.Clone()
+	next.ParkedCount, next.ParkedLast = o.ParkedCount, o.ParkedLast
 	next.Forget()
 	next.Version = base + 1
 	s.orders[o.ID] = next
@@ -196,4 +267,20 @@ func (s *Store) fail(op, orderID string) error {
 		return nil
 	}
 	return s.Fail(op, orderID)
+}
+
+// apply removes the messages c unparks and adds those it parks.
+func (p *parkedSet) apply(c *convoy.Change) {
+	for seq := range c.Unpark {
+		delete(p.msgs, seq)
+	}
+	if len(c.Unpark) > 0 {
+		p.seqs = slices.DeleteFunc(p.seqs, func(seq int64) bool { return c.Unpark[seq] })
+	}
+	for _, seq := range slices.Sorted(maps.Keys(c.Park)) {
+		p.msgs[seq] = c.Park[seq]
+		if i, found := slices.BinarySearch(p.seqs, seq); !found {
+			p.seqs = slices.Insert(p.seqs, i, seq)
+		}
+	}
 }

@@ -1,0 +1,226 @@
+package convoy
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// The parked tail in pages (issue 33). An order may have up to MaxParkAhead
+// messages parked (one ledger alone may give it 200,000), so an Order holds
+// only the lowest of them, its window (Order.Parked), and their number
+// (Order.ParkedCount, which the head keeps). Load reads the head and the
+// first ParkedLoadSize parked messages; a drain that exhausts the window
+// reads the next ParkedPageSize (Store.Parked); a message whose seq lies
+// beyond the window is a duplicate if its row exists (Store.IsParked, one
+// point read, needed only while more are parked than the window holds).
+const (
+	// ParkedLoadSize is how many parked messages Load reads with the head:
+	// what an order without a cached state, and every operator read of it
+	// (OrderStatus, SkipGap), costs whatever its tail.
+	ParkedLoadSize = 16
+	// ParkedPageSize is how many parked messages a drain reads at a time
+	// when the window runs out, and the most the window holds.
+	ParkedPageSize = 100
+	// ParkedWindowBytes bounds the window's size (MessageSize), one message
+	// at least.
+	ParkedWindowBytes = 512 << 10
+)
+
+// parkedWindow is what an order knows of its parked tail beyond Parked.
+type parkedWindow struct {
+	// end: when fewer messages are in Parked than ParkedCount, every parked
+	// seq up to end is in Parked and every other one lies above end.
+	end int64
+	// probe is what the store said of a seq beyond the window (LearnParked).
+	probe parkedProbe
+}
+
+type parkedProbe struct {
+	seq    int64 // 0: none
+	parked bool
+}
+
+// MessageSize is about how many bytes a parked message takes in memory.
+func MessageSize(m Message) int {
+	return 200 + len(m.MessageID) + len(m.TraceParent) + len(m.Tx.OrderID) + len(m.Tx.TxID) + len(m.Tx.Currency) + len(m.Tx.Data)
+}
+
+// partial reports whether messages are parked beyond the window.
+func (o *Order) partial() bool { return o.ParkedCount > len(o.Parked) }
+
+// covers reports whether the window says whether seq is parked.
+func (o *Order) covers(seq int64) bool { return !o.partial() || seq <= o.window.end }
+
+// LastParked is the highest parked seq (0 if none): ParkedLast, or when that
+// is not known (a head written before it was kept), the highest the window
+// holds, a lower bound.
+func (o *Order) LastParked() int64 {
+	last := o.ParkedLast
+	for seq := range o.Parked {
+		last = max(last, seq)
+	}
+	return last
+}
+
+// ParkedUnknown returns m's seq when receiving m needs to know whether that
+// seq is parked and the order does not: it lies beyond the window (more are
+// parked than the window holds) and was not parked by c. The caller asks
+// the store (Store.IsParked) and tells the order (LearnParked) before
+// Receive.
+func (o *Order) ParkedUnknown(m Message, c *Change) (int64, bool) {
+	switch {
+	case m.Seq <= o.AppliedSeq+1, m.Seq > o.AppliedSeq+MaxParkAhead, o.covers(m.Seq), o.window.probe.seq == m.Seq:
+		return 0, false
+	}
+	if _, ok := c.Park[m.Seq]; ok {
+		return 0, false
+	}
+	return m.Seq, true
+}
+
+// LearnParked records whether the store holds seq parked (ParkedUnknown).
+func (o *Order) LearnParked(seq int64, parked bool) {
+	o.window.probe = parkedProbe{seq: seq, parked: parked}
+}
+
+// park parks m (seq above AppliedSeq+1) unless it is parked already, and
+// reports whether it did.
+func (o *Order) park(m Message, now time.Time, c *Change) bool {
+	if _, ok := o.Parked[m.Seq]; ok {
+		return false
+	}
+	into := o.covers(m.Seq)
+	if !into {
+		if _, ok := c.Park[m.Seq]; ok {
+			return false
+		}
+		p := o.window.probe
+		if p.seq != m.Seq {
+			// The processor asks first (ParkedUnknown); deciding without it
+			// would park a message twice and count it twice.
+			panic(fmt.Sprintf("convoy: seq %d beyond the parked window of order %q decided without looking it up", m.Seq, o.ID))
+		}
+		o.window.probe = parkedProbe{}
+		if p.parked {
+			return false
+		}
+	}
+	if o.ParkedCount == 0 {
+		o.BlockedSince = now
+		o.ParkedLast = m.Seq
+	} else if o.ParkedLast != 0 {
+		o.ParkedLast = max(o.ParkedLast, m.Seq)
+	}
+	o.ParkedCount++
+	if into {
+		o.Parked[m.Seq] = m
+		o.trimWindow()
+	}
+	c.park(m)
+	return true
+}
+
+// unpark consumes the parked message m, which is in the window.
+func (o *Order) unpark(m Message, c *Change) {
+	delete(o.Parked, m.Seq)
+	c.unpark(m.Seq)
+	o.ParkedCount--
+	if o.ParkedCount <= 0 {
+		o.ParkedCount, o.ParkedLast, o.BlockedSince = 0, 0, time.Time{}
+	}
+}
+
+// trimWindow drops the highest messages of the window until it holds at
+// most ParkedPageSize messages and ParkedWindowBytes (one at least); what it
+// drops stays parked beyond the window.
+func (o *Order) trimWindow() {
+	size := 0
+	for _, m := range o.Parked {
+		size += MessageSize(m)
+	}
+	if len(o.Parked) <= ParkedPageSize && size <= ParkedWindowBytes {
+		return
+	}
+	seqs := slices.Sorted(maps.Keys(o.Parked))
+	for len(seqs) > 1 && (len(seqs) > ParkedPageSize || size > ParkedWindowBytes) {
+		last := seqs[len(seqs)-1]
+		size -= MessageSize(o.Parked[last])
+		delete(o.Parked, last)
+		seqs = seqs[:len(seqs)-1]
+	}
+	o.window.end = seqs[len(seqs)-1]
+}
+
+// NextPage reports whether the window has run out while more messages are
+// parked, and if so the seq after which the next page starts
+// (Store.Parked's after).
+func (o *Order) NextPage() (after int64, ok bool) {
+	if len(o.Parked) > 0 || o.ParkedCount == 0 {
+		return 0, false
+	}
+	return o.window.end, true
+}
+
+// AddParkedPage fills the empty window with a page of parked messages read
+// from the store: page holds the lowest stored ones above NextPage's seq
+// (all of them above 0 for Load), ascending; more says whether others
+// follow. The messages c parked above that seq join it. A page that does
+// not agree with ParkedCount (the store changed meanwhile) is an error
+// wrapping ErrConflict: reload. c may be nil (Load).
+func (o *Order) AddParkedPage(page []Message, more bool, c *Change) error {
+	if len(o.Parked) > 0 {
+		return fmt.Errorf("order %q: a page of parked messages added to a window that is not empty", o.ID)
+	}
+	after := o.window.end
+	size := 0
+	for i, m := range page {
+		if m.Seq <= after || (i > 0 && m.Seq <= page[i-1].Seq) {
+			return fmt.Errorf("order %q: parked page out of order (seq %d after %d): %w", o.ID, m.Seq, after, ErrConflict)
+		}
+		if i > 0 && (i >= ParkedPageSize || size+MessageSize(m) > ParkedWindowBytes) {
+			page, more = page[:i], true
+			break
+		}
+		size += MessageSize(m)
+	}
+	for _, m := range page {
+		o.Parked[m.Seq] = m
+	}
+	end := int64(0)
+	if len(page) > 0 {
+		end = page[len(page)-1].Seq
+	}
+	if c != nil {
+		for seq, m := range c.Park {
+			if seq > after && (!more || seq < end) {
+				o.Parked[seq] = m
+			}
+		}
+	}
+	n := len(o.Parked)
+	if n > o.ParkedCount || n < o.ParkedCount && (!more || len(page) == 0) {
+		clear(o.Parked)
+		return fmt.Errorf("order %q: %d parked message(s) counted, the store's pages say otherwise: %w", o.ID, o.ParkedCount, ErrConflict)
+	}
+	if n < o.ParkedCount {
+		o.window.end = end
+	}
+	o.trimWindow()
+	return nil
+}
+
+// Size is about how many bytes o holds in memory: its head, what it knows of
+// its transactions and its parked window. What the processor's cache holds
+// is bounded by it (ProcessorOptions.CacheBytes).
+func (o *Order) Size() int64 {
+	n := 1024 + len(o.ID) + len(o.Data) + 16*(len(o.Crit.Cur.Buckets)+len(o.Crit.Prev.Buckets))
+	for id := range o.known {
+		n += 96 + len(id)
+	}
+	for _, m := range o.Parked {
+		n += MessageSize(m)
+	}
+	return int64(n)
+}
