@@ -104,6 +104,10 @@ func (s *server) autoReplay(ctx context.Context, c *call) (map[string]any, error
 	for _, f := range r.Failed {
 		c.outcome(slog.LevelWarn, LineFailed, "orderId", f.OrderID, "error", f.Error)
 	}
+	if r.FailedMore > 0 { // a run lists at most AutoReplayMaxOrders: one line for the rest
+		c.outcome(slog.LevelWarn, LineFailed, "more", r.FailedMore,
+			"error", fmt.Sprintf("and %d more orders, not listed (a run lists at most AutoReplayMaxOrders)", r.FailedMore))
+	}
 	if r.Paused != "" {
 		c.outcome(slog.LevelWarn, LinePaused, "reason", r.Paused)
 	}

@@ -65,16 +65,39 @@ func Classify(d replay.DeadLetter, appliedSeq int64) Cause {
 // unreadable says why the processor would refuse m as unreadable ("" when
 // it would not).
 func unreadable(m replay.DeadLetter, appliedSeq int64) string {
+	if why := unaddressed(m); why != "" {
+		return why
+	}
+	seq, _ := convoy.IntProperty(m.Properties[convoy.PropSeq])
+	if why := tooFarAhead(seq, appliedSeq); why != "" {
+		return why
+	}
+	return unreadableBody(m)
+}
+
+// unaddressed says why m names no order or seq ("" when it names both).
+func unaddressed(m replay.DeadLetter) string {
 	if m.SessionID == "" {
 		return "no SessionId (order id)"
 	}
-	seq, ok := convoy.IntProperty(m.Properties[convoy.PropSeq])
-	switch {
-	case !ok || seq < 1:
+	if seq, ok := convoy.IntProperty(m.Properties[convoy.PropSeq]); !ok || seq < 1 {
 		return "no readable seq"
-	case appliedSeq >= 0 && seq > appliedSeq+convoy.MaxParkAhead:
+	}
+	return ""
+}
+
+// tooFarAhead says why seq is too far past the order's appliedSeq to be
+// parked ("" when it is not, or appliedSeq is unknown: -1).
+func tooFarAhead(seq, appliedSeq int64) string {
+	if appliedSeq >= 0 && seq > appliedSeq+convoy.MaxParkAhead {
 		return fmt.Sprintf("seq %d is more than %d past the order's appliedSeq %d", seq, convoy.MaxParkAhead, appliedSeq)
 	}
+	return ""
+}
+
+// unreadableBody says why m's body is not a transaction of its order (""
+// when it is).
+func unreadableBody(m replay.DeadLetter) string {
 	t, err := convoy.DecodeBody(m.Body)
 	if err != nil {
 		return cut(err.Error())

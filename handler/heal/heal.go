@@ -379,12 +379,15 @@ type Failure struct {
 
 // Run is what one run did.
 type Run struct {
-	Summary   *Summary  `json:"summary,omitempty"`
-	Replayed  []Replay  `json:"replayed"`
-	Waiting   int       `json:"waiting"`   // orders whose backoff has not elapsed
-	Elsewhere int       `json:"elsewhere"` // orders another run claimed or holds locked
-	Deferred  int       `json:"deferred"`  // orders left for a later run: beyond its window, MaxOrders or deadline
-	Failed    []Failure `json:"failed,omitempty"`
+	Summary   *Summary `json:"summary,omitempty"`
+	Replayed  []Replay `json:"replayed"`
+	Waiting   int      `json:"waiting"`   // orders whose backoff has not elapsed
+	Elsewhere int      `json:"elsewhere"` // orders another run claimed or holds locked
+	Deferred  int      `json:"deferred"`  // orders left for a later run: beyond its window, MaxOrders or deadline
+	// Failed lists the orders whose replay failed or that the run could
+	// not reach, at most MaxOrders of them; FailedMore counts the rest.
+	Failed     []Failure `json:"failed,omitempty"`
+	FailedMore int       `json:"failedMore,omitempty"`
 	// Paused says why the run replayed nothing: the breaker is open, or
 	// storage or Service Bus failed (then Summary may be nil).
 	Paused string `json:"paused,omitempty"`
@@ -460,7 +463,7 @@ func (h *Healer) RunOnce(ctx context.Context) Run {
 	}
 	replayed, settled, failed := h.replayDue(ctx, dls, blocked, states, now, &r)
 	h.afterPass(ctx, f, dls, blocked, states, settled, now)
-	f.Unreached, f.Deferred = len(r.Failed), r.Deferred
+	f.Unreached, f.Deferred = len(r.Failed)+r.FailedMore, r.Deferred
 	f.Lag = lag()
 	sum := h.summaryOf(f, hl, now)
 	r.Summary = &sum
@@ -719,9 +722,9 @@ func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[st
 		claims[c.orderID] = claim{st: st, etag: etag, left: dls.permanentOf(c.orderID)}
 	}
 	if len(beyond) > 0 && len(claims) == 0 && r.Waiting == 0 {
+		why := fmt.Sprintf("its dead letters lie beyond the first %d of the dead-letter queue, none of which this run can replay (ReplayScanLimit): skip the gaps of the dead letters of a permanent cause, or raise ReplayScanLimit", h.opts.MaxScan)
 		for _, id := range beyond {
-			r.Failed = append(r.Failed, Failure{OrderID: id, Error: fmt.Sprintf(
-				"its dead letters lie beyond the first %d of the dead-letter queue, none of which this run can replay (ReplayScanLimit): skip the gaps of the dead letters of a permanent cause, or raise ReplayScanLimit", h.opts.MaxScan)})
+			r.fail(id, why, h.opts.MaxOrders)
 		}
 	} else {
 		r.Deferred += len(beyond)
@@ -765,7 +768,7 @@ func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[st
 	}
 	if perr != nil {
 		for _, id := range unreached {
-			r.Failed = append(r.Failed, Failure{OrderID: id, Error: cut(perr.Error())})
+			r.fail(id, cut(perr.Error()), h.opts.MaxOrders)
 		}
 		return replayed, pass.ByOrder, "a replay failed: " + cut(perr.Error())
 	}
@@ -774,8 +777,8 @@ func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[st
 		case pass.Scanned >= h.opts.MaxScan:
 			// Behind MaxScan dead letters it keeps (of a permanent cause, or
 			// of orders not due): never reached however often it runs.
-			r.Failed = append(r.Failed, Failure{OrderID: id, Error: fmt.Sprintf(
-				"its dead letters lie beyond the first %d of the dead-letter queue, which this run received and left (ReplayScanLimit): skip the gaps of the dead letters of a permanent cause, or raise ReplayScanLimit", h.opts.MaxScan)})
+			r.fail(id, fmt.Sprintf(
+				"its dead letters lie beyond the first %d of the dead-letter queue, which this run received and left (ReplayScanLimit): skip the gaps of the dead letters of a permanent cause, or raise ReplayScanLimit", h.opts.MaxScan), h.opts.MaxOrders)
 		case ctx.Err() != nil:
 			// The run's deadline came before its dead letters.
 			r.Deferred++
@@ -788,6 +791,16 @@ func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[st
 		}
 	}
 	return replayed, pass.ByOrder, ""
+}
+
+// fail lists orderID among r's failures, or counts it past limit of them
+// (a run's lines and memory are bounded by its settings, not the backlog).
+func (r *Run) fail(orderID, why string, limit int) {
+	if len(r.Failed) >= limit {
+		r.FailedMore++
+		return
+	}
+	r.Failed = append(r.Failed, Failure{OrderID: orderID, Error: why})
 }
 
 // claim is an order's state as a run claimed it.

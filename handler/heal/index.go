@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/replay"
@@ -38,12 +39,58 @@ const (
 	maxReasonsInSummaries = 20
 )
 
+// letter is what a run keeps of one peeked dead letter: never its body
+// (60 KiB each, 50,000 in a peek), only what Missing and the run's choices
+// read, its cause derived once as it is peeked.
 type letter struct {
 	seq    int64 // 0 when unreadable
+	qseq   int64
 	id     string
 	reason string
-	qseq   int64
-	dl     replay.DeadLetter
+	// cause is Classify's without the order's appliedSeq; addressed says
+	// the letter names its order and seq, so that an appliedSeq can only
+	// add that the seq is too far ahead (Classify's one use of it).
+	cause     Cause
+	addressed bool
+}
+
+// newLetter keeps what a run needs of m; strs interns its repeated strings.
+func newLetter(m replay.DeadLetter, strs interned) letter {
+	seq, ok := convoy.IntProperty(m.Properties[convoy.PropSeq])
+	if !ok || seq < 1 {
+		seq = 0
+	}
+	c := Classify(m, -1)
+	c.Why = strs.of(c.Why)
+	return letter{seq: seq, qseq: m.SequenceNumber, id: strings.Clone(m.MessageID), reason: strs.of(m.Reason),
+		cause: c, addressed: unaddressed(m) == ""}
+}
+
+// classify is Classify(the dead letter, appliedSeq).
+func (l letter) classify(appliedSeq int64) Cause {
+	if l.addressed {
+		if why := tooFarAhead(l.seq, appliedSeq); why != "" {
+			return Cause{Class: Permanent, Why: "unreadable: " + why}
+		}
+	}
+	return l.cause
+}
+
+// interned shares the strings many dead letters repeat (a reason, a cause),
+// up to maxInterned of them, rather than keeping a copy per letter.
+type interned map[string]string
+
+const maxInterned = 1000
+
+func (m interned) of(s string) string {
+	if v, ok := m[s]; ok {
+		return v
+	}
+	s = strings.Clone(s) // not a slice of a larger buffer
+	if len(m) < maxInterned {
+		m[s] = s
+	}
+	return s
 }
 
 // DeadLetters is what one peek of the dead-letter sub-queue saw, by order.
@@ -73,6 +120,7 @@ func ReadDeadLetters(ctx context.Context, src replay.Source, limit int) (*DeadLe
 		limit = defaultPeekLimit
 	}
 	d := &DeadLetters{byOrder: map[string][]letter{}, ByReason: map[string]int{}}
+	strs := interned{}
 	var from int64
 	for {
 		// At the limit, one more message is asked for: none proves the end.
@@ -104,17 +152,17 @@ func ReadDeadLetters(ctx context.Context, src replay.Source, limit int) (*DeadLe
 			} else {
 				d.ByReason["(other)"]++
 			}
-			if Classify(m, -1).Class == Transient {
+			l := newLetter(m, strs)
+			if l.cause.Class == Transient {
 				d.Transient++
 			} else {
 				d.Permanent++
 			}
-			seq, ok := convoy.IntProperty(m.Properties[convoy.PropSeq])
-			if !ok || seq < 1 {
-				seq = 0
+			order := m.SessionID
+			if _, seen := d.byOrder[order]; !seen {
+				order = strings.Clone(order)
 			}
-			m.Body = append([]byte(nil), m.Body...)
-			d.byOrder[m.SessionID] = append(d.byOrder[m.SessionID], letter{seq: seq, id: m.MessageID, reason: m.Reason, qseq: m.SequenceNumber, dl: m})
+			d.byOrder[order] = append(d.byOrder[order], l)
 		}
 	}
 	return d, nil
@@ -125,7 +173,7 @@ func (d *DeadLetters) Missing(orderID string, seq, appliedSeq int64) Missing {
 	var noSeq *letter
 	for i, l := range d.byOrder[orderID] {
 		if l.seq == seq {
-			c := Classify(l.dl, appliedSeq)
+			c := l.classify(appliedSeq)
 			return Missing{Where: WhereDeadLetter, MessageID: l.id, DeadLetterReason: l.reason, Cause: c.Class, Why: c.Why}
 		}
 		if l.seq == 0 && noSeq == nil {
@@ -133,7 +181,7 @@ func (d *DeadLetters) Missing(orderID string, seq, appliedSeq int64) Missing {
 		}
 	}
 	if noSeq != nil {
-		c := Classify(noSeq.dl, appliedSeq)
+		c := noSeq.classify(appliedSeq)
 		return Missing{Where: WhereDeadLetterNoSeq, MessageID: noSeq.id, DeadLetterReason: noSeq.reason, Cause: c.Class, Why: c.Why}
 	}
 	if !d.Complete {
@@ -153,7 +201,7 @@ func (d *DeadLetters) transientOrders() []candidate {
 	for id, ls := range d.byOrder {
 		c := candidate{orderID: id}
 		for _, l := range ls {
-			if Classify(l.dl, -1).Class != Transient {
+			if l.cause.Class != Transient {
 				continue
 			}
 			if c.seq == 0 || l.seq < c.seq {
@@ -182,7 +230,7 @@ type candidate struct {
 func (d *DeadLetters) permanentOf(orderID string) int {
 	n := 0
 	for _, l := range d.byOrder[orderID] {
-		if Classify(l.dl, -1).Class == Permanent {
+		if l.cause.Class == Permanent {
 			n++
 		}
 	}
@@ -196,7 +244,7 @@ func (d *DeadLetters) lastTransientOf(ids map[string]claim) int64 {
 	var last int64
 	for id := range ids {
 		for _, l := range d.byOrder[id] {
-			if Classify(l.dl, -1).Class == Transient {
+			if l.cause.Class == Transient {
 				last = max(last, l.qseq)
 			}
 		}
@@ -226,7 +274,7 @@ func (d *DeadLetters) settled(orderID string, seqs []int64) {
 				delete(d.ByReason, reason)
 			}
 		}
-		if Classify(l.dl, -1).Class == Transient {
+		if l.cause.Class == Transient {
 			d.Transient--
 		} else {
 			d.Permanent--

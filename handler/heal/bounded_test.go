@@ -1,0 +1,148 @@
+package heal_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/heal"
+	"github.com/convoy-dev/convoy/handler/replay"
+)
+
+// TestFailuresBoundedByMaxOrders (issue 33, item 6): with MaxOrders 10 and
+// 5,000 orders whose dead letters lie beyond the run's window, a run lists
+// 10 failures and counts the other 4,990 (each listed failure is a warning
+// line, every run: 5,000 of them before), while its figures still count
+// all 5,000 unreached.
+func TestFailuresBoundedByMaxOrders(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	for i := range 10 {
+		f.q.add(fmt.Sprintf("p-%d", i), 2, "OperatorMoved", "")
+	}
+	const unreachable = 5000
+	for i := range unreachable {
+		f.q.add(fmt.Sprintf("o-%04d", i), 2, heal.ReasonMaxDelivery, "")
+	}
+	r := f.healer(heal.Options{MaxOrders: 10, MaxScan: 10}).RunOnce(ctx)
+	if len(r.Failed) != 10 || r.FailedMore != unreachable-10 || !strings.Contains(r.Failed[0].Error, "beyond the first 10") {
+		t.Fatalf("%d failures listed, %d more; want 10 listed and %d more", len(r.Failed), r.FailedMore, unreachable-10)
+	}
+	if r.Summary == nil || r.Summary.AutoReplay.Unreached != unreachable {
+		t.Fatalf("summary %+v, want %d unreached", r.Summary, unreachable)
+	}
+}
+
+// bodies is a dead-letter sub-queue whose messages' bodies are made as
+// they are peeked (as the SDK decodes each one), size bytes each, so that
+// what a reader keeps of them is all the heap holds of them.
+type bodies struct {
+	n, size int
+}
+
+func (b *bodies) letter(i int) replay.DeadLetter {
+	order := fmt.Sprintf("o-%05d", i)
+	body := fmt.Appendf(nil, `{"transaction":{"orderId":%q,"op":"AddTransaction","txId":"t-%d","amount":5}`, order, i)
+	body = append(body, strings.Repeat(" ", max(0, b.size-len(body)-1))...) // readable: white space
+	body = append(body, '}')
+	return replay.DeadLetter{SequenceNumber: int64(i + 1), MessageID: fmt.Sprintf("L:%s:2", order), SessionID: order,
+		Properties: map[string]any{"ledgerId": "L", "seq": int64(2)}, Body: body, Reason: heal.ReasonMaxDelivery}
+}
+
+func (b *bodies) Peek(_ context.Context, from int64, n int) ([]replay.DeadLetter, error) {
+	var out []replay.DeadLetter
+	for i := max(int(from)-1, 0); i < b.n && len(out) < n; i++ {
+		out = append(out, b.letter(i))
+	}
+	return out, nil
+}
+
+func (b *bodies) Receive(context.Context, int) ([]replay.DeadLetter, error) { return nil, nil }
+func (b *bodies) Complete(context.Context, replay.DeadLetter) error         { return nil }
+func (b *bodies) Abandon(context.Context, replay.DeadLetter) error          { return nil }
+
+// TestReadDeadLettersKeepsNoBodies (issue 33, item 6): what a run keeps of
+// its peek is a small constant per dead letter, not the bodies: 2,000 dead
+// letters of 60 KiB (117 MiB of bodies; 126 MiB held before) leave less
+// than 4 MiB on the heap (about 0.5 MiB is what is kept). BenchmarkAutoReplayMemory
+// measures a whole run.
+func TestReadDeadLettersKeepsNoBodies(t *testing.T) {
+	src := &bodies{n: 2000, size: 60 << 10}
+	if c := heal.Classify(src.letter(0), -1); c.Class != heal.Transient {
+		t.Fatalf("the fake's dead letter is %+v, want transient", c)
+	}
+	before := liveHeap()
+	d, err := heal.ReadDeadLetters(context.Background(), src, 0)
+	if err != nil || !d.Complete || d.Total != src.n || d.Transient != src.n {
+		t.Fatalf("read %+v, %v", d, err)
+	}
+	kept := liveHeap() - before
+	if m := d.Missing("o-01999", 2, 1); m.Where != heal.WhereDeadLetter || m.Cause != heal.Transient || m.MessageID != "L:o-01999:2" {
+		t.Fatalf("missing %+v", m)
+	}
+	runtime.KeepAlive(d)
+	t.Logf("%d dead letters of %d KiB: %.2f MiB kept (%d bytes each)", src.n, src.size>>10, float64(kept)/(1<<20), kept/int64(src.n))
+	if kept > 4<<20 {
+		t.Fatalf("%.1f MiB kept after reading %d dead letters of %d KiB: the bodies are held", float64(kept)/(1<<20), src.n, src.size>>10)
+	}
+}
+
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// TestMissingClassifiesAsClassify: what a run keeps of a dead letter (its
+// cause derived once, as it is peeked, without its body) tells the same
+// cause and why as Classify does of the whole dead letter, for every
+// appliedSeq Missing is asked with.
+func TestMissingClassifiesAsClassify(t *testing.T) {
+	good := `{"transaction":{"orderId":"o-1","op":"DeleteOrder"}}`
+	bad := `{"transaction":{"orderId":"o-1","op":"AddTransaction","txId":"t","amount":"a lot"}}`
+	far := int64(convoy.MaxParkAhead + 3)
+	for _, c := range []struct {
+		name, session, reason, body string
+		seq                         any
+	}{
+		{"deliveries ran out", "o-1", heal.ReasonMaxDelivery, good, int64(3)},
+		{"expired", "o-1", heal.ReasonExpired, good, int64(3)},
+		{"no seq", "o-1", heal.ReasonMaxDelivery, good, nil},
+		{"seq 0", "o-1", heal.ReasonMaxDelivery, good, int64(0)},
+		{"bad body", "o-1", heal.ReasonMaxDelivery, bad, int64(3)},
+		{"body of another order", "o-1", heal.ReasonMaxDelivery, `{"transaction":{"orderId":"o-2","op":"DeleteOrder"}}`, int64(3)},
+		{"no session", "", heal.ReasonMaxDelivery, good, int64(3)},
+		{"far ahead", "o-1", heal.ReasonMaxDelivery, good, far},
+		{"far ahead, bad body", "o-1", heal.ReasonMaxDelivery, bad, far},
+		{"far ahead, no session", "", heal.ReasonMaxDelivery, good, far},
+		{"another tool's reason", "o-1", "OperatorMoved", good, int64(3)},
+		{"another tool's reason, far ahead", "o-1", "OperatorMoved", good, far},
+	} {
+		props := map[string]any{}
+		seq := int64(7) // not the letter's: Missing then finds it as the order's letter without a seq
+		if c.seq != nil {
+			props["seq"] = c.seq
+			if s := c.seq.(int64); s >= 1 {
+				seq = s
+			}
+		}
+		dl := replay.DeadLetter{SequenceNumber: 1, MessageID: "m", SessionID: c.session, Reason: c.reason, Body: []byte(c.body), Properties: props}
+		q := newDLQ()
+		q.msgs[1] = dl
+		d, err := heal.ReadDeadLetters(context.Background(), q, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, applied := range []int64{-1, 0, 2, far} {
+			want := heal.Classify(dl, applied)
+			m := d.Missing(c.session, seq, applied)
+			if m.Where == heal.WhereNotDeadLettered || m.Cause != want.Class || m.Why != want.Why {
+				t.Errorf("%s, appliedSeq %d: %s %s %q, Classify says %s %q", c.name, applied, m.Where, m.Cause, m.Why, want.Class, want.Why)
+			}
+		}
+	}
+}
