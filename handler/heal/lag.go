@@ -3,7 +3,6 @@ package heal
 import (
 	"cmp"
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -79,7 +78,7 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time)
 	var (
 		mu    sync.Mutex
 		crit  convoy.Histogram
-		heads []OldestHead
+		heads oldestHeads // the OldestHeadsShown oldest so far
 	)
 	// The first failure ends the survey: storage failing for one read
 	// fails the next thousands alike, each waiting for its own deadline.
@@ -143,7 +142,7 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time)
 		crit.Merge(recent)
 		if in.Backlog > 0 && !in.HeadSince.IsZero() {
 			age := float64(now.Sub(in.HeadSince).Milliseconds()) / 1000
-			heads = append(heads, OldestHead{OrderID: e.OrderID, Status: status, Backlog: in.Backlog, AppliedSeq: head.AppliedSeq, HeadAgeSeconds: max(age, 0)})
+			heads.add(OldestHead{OrderID: e.OrderID, Status: status, Backlog: in.Backlog, AppliedSeq: head.AppliedSeq, HeadAgeSeconds: max(age, 0)})
 		}
 	}
 
@@ -181,8 +180,7 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time)
 		fail(ctx.Err())
 	}
 
-	slices.SortFunc(heads, func(a, b OldestHead) int { return cmp.Compare(b.HeadAgeSeconds, a.HeadAgeSeconds) })
-	f.OldestHeads = heads[:min(len(heads), OldestHeadsShown)]
+	f.OldestHeads = heads.list()
 	if n := crit.Count(); n > 0 {
 		_, since := convoy.CriticalTimes{}.Recent(now, window) // where the recent window begins
 		f.CriticalTime = &CriticalTimeFigures{Count: n, P50Ms: crit.Percentile(0.5), P99Ms: crit.Percentile(0.99), MaxMs: crit.MaxMs,
