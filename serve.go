@@ -22,6 +22,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/settings"
+	"github.com/convoy-dev/convoy/handler/tablestore"
 	"github.com/convoy-dev/convoy/handler/tracing"
 )
 
@@ -119,6 +120,9 @@ func newServer(cfg settings.Settings, c *clients, log *slog.Logger) (*echo.Echo,
 		Retry:     fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
 		Index:     store,
 		LagWindow: cfg.LagWindow,
+		// Every order it receives, whoever sent it, in the active-orders
+		// index (on the processor's retry, as its commits).
+		Active: tablestore.NewLedgers(c.tables.NewClient(cfg.LedgersTable)),
 	})
 	publisher, err := c.publisher(cfg, nil)
 	if err != nil {

@@ -41,22 +41,52 @@ type Allocations interface {
 }
 
 // ActiveOrder is an entry of the active-orders index: an order publishing
-// gave seqs to, since its entry was last removed.
+// gave seqs to, or whose messages the processor received, since its entry
+// was last removed.
 type ActiveOrder struct {
 	OrderID     string
-	PublishedAt time.Time // when publishing last wrote the entry
-	ETag        string    // of the stored entry, for Deactivate
+	PublishedAt time.Time // when the entry was last written (by publishing or by the processor)
+	// SeenSeq and SeenAt are what the processor last wrote into the entry
+	// (ActiveMarker): the highest seq of the messages it was given, and
+	// when Service Bus enqueued the last of them; zero when only publishing
+	// wrote it. For an order fed by a producer of the user's own, they stand
+	// in for what publishing allocated (Published.WithSeen).
+	SeenSeq int64
+	SeenAt  time.Time
+	// DeadLetteredSeq is NoteDeadLettered's note for an order nothing was
+	// published to (no counter to keep it); 0 for none.
+	DeadLetteredSeq int64
+	ETag            string // of the stored entry, for Deactivate
+}
+
+// Seen is what the processor writes into an order's active entry.
+type Seen struct {
+	Seq int64     // the highest seq of the messages given to the processor
+	At  time.Time // when Service Bus enqueued that message (the processor's clock if unknown)
+}
+
+// ActiveMarker puts an order into the active-orders index from the
+// processor (ProcessorOptions.Active), so that an order fed by any producer
+// of the orders queue, not only by publishing, has its lag surveyed.
+type ActiveMarker interface {
+	// MarkActive writes the order's entry, creating it or merging seen into
+	// the one there: either way a new ETag, so that a survey that read the
+	// entry before removes nothing.
+	MarkActive(ctx context.Context, orderID string, seen Seen) error
 }
 
 // ActiveIndex lists the orders that may have something waiting, so that
 // their lag can be surveyed without visiting every order (AutoReplay,
 // heal.LagSurvey). Publishing writes an order's entry after allocating its
-// seqs and before sending them; the survey removes it, under the ETag it
-// read, once the order has caught up and stayed idle: an entry written
-// again since (a new allocation) is kept. An order enters it only through
-// publishing (ledgers); one fed by another producer is not surveyed.
+// seqs and before sending them; the processor writes it (MarkActive) before
+// the commit of a message of an order it does not know to be in it (see
+// Processor.Process); the survey removes it, under the ETag it read, once
+// the order has caught up and stayed idle for two windows: an entry written
+// again since (a new allocation, a message received) is kept, and the
+// processor writes the entry again when the order it is given looks idle.
 type ActiveIndex interface {
 	Allocations
+	ActiveMarker
 	// ScanActive returns up to limit entries after the order id after (""
 	// from the start), by order id, and whether more follow.
 	ScanActive(ctx context.Context, after string, limit int) ([]ActiveOrder, bool, error)
@@ -65,8 +95,29 @@ type ActiveIndex interface {
 	// NoteDeadLettered records that seq, the order's next, is dead-lettered
 	// (0: none is), for Published to tell (an order whose missing message
 	// is dead-lettered with nothing parked behind it is blocked, not
-	// stalled). An order nothing was published to is left as it is.
+	// stalled). For an order nothing was published to, the note goes into
+	// its active entry (ActiveOrder.DeadLetteredSeq); an order in neither is
+	// left as it is.
 	NoteDeadLettered(ctx context.Context, orderID string, seq int64) error
+}
+
+// WithSeen folds into p, what publishing allocated to the order of e (for
+// seq, its first unapplied one), what the processor noted in e: a seq it
+// received beyond the last allocated (an order fed by a producer of the
+// user's own has no allocation at all) counts as published, and when it was
+// enqueued stands for when it was published; a dead-lettered seq noted in
+// the entry counts when the counter has none.
+func (p Published) WithSeen(e ActiveOrder, seq int64) Published {
+	if e.SeenSeq > p.LastSeq {
+		p.LastSeq = e.SeenSeq
+	}
+	if p.SeqAllocatedAt.IsZero() && e.SeenSeq == seq {
+		p.SeqAllocatedAt = e.SeenAt
+	}
+	if p.DeadLetteredSeq == 0 {
+		p.DeadLetteredSeq = e.DeadLetteredSeq
+	}
+	return p
 }
 
 // LagInput is what an order's lag is judged from.

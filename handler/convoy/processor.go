@@ -24,6 +24,10 @@ type ProcessorOptions struct {
 	// parked windows make some orders large (issue 33); default
 	// DefaultCacheBytes. An order larger than it is not cached.
 	CacheBytes int64
+	// Active, if set, is the active-orders index: an order is written into
+	// it before a commit when not known to be there (markActive), so that
+	// the lag survey sees every order the processor received, whoever sent it.
+	Active ActiveMarker
 }
 
 // Processor applies order messages strictly in seq order, exactly once.
@@ -42,6 +46,9 @@ type Processor struct {
 	retry fault.RetryPolicy
 	now   func() time.Time
 	lag   time.Duration
+
+	active ActiveMarker
+	marked *markedSet // orders whose active entry this instance wrote
 }
 
 // DefaultCacheSize is ProcessorOptions.CacheSize's default (the app setting
@@ -68,7 +75,7 @@ func NewProcessor(store Store, opts ProcessorOptions) *Processor {
 	// Milliseconds: what every store keeps exactly.
 	now := func() time.Time { return clock().UTC().Truncate(time.Millisecond) }
 	return &Processor{store: store, index: opts.Index, cache: newOrderCache(opts.CacheSize, opts.CacheBytes), retry: opts.Retry, now: now,
-		lag: cmp.Or(opts.LagWindow, DefaultLagWindow)}
+		lag: cmp.Or(opts.LagWindow, DefaultLagWindow), active: opts.Active, marked: newMarkedSet(opts.CacheSize)}
 }
 
 // Result reports what one Process call did. Every figure is a fact of what
@@ -138,6 +145,9 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 // apply is one attempt at applying msgs to o; verify: look up the txId of
 // every AddTransaction the order does not know.
 func (p *Processor) apply(ctx context.Context, o *Order, msgs []Message, done *committed, verify bool) (Result, error) {
+	if err := p.markActive(ctx, o, msgs); err != nil {
+		return Result{}, err
+	}
 	a := p.begin(o, done)
 	a.verify = verify
 	var err error

@@ -61,11 +61,14 @@ const lagParallelism = 32
 
 // surveyLag judges the lag of every order in the active-orders index: its
 // head (applied seq, when it last moved, its critical times) and what was
-// published to it (a point read of its counter), with the dead letters of the
-// run's peek (a missing message dead-lettered with nothing parked behind it
-// still blocks its order: noted with what was published to it, for the
-// order's own lag to tell). An order caught up and idle for two windows
-// leaves the index (as read: one published to since is kept). Its cost is
+// published to it (a point read of its counter; for an order fed by a
+// producer of the user's own, none: what the processor noted in its entry
+// stands in), with the dead letters of the run's peek (a missing message
+// dead-lettered with nothing parked behind it still blocks its order: noted
+// with what was published to it, for the order's own lag to tell). An order
+// caught up and idle for two windows leaves the index (as read: one
+// published to or received since is kept; convoy.Processor writes it back
+// when it receives a message of an order that looks idle). Its cost is
 // two reads per active order, however long their histories; it stops at
 // ctx's end or its first failed read, and says so (Complete false).
 func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time) *LagFigures {
@@ -104,6 +107,7 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time)
 			fail(err)
 			return
 		}
+		p = p.WithSeen(e, head.AppliedSeq+1) // an order fed by a producer of the user's own: what the processor saw
 		next := head.AppliedSeq + 1
 		dead := p.DeadLetteredSeq == next // as a run noted it: this run's peek failed
 		if dls != nil {
@@ -117,7 +121,17 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time)
 				_ = h.opts.Active.NoteDeadLettered(ctx, e.OrderID, note) // a failure leaves it to the next run
 			}
 		}
-		in := convoy.LagInput{Backlog: max(p.LastSeq-head.AppliedSeq, 0), AppliedAt: head.AppliedAt, Parked: head.Parked,
+		// What waits counts every seq known to be sent: allocated, received
+		// by the processor, dead-lettered (the next), or parked (distinct
+		// seqs past the missing one: the last is at least next+parked).
+		last := p.LastSeq
+		if dead {
+			last = max(last, next)
+		}
+		if head.Parked > 0 {
+			last = max(last, next+int64(head.Parked))
+		}
+		in := convoy.LagInput{Backlog: max(last-head.AppliedSeq, 0), AppliedAt: head.AppliedAt, Parked: head.Parked,
 			DeadLettered: dead, Now: now, Window: window}
 		if in.Backlog > 0 {
 			in.HeadSince = p.SeqAllocatedAt

@@ -172,6 +172,10 @@ func all(ctx context.Context, src Source, sender convoy.Sender, opts AllOptions)
 			byOrder[m.SessionID] = append(byOrder[m.SessionID], pl)
 		}
 	}
+	// What this call leaves (not selected, unplaceable) goes back at once,
+	// not after the re-sends: another reader can take it meanwhile.
+	release(ctx, src, held)
+	held = nil
 	orders := make([]string, 0, len(byOrder))
 	for id := range byOrder {
 		orders = append(orders, id)

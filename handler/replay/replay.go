@@ -54,6 +54,11 @@ type Source interface {
 	// from, in sequence-number order, locked or not, without locking them.
 	Peek(ctx context.Context, from int64, max int) ([]DeadLetter, error)
 	Complete(ctx context.Context, m DeadLetter) error
+	// Abandon gives m's lock back: another reader can receive it at once.
+	// A run abandons only after its last Receive, and an adapter makes
+	// sure that what it gives back cannot be delivered into a receive of
+	// its own that is still open (servicebus.DeadLetters: a link left with
+	// credit takes it straight back, and keeps it locked when it closes).
 	Abandon(ctx context.Context, m DeadLetter) error
 }
 
@@ -211,13 +216,18 @@ func order(ctx context.Context, src Source, sender convoy.Sender, orderID string
 		held = sc.msgs
 		return rep, err
 	}
+	var others []DeadLetter
 	for _, m := range sc.msgs {
 		if m.SessionID == orderID {
 			mine = append(mine, m)
 		} else {
-			held = append(held, m)
+			others = append(others, m)
 		}
 	}
+	// Other orders' dead letters go back at once, not after the re-sends:
+	// another reader (a skip settling its seq, another replay) can take
+	// them while this run goes on.
+	release(ctx, src, others)
 	unseen, cut, err := notReceived(ctx, src, sc.received, peekLimit(limit), func(m DeadLetter) bool { return m.SessionID == orderID })
 	if err != nil {
 		held = append(held, mine...)
@@ -264,6 +274,9 @@ func order(ctx context.Context, src Source, sender convoy.Sender, orderID string
 			todo = append(todo, p)
 		}
 	}
+	// What this run leaves (not selected, unplaceable) goes back at once too.
+	release(ctx, src, held)
+	held = nil
 	slices.SortStableFunc(todo, func(a, b placed) int { return compareSeq(a.msg.Seq, b.msg.Seq) })
 	for i, p := range todo {
 		if err := send(ctx, sender, p.msg); err != nil {

@@ -329,10 +329,12 @@ func TestReplayScanLimit(t *testing.T) {
 	}
 }
 
-// TestTwoReplaysAtOnce: a replay of o-1 holds every dead letter locked
-// (it receives them all) while a replay of o-2 runs: o-2's replay does not
-// answer "nothing to replay" but reports its dead letters locked elsewhere;
-// run again after the first, it replays them. Nothing is lost or doubled.
+// TestTwoReplaysAtOnce: a replay of o-1 receives every dead letter, gives
+// o-2's back as soon as its scan is over and holds its own until it is
+// done. Meanwhile a replay of o-2 replays o-2's, and a second replay of o-1
+// does not answer "nothing to replay" but reports o-1's locked elsewhere;
+// run again after the first, it finds nothing left. Nothing is lost or
+// doubled.
 func TestTwoReplaysAtOnce(t *testing.T) {
 	ctx := context.Background()
 	q := newDLQ(dead(1, "o-1", int64(1)), dead(2, "o-2", int64(1)), dead(3, "o-1", int64(2)), dead(4, "o-2", int64(2)))
@@ -344,27 +346,31 @@ func TestTwoReplaysAtOnce(t *testing.T) {
 	var repA replay.Report
 	var errA error
 	wg.Go(func() { repA, errA = replay.Order(ctx, first, sender, "o-1", replay.Options{}) })
-	select { // o-1's replay holds all four locked
+	select { // o-1's replay has scanned: it holds o-1's two
 	case <-hold:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the first replay never peeked")
 	}
 	repB, err := replay.Order(ctx, q.reader(), sender, "o-2", replay.Options{})
+	if err != nil || repB.Incomplete != nil || len(repB.Replayed) != 2 {
+		t.Fatalf("o-2 while o-1's replay runs: %+v, %v; want o-2's two replayed (o-1's replay gave them back)", repB, err)
+	}
+	again, err := replay.Order(ctx, q.reader(), sender, "o-1", replay.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inc := repB.Incomplete; inc == nil || !inc.LockedElsewhere() || inc.NotReceived != 2 || len(repB.Replayed) != 0 {
-		t.Fatalf("o-2 while o-1's replay holds its dead letters: %+v (incomplete %+v), want 2 locked elsewhere", repB, inc)
+	if inc := again.Incomplete; inc == nil || !inc.LockedElsewhere() || inc.NotReceived != 2 || len(again.Replayed) != 0 {
+		t.Fatalf("o-1 while o-1's replay holds its dead letters: %+v (incomplete %+v), want 2 locked elsewhere", again, inc)
 	}
 	close(resume)
 	wg.Wait()
 	if errA != nil || repA.Incomplete != nil || len(repA.Replayed) != 2 {
 		t.Fatalf("o-1: %+v, %v", repA, errA)
 	}
-	repB, err = replay.Order(ctx, q.reader(), sender, "o-2", replay.Options{})
+	again, err = replay.Order(ctx, q.reader(), sender, "o-1", replay.Options{})
 	q.endRun(t)
-	if err != nil || repB.Incomplete != nil || len(repB.Replayed) != 2 || len(q.msgs) != 0 || len(sender.Messages()) != 4 {
-		t.Fatalf("o-2 again: %+v, %v; %d left, %d sent", repB, err, len(q.msgs), len(sender.Messages()))
+	if err != nil || again.Incomplete != nil || len(again.Replayed) != 0 || len(q.msgs) != 0 || len(sender.Messages()) != 4 {
+		t.Fatalf("o-1 again: %+v, %v; %d left, %d sent", again, err, len(q.msgs), len(sender.Messages()))
 	}
 }
 

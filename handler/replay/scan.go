@@ -31,10 +31,24 @@ func newScan(src Source, limit int) *scan {
 	return &scan{src: src, limit: limit, at: map[int64]int{}}
 }
 
+// ReceiveEnder is a Source that can end its receiving before the run
+// settles anything: what it gives back then cannot come back into a receive
+// of its own (servicebus.DeadLetters closes its receiving link, and the
+// credit left on it).
+type ReceiveEnder interface {
+	EndReceive(ctx context.Context) error
+}
+
 // run receives until limit distinct dead letters, an empty receive, or a
-// receive that brings back one already received. On error, msgs holds what
-// was received before it.
+// receive that brings back one already received, and then ends the
+// source's receiving (ReceiveEnder). On error, msgs holds what was received
+// before it.
 func (s *scan) run(ctx context.Context) error {
+	if e, ok := s.src.(ReceiveEnder); ok {
+		// A run receives once, in its scan: a close that fails leaves the
+		// link to the adapter (an abandon tries again).
+		defer func() { _ = e.EndReceive(ctx) }()
+	}
 	for len(s.msgs) < s.limit && !s.cameRound && !s.stopped {
 		batch, err := s.src.Receive(ctx, min(receiveBatch, s.limit-len(s.msgs)))
 		if err != nil {

@@ -22,7 +22,7 @@ import (
 //	PK order:<orderId>    RK counter          the last seq allocated to the order, the recent allocations
 //	PK order:<orderId>    RK alloc:<ledgerId> the seqs a ledger was given: First, Count, Hash
 //	PK order:<orderId>    RK seq:<inverted>   the same, keyed by First (inverted: the latest first)
-//	PK active             RK <orderId>        an order publishing gave seqs to (convoy.ActiveIndex)
+//	PK active             RK <orderId>        an order publishing gave seqs to, or the processor received (convoy.ActiveIndex)
 //
 // An allocation writes the counter (ETag-guarded), its alloc row and its seq
 // row in one entity-group transaction: two ledgers racing over an order
@@ -411,23 +411,49 @@ func (s *Ledgers) ScanActive(ctx context.Context, after string, limit int) ([]co
 		if err != nil {
 			return nil, false, fault.Wrap(fault.Internal, err, "decode an active order")
 		}
-		out = append(out, convoy.ActiveOrder{OrderID: e.RowKey, PublishedAt: time.Time(e.Timestamp).UTC(), ETag: e.ETag})
+		p := props(e.Properties)
+		out = append(out, convoy.ActiveOrder{OrderID: e.RowKey, PublishedAt: time.Time(e.Timestamp).UTC(), ETag: e.ETag,
+			SeenSeq: p.int("SeenSeq"), SeenAt: p.time("SeenAt"), DeadLetteredSeq: p.int("DeadLetteredSeq")})
 	}
 	return out, page.NextRowKey != nil, nil
 }
 
 // NoteDeadLettered implements convoy.ActiveIndex: a merge into the order's
-// counter (Allocate keeps it).
+// counter (Allocate keeps it); for an order without one (nothing was
+// published to it), a second merge, into its active entry (where the
+// processor's SeenSeq is). Neither creates a row.
 func (s *Ledgers) NoteDeadLettered(ctx context.Context, orderID string, seq int64) error {
-	e, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: "order:" + orderID, RowKey: "counter"},
-		Properties: map[string]any{"DeadLetteredSeq": aztables.EDMInt64(seq)}})
+	note := map[string]any{"DeadLetteredSeq": aztables.EDMInt64(seq)}
+	found, err := s.mergeIfExists(ctx, "order:"+orderID, "counter", note)
+	if err == nil && !found {
+		_, err = s.mergeIfExists(ctx, activePartition, orderID, note)
+	}
+	return classifyOrNil(err, "note the dead-lettered seq of order "+orderID)
+}
+
+// mergeIfExists merges props into an existing row; found false if there is none.
+func (s *Ledgers) mergeIfExists(ctx context.Context, pk, rk string, props map[string]any) (bool, error) {
+	e, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: pk, RowKey: rk}, Properties: props})
 	exists := azcore.ETagAny
 	_, err := s.table.UpdateEntity(ctx, e, &aztables.UpdateEntityOptions{UpdateMode: aztables.UpdateModeMerge, IfMatch: &exists})
 	switch tableCode(err) {
 	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
-		return nil
+		return false, nil
 	}
-	return classifyOrNil(err, "note the dead-lettered seq of order "+orderID)
+	return err == nil, err
+}
+
+// MarkActive implements convoy.ActiveMarker: one upsert (merge) of the
+// order's entry with what the processor saw. A publisher's Activate
+// replaces it (the counter then tells what was published).
+func (s *Ledgers) MarkActive(ctx context.Context, orderID string, seen convoy.Seen) error {
+	e, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: activePartition, RowKey: orderID},
+		Properties: map[string]any{"SeenSeq": aztables.EDMInt64(seen.Seq), "SeenAt": aztables.EDMDateTime(seen.At.UTC())}})
+	err := withTable(ctx, s.table, func() error {
+		_, err := s.table.UpsertEntity(ctx, e, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeMerge})
+		return err
+	})
+	return classifyOrNil(err, "index order "+orderID+" as active")
 }
 
 // Deactivate implements convoy.ActiveIndex: a delete under the entry's ETag.

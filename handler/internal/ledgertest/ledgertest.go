@@ -132,6 +132,83 @@ func testActive(t *testing.T, s ledger.Store, idx convoy.ActiveIndex, prefix str
 	if p, _ := idx.Published(ctx, prefix+"-none", 1); p != (convoy.Published{}) {
 		t.Fatalf("an order nothing was published to: %+v", p)
 	}
+	for _, e := range mine() {
+		if e.OrderID == prefix+"-none" {
+			t.Fatalf("a note made an entry: %+v", e)
+		}
+	}
+	testMarkActive(t, s, idx, prefix, mine)
+}
+
+// testMarkActive: the processor's MarkActive makes an entry, or merges into
+// the one there, with a new ETag either way (a survey that read it before
+// removes nothing); the entry tells what the processor saw, and keeps a
+// dead-lettered seq noted in it (an order nothing was published to keeps its
+// note there); publishing's Activate replaces it.
+func testMarkActive(t *testing.T, s ledger.Store, idx convoy.ActiveIndex, prefix string, mine func() []convoy.ActiveOrder) {
+	ctx := context.Background()
+	order := prefix + "-direct"
+	entry := func() (convoy.ActiveOrder, bool) {
+		for _, e := range mine() {
+			if e.OrderID == order {
+				return e, true
+			}
+		}
+		return convoy.ActiveOrder{}, false
+	}
+	at := time.Date(2026, 11, 26, 10, 0, 0, 123_000_000, time.UTC)
+	if err := idx.MarkActive(ctx, order, convoy.Seen{Seq: 7, At: at}); err != nil {
+		t.Fatal(err)
+	}
+	first, ok := entry()
+	if !ok || first.SeenSeq != 7 || !first.SeenAt.Equal(at) || first.ETag == "" || first.DeadLetteredSeq != 0 {
+		t.Fatalf("after MarkActive of seq 7: %+v (listed %v), want seq 7 seen at %v, an ETag", first, ok, at)
+	}
+	if err := idx.NoteDeadLettered(ctx, order, 8); err != nil {
+		t.Fatal(err)
+	}
+	noted, _ := entry()
+	if noted.DeadLetteredSeq != 8 || noted.SeenSeq != 7 {
+		t.Fatalf("after a note of seq 8 on an order nothing was published to: %+v, want it in the entry", noted)
+	}
+	if p, _ := idx.Published(ctx, order, 8); p.DeadLetteredSeq != 0 || p.LastSeq != 0 {
+		t.Fatalf("an order nothing was published to: %+v, want nothing (the note is the entry's)", p)
+	}
+	if got := (convoy.Published{}).WithSeen(noted, 8); got.LastSeq != 7 || got.DeadLetteredSeq != 8 || !got.SeqAllocatedAt.IsZero() {
+		t.Fatalf("folded: %+v, want last 7, seq 8 noted dead-lettered", got)
+	}
+	if err := idx.MarkActive(ctx, order, convoy.Seen{Seq: 9, At: at.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := entry()
+	if again.SeenSeq != 9 || again.DeadLetteredSeq != 8 || again.ETag == noted.ETag {
+		t.Fatalf("after MarkActive of seq 9: %+v, want seq 9, the note kept, a new ETag", again)
+	}
+	if err := idx.Deactivate(ctx, noted); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := entry(); !ok {
+		t.Fatalf("an entry written by the processor since it was read was removed")
+	}
+	if err := s.Activate(ctx, []string{order}); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := entry(); e.SeenSeq != 0 || e.DeadLetteredSeq != 0 || e.ETag == again.ETag {
+		t.Fatalf("after publishing's Activate: %+v, want the entry replaced", e)
+	}
+	cur, _ := entry()
+	if err := idx.Deactivate(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := entry(); ok {
+		t.Fatalf("removing the entry as read did not remove it")
+	}
+	if err := idx.MarkActive(ctx, order, convoy.Seen{Seq: 10, At: at}); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := entry(); !ok || e.SeenSeq != 10 || e.DeadLetteredSeq != 0 {
+		t.Fatalf("marked again after its removal: %+v (listed %v), want it back with seq 10", e, ok)
+	}
 }
 
 // testConditional: a record is created only if absent and replaced only as

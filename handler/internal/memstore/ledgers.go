@@ -22,7 +22,8 @@ type Ledgers struct {
 	dead    map[string]int64                 // order → its noted dead-lettered seq
 	version int
 	// Fail, if set, is called before every operation ("get", "create",
-	// "save", "allocate"); a non-nil error is returned instead.
+	// "save", "allocate", "activate", "scan", "deactivate", "note",
+	// "published", "mark"); a non-nil error is returned instead.
 	Fail func(op string) error
 	// Now, if set, is the clock of allocations and index entries.
 	Now func() time.Time
@@ -183,6 +184,23 @@ func (s *Ledgers) Deactivate(_ context.Context, e convoy.ActiveOrder) error {
 	return nil
 }
 
+// MarkActive implements convoy.ActiveMarker.
+func (s *Ledgers) MarkActive(_ context.Context, orderID string, seen convoy.Seen) error {
+	if err := s.fail("mark"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active == nil {
+		s.active = map[string]convoy.ActiveOrder{}
+	}
+	e := s.active[orderID] // merged: a dead-lettered seq noted in it stays
+	s.version++
+	e.OrderID, e.PublishedAt, e.ETag, e.SeenSeq, e.SeenAt = orderID, s.now(), strconv.Itoa(s.version), seen.Seq, seen.At.UTC()
+	s.active[orderID] = e
+	return nil
+}
+
 // NoteDeadLettered implements convoy.ActiveIndex.
 func (s *Ledgers) NoteDeadLettered(_ context.Context, orderID string, seq int64) error {
 	if err := s.fail("note"); err != nil {
@@ -191,6 +209,11 @@ func (s *Ledgers) NoteDeadLettered(_ context.Context, orderID string, seq int64)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.next[orderID]; !ok {
+		if e, ok := s.active[orderID]; ok { // nothing published to it: noted in its entry
+			s.version++
+			e.DeadLetteredSeq, e.ETag = seq, strconv.Itoa(s.version)
+			s.active[orderID] = e
+		}
 		return nil
 	}
 	if s.dead == nil {
