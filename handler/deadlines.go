@@ -52,6 +52,15 @@ const (
 	// AutoReplayPassDeadline is what a run keeps for its replay pass
 	// (heal.Options.PassTimeout).
 	AutoReplayPassDeadline = 20 * time.Second
+	// UnavailableAnswer is how soon an operator's call that needs Service
+	// Bus (ReplayOrder, ReplayDeadLetters, the settling after a SkipGap)
+	// answers 503 when Service Bus refuses connections or never answers,
+	// the same 5 s as ReadDeadline and SkipDeadline. Its first Service Bus
+	// operation gives up after servicebus.OperationTimeout (3 s), which
+	// leaves the rest of the call (reading the order before, closing the
+	// receivers after, answering) room inside it; were the two equal, the
+	// answer would always come just after it.
+	UnavailableAnswer = 5 * time.Second
 	// UploadDeadline: LedgerUpload. The longest, as a ledger of many
 	// thousands of orders takes tens of seconds; one cut short answers 503
 	// and resumes from its checkpoint when sent again.
