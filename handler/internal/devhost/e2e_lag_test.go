@@ -86,7 +86,11 @@ func lagLedger(id string, create bool, orders map[string]int) []byte {
 // summary and OrderStatus alike; an order whose seq 2 of 4 fails the same
 // way, with seqs 3 and 4 parked behind the gap, is reported blocked within
 // two windows, with a backlog of 3. Each applied message's outcome line
-// carries criticalTimeMs, and the summary has critical times.
+// carries criticalTimeMs, and the summary has critical times. An order fed
+// straight to the orders queue by a producer of our own (no publisher: no
+// counter, no allocation), blocked as `make break` blocks its poison order
+// (seq 2 unreadable, dead-lettered; seq 3 parked), is counted blocked by the
+// summary too.
 func TestLagE2E(t *testing.T) {
 	const window = 4 * time.Second
 	ctx := timeout(t, 3*time.Minute)
@@ -110,6 +114,7 @@ func TestLagE2E(t *testing.T) {
 	})
 	published := time.Now()
 	e.publish(ctx, lagLedger("L-lag-0", true, map[string]int{"lag-busy": 20, "lag-stuck": 1, "lag-gap": 3, "lag-slow": 1}))
+	e.poison(t, "lag-direct")
 
 	// The busy order: a ledger every half second (40 transactions each) for three windows.
 	var wg sync.WaitGroup
@@ -206,6 +211,17 @@ func TestLagE2E(t *testing.T) {
 	// The hung order caught up once its invocation returned.
 	if l, _ := e.getLag(ctx, "lag-slow"); l.Lag.Status != convoy.LagOK || l.AppliedSeq != 2 {
 		t.Errorf("the hung order, at the end: %+v, want ok, both applied", l)
+	}
+	// The summary counts the three blocked orders, the one fed directly too.
+	if l, _ := e.getLag(ctx, "lag-direct"); l.Lag.Status != convoy.LagBlocked || l.AppliedSeq != 1 || l.Parked != 1 {
+		t.Errorf("the order fed directly, at the end: %+v, want blocked, appliedSeq 1, 1 parked", l)
+	}
+	if err := e.host.FireTimer(ctx, "AutoReplay", 0); err != nil {
+		t.Fatal(err)
+	}
+	var sum heal.Summary
+	if code := e.get(t, "/api/summary", &sum); code != http.StatusOK || sum.Lag == nil || sum.Lag.ByStatus[convoy.LagBlocked] != 3 {
+		t.Errorf("the summary at the end: %d, lag %+v; want 3 blocked (lag-gap, lag-stuck, lag-direct)", code, sum.Lag)
 	}
 
 	e.mu.Lock()
