@@ -64,12 +64,14 @@ func msg(seq int64, op convoy.Op, txID string) convoy.Message {
 }
 
 // TestRoundTripBudget: in steady state one message costs one round trip in
-// single mode (the commit), and a contiguous batch one round trip in all.
+// single mode (the commit), and a contiguous batch one round trip in all,
+// with the active-orders index wired as serve wires it (written for the
+// order's first message only).
 func TestRoundTripBudget(t *testing.T) {
 	ctx := context.Background()
 	var rt countingTransport
 	store := server.NewOrderStore(t, &rt)
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Active: tablestore.NewLedgers(server.NewTable(t, &rt))})
 	if _, err := p.Process(ctx, "o-1", []convoy.Message{msg(1, convoy.CreateOrder, "")}); err != nil {
 		t.Fatal(err)
 	}
