@@ -42,7 +42,7 @@ func (p *Processor) markActive(ctx context.Context, o *Order, msgs []Message) er
 	if last.Seq <= o.AppliedSeq {
 		return nil
 	}
-	idle := len(o.Parked) == 0 && p.now().Sub(o.Progress()) >= p.lag
+	idle := o.ParkedCount == 0 && len(o.Parked) == 0 && p.now().Sub(o.Progress()) >= p.lag
 	if o.Version > 0 && !idle && p.marked.has(o.ID) {
 		return nil
 	}

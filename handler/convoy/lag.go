@@ -185,9 +185,13 @@ type Lag struct {
 // OrderLag computes o's lag from what was published to it (p, for seq
 // o.AppliedSeq+1) at now, over window.
 func OrderLag(o *Order, p Published, now time.Time, window time.Duration) Lag {
-	last := p.LastSeq
-	for seq := range o.Parked { // parked, so published (by a producer of the ledgers table's or not)
-		last = max(last, seq)
+	// Parked, so published (by a producer of the ledgers table's or not):
+	// up to the highest parked seq, at least one past the missing one per
+	// parked message (the window may hold only the first of them).
+	parked := max(o.ParkedCount, len(o.Parked))
+	last := max(p.LastSeq, o.LastParked())
+	if parked > 0 {
+		last = max(last, o.AppliedSeq+1+int64(parked))
 	}
 	l := Lag{Backlog: max(last-o.AppliedSeq, 0), Window: int64(window / time.Second)}
 	var head time.Time
@@ -197,7 +201,7 @@ func OrderLag(o *Order, p Published, now time.Time, window time.Duration) Lag {
 		age = float64(int64(age*1000)) / 1000 // milliseconds
 		l.HeadAgeSeconds = &age
 	}
-	l.Status = JudgeLag(LagInput{Backlog: l.Backlog, HeadSince: head, AppliedAt: o.Progress(), Parked: len(o.Parked),
+	l.Status = JudgeLag(LagInput{Backlog: l.Backlog, HeadSince: head, AppliedAt: o.Progress(), Parked: parked,
 		DeadLettered: p.DeadLetteredSeq != 0 && p.DeadLetteredSeq == o.AppliedSeq+1, Now: now, Window: window})
 	return l
 }

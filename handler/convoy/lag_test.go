@@ -58,6 +58,17 @@ func TestOrderLag(t *testing.T) {
 	if l := convoy.OrderLag(o, convoy.Published{LastSeq: 10}, now, time.Minute); l.Backlog != 5 || l.Status != convoy.LagBlocked {
 		t.Fatalf("seq 12 parked: %+v", l)
 	}
+	// Parked beyond the window the order holds (a long parked tail): the
+	// highest parked seq the head keeps, or when not kept, one seq past the
+	// missing one per parked message at least.
+	o.ParkedCount, o.ParkedLast = 40, 60
+	if l := convoy.OrderLag(o, convoy.Published{LastSeq: 10}, now, time.Minute); l.Backlog != 53 || l.Status != convoy.LagBlocked {
+		t.Fatalf("40 parked up to seq 60, the window holding seq 12: %+v", l)
+	}
+	o.ParkedLast = 0
+	if l := convoy.OrderLag(o, convoy.Published{LastSeq: 10}, now, time.Minute); l.Backlog != 41 || l.Status != convoy.LagBlocked {
+		t.Fatalf("40 parked, the highest not known: %+v, want the missing one and 40 waiting", l)
+	}
 	// A head written before AppliedAt was kept: its UpdatedAt stands in.
 	old := convoy.NewOrder("o-2")
 	old.AppliedSeq, old.UpdatedAt = 1, now.Add(-10*time.Second)
