@@ -552,3 +552,105 @@ func TestReplayLockExpired(t *testing.T) {
 		})
 	}
 }
+
+// lockedAtSend is a sender that, at each send, notes how many dead letters
+// of q other than the run's own are still locked.
+type lockedAtSend struct {
+	ledgertest.Sender
+	q      *fakeDLQ
+	mine   func(replay.DeadLetter) bool
+	counts []int
+}
+
+func (s *lockedAtSend) SendBatch(ctx context.Context, b convoy.Batch) error {
+	s.q.mu.Lock() // sends are one at a time: counts needs no lock of its own
+	n := 0
+	for seq := range s.q.locked {
+		if !s.mine(s.q.msgs[seq]) {
+			n++
+		}
+	}
+	s.q.mu.Unlock()
+	s.counts = append(s.counts, n)
+	return s.Sender.SendBatch(ctx, b)
+}
+
+// ender is a reader that records whether its receiving had ended when it
+// was first asked to abandon a message.
+type ender struct {
+	*run
+	mu                                        sync.Mutex
+	ended, abandonedAfterEnd, abandonedBefore bool
+}
+
+func (e *ender) EndReceive(context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ended = true
+	return nil
+}
+
+func (e *ender) Receive(ctx context.Context, max int) ([]replay.DeadLetter, error) {
+	e.mu.Lock()
+	ended := e.ended
+	e.mu.Unlock()
+	if ended {
+		return nil, errors.New("receive after the scan ended")
+	}
+	return e.run.Receive(ctx, max)
+}
+
+func (e *ender) Abandon(ctx context.Context, m replay.DeadLetter) error {
+	e.mu.Lock()
+	if e.ended {
+		e.abandonedAfterEnd = true
+	} else {
+		e.abandonedBefore = true
+	}
+	e.mu.Unlock()
+	return e.run.Abandon(ctx, m)
+}
+
+// TestReleasedBeforeResends (issue 33, item 5): what a run received and does
+// not take (other orders' dead letters, those Select leaves, the
+// unplaceable) goes back before its first re-send, not when it returns, and
+// only once its receiving ended (ReceiveEnder): another reader can take it
+// while the run goes on, and nothing it gives back comes into its own
+// receive.
+func TestReleasedBeforeResends(t *testing.T) {
+	ctx := context.Background()
+	msgs := []replay.DeadLetter{dead(1, "o-2", int64(1)), dead(2, "o-1", int64(1)), dead(3, "o-1", "x"),
+		dead(4, "o-3", int64(2)), dead(5, "o-1", int64(2)), dead(6, "o-1", int64(3))}
+	notThree := func(d replay.DeadLetter) bool { return d.SequenceNumber != 6 }
+	q := newDLQ(msgs...)
+	sender := &lockedAtSend{q: q, mine: func(d replay.DeadLetter) bool {
+		return d.SessionID == "o-1" && d.SequenceNumber != 3 && d.SequenceNumber != 6
+	}}
+	src := &ender{run: q.reader()}
+	rep, err := replay.Order(ctx, src, sender, "o-1", replay.Options{Select: notThree})
+	q.endRun(t)
+	if err != nil || len(rep.Replayed) != 2 || len(rep.Unplaceable) != 1 || len(rep.Left) != 1 {
+		t.Fatalf("replay of o-1: %+v, %v", rep, err)
+	}
+	if len(sender.counts) != 2 || slices.Max(sender.counts) != 0 {
+		t.Fatalf("dead letters not taken still locked at each re-send: %v, want none", sender.counts)
+	}
+	if !src.ended || src.abandonedBefore || !src.abandonedAfterEnd {
+		t.Fatalf("receiving ended %v, abandoned before it ended %v, after %v: want every abandon after the end", src.ended, src.abandonedBefore, src.abandonedAfterEnd)
+	}
+
+	q = newDLQ(msgs...)
+	sender = &lockedAtSend{q: q, mine: func(d replay.DeadLetter) bool { return d.SequenceNumber != 3 && d.SequenceNumber != 6 }}
+	src = &ender{run: q.reader()}
+	p, err := replay.All(ctx, src, sender, replay.AllOptions{Options: replay.Options{Select: notThree}})
+	q.endRun(t)
+	if err != nil || p.Replayed != 4 || p.Unplaceable != 1 || p.Left != 1 {
+		t.Fatalf("replay of every dead letter: %+v, %v", p, err)
+	}
+	if len(sender.counts) == 0 || slices.Max(sender.counts) != 0 {
+		t.Fatalf("dead letters not taken still locked at each re-send: %v, want none", sender.counts)
+	}
+	if !src.ended || src.abandonedBefore || !src.abandonedAfterEnd {
+		t.Fatalf("receiving ended %v, abandoned before it ended %v, after %v: want every abandon after the end", src.ended, src.abandonedBefore, src.abandonedAfterEnd)
+	}
+}
