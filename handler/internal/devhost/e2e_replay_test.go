@@ -241,13 +241,13 @@ func TestReplayAllAfterOutage(t *testing.T) {
 // keeps the original's root and stays within Service Bus's 128 characters
 // (the emulation refuses longer ones, as Service Bus does).
 //
-// The injected failure dead-letters a replayed copy at once, often while
-// the replay's dead-letter receiver is still open with credit left: that
-// receiver then holds the new dead letter's lock until it expires (Service
-// Bus keeps the locks of a closed receiver's unsettled messages), and the
-// next replay answers 503 "locked by another reader", as it would in Azure.
-// The operator runs it again: so does the test, on a lock duration of 15 s
-// (longer than a replay's scan, which ends with a 5 s wait for more).
+// The injected failure dead-letters a replayed copy at once. A replay's
+// receiving link closes when its scan ends, before its re-sends, so the new
+// dead letter cannot come into it and stay locked there (Service Bus keeps
+// the locks of a closed receiver's unsettled messages); should the next
+// replay still answer 503 "locked by another reader", the operator runs it
+// again: so does the test, on a lock duration of 15 s (longer than a
+// replay's scan, which ends with a 5 s wait for more).
 func TestReplayOfReplayMessageID(t *testing.T) {
 	ctx := timeout(t, 2*time.Minute)
 	e := startWith(t, stage(t, nil), azurite.Options{}, func(o *devhost.Options) {
