@@ -247,6 +247,12 @@ type SkipResult struct {
 	Skipped int64       `json:"skipped"`
 	Drained []int64     `json:"drained"`
 	Order   convoy.View `json:"order"`
+	// SkippedEarlier: the seq was skipped already, by an earlier skip whose
+	// answer was lost; this one skipped nothing and settles its dead letter.
+	SkippedEarlier bool `json:"skippedEarlier,omitempty"`
+	// Draining says, when the drain behind the skip stopped short of the
+	// parked tail (the answer's deadline, storage failing), how it goes on.
+	Draining string `json:"draining,omitempty"`
 	// DeadLetter says what became of the skipped seq's dead letter (absent
 	// when the skip had no Service Bus to look with).
 	DeadLetter *SkippedDeadLetter `json:"deadLetter,omitempty"`
@@ -322,11 +328,15 @@ func SkipGap(ctx context.Context, p OrderProcessor, orderID, seq string) (SkipRe
 	if err != nil {
 		return SkipResult{}, err
 	}
-	out := SkipResult{OrderID: orderID, Skipped: n, Drained: []int64{}, Order: view}
+	out := SkipResult{OrderID: orderID, Skipped: n, Drained: []int64{}, Order: view, SkippedEarlier: res.SkippedEarlier}
 	for _, o := range res.Outcomes {
 		if o.Drained {
 			out.Drained = append(out.Drained, o.Seq)
 		}
+	}
+	if res.Draining {
+		out.Draining = fmt.Sprintf("the skip stands; %d parked message(s) behind it are still to drain: "+
+			"each read of the order (GET /api/orders/%s) and each AutoReplay run resumes the drain, as does the order's next message", view.Parked, orderID)
 	}
 	return out, nil
 }

@@ -186,6 +186,16 @@ func (s *server) orderStatus(ctx context.Context, r httpRequest) (int, any, erro
 	if err != nil {
 		return 0, nil, err
 	}
+	if _, cut := rec.order.NextParked(); cut && s.Processor != nil {
+		// A drain was cut short and nothing else would resume it: this read
+		// does (its failure is the next reader's to retry), then shows the
+		// order as the drain left it.
+		if _, err := s.Processor.Resume(ctx, id); err == nil {
+			if v2, err := convoy.ReadView(ctx, rec, h, id, token, size); err == nil {
+				v = v2
+			}
+		}
+	}
 	return http.StatusOK, orderAnswer{View: v, Lag: s.orderLag(ctx, rec.order)}, nil
 }
 

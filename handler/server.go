@@ -41,6 +41,8 @@ const (
 type OrderProcessor interface {
 	Process(ctx context.Context, orderID string, msgs []convoy.Message) (convoy.Result, error)
 	Skip(ctx context.Context, orderID string, seq int64) (convoy.Result, convoy.View, error)
+	// Resume drains an order whose next seq is parked (a drain cut short).
+	Resume(ctx context.Context, orderID string) (convoy.Result, error)
 }
 
 // OrderReader reads an order's stored state (convoy.Store).

@@ -175,6 +175,10 @@ func (panicker) Skip(context.Context, string, int64) (convoy.Result, convoy.View
 	panic("boom")
 }
 
+func (panicker) Resume(context.Context, string) (convoy.Result, error) {
+	panic("boom")
+}
+
 func TestLedgerIngest(t *testing.T) {
 	f := newFixture(t)
 	code, out := f.do(t, "POST", "/LedgerIngest", golden(t, "servicebus-ledger.json"))
@@ -288,12 +292,17 @@ func TestOperations(t *testing.T) {
 	if code != 200 || out["orderId"] != "o-1" || len(f.replayed) != 1 {
 		t.Fatalf("replay: %d %v", code, out)
 	}
-	// The envelope forms reach the same functions.
-	env := []byte(`{"Data":{"req":{"Method":"POST","Query":{"seq":"1"},"Params":{"orderId":"o-1"}}},"Metadata":{}}`)
+	// The envelope forms reach the same functions: seq 2 was received (and
+	// rejected by a rule), so it cannot be skipped; seq 1 again answers as
+	// its skip did (a retry after a lost answer).
+	env := []byte(`{"Data":{"req":{"Method":"POST","Query":{"seq":"2"},"Params":{"orderId":"o-1"}}},"Metadata":{}}`)
 	code, out = f.do(t, "POST", "/SkipGap", env)
 	res, _ := out["Outputs"].(map[string]any)["res"].(map[string]any)
 	if code != 200 || res["statusCode"] != 409.0 {
-		t.Fatalf("skip through the envelope on a drained order: %d %v, want res 409", code, out)
+		t.Fatalf("skip through the envelope of a received seq: %d %v, want res 409", code, out)
+	}
+	if code, out := f.do(t, "POST", "/api/orders/o-1/skip?seq=1", nil); code != 200 || out["skippedEarlier"] != true {
+		t.Fatalf("the skip retried: %d %v, want 200, skipped earlier", code, out)
 	}
 }
 

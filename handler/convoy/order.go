@@ -281,8 +281,12 @@ func (o *Order) DrainNext(now time.Time, c *Change) (Outcome, bool) {
 }
 
 // Skip consumes seq, which must be the missing one, as rejected by an
-// operator, so that the parked tail can drain.
+// operator, so that the parked tail can drain. A parked seq was received:
+// it is never skipped (its drain was cut; DrainNext applies it).
 func (o *Order) Skip(seq int64, now time.Time, c *Change) error {
+	if _, parked := o.Parked[seq]; parked {
+		return fmt.Errorf("seq %d of order %q was received and is parked, not missing: it drains instead", seq, o.ID)
+	}
 	if seq != o.AppliedSeq+1 || len(o.Parked) == 0 {
 		return fmt.Errorf("seq %d is not the missing seq of order %q", seq, o.ID)
 	}

@@ -91,6 +91,14 @@ type Result struct {
 	AppliedSeq int64
 	MissingSeq int64 // the seq it waits for; 0 if none
 	Parked     int
+	// Draining: the order's next seq is parked, its drain stopped short (an
+	// operator's deadline, storage failing after a skip landed); the next
+	// load of the order resumes it (Processor.Resume). AppliedSeq and the
+	// figures above are then as far as the call got (zero when unknown).
+	Draining bool
+	// SkippedEarlier: Skip found its seq skipped by an operator already (a
+	// retry of a skip whose answer was lost) and skipped nothing itself.
+	SkippedEarlier bool
 }
 
 // committed accumulates, over the attempts of one call, what its commits made durable.
@@ -174,13 +182,21 @@ func (p *Processor) apply(ctx context.Context, o *Order, msgs []Message, done *c
 
 // Skip records the order's missing seq as rejected by an operator and drains
 // the parked messages behind it.
+//
+// It first resumes a drain that an earlier call left cut (Resume): a parked
+// seq was received, and is never skipped. Retried after a skip whose commit
+// landed but whose answer was lost, it finds seq skipped by an operator and
+// answers as that skip would have (Result.SkippedEarlier). Its drain stops a
+// margin before ctx's deadline (and when storage fails after the skip
+// landed), so that the operator gets an answer: what is left is said
+// (Result.Draining) and drains at the order's next load.
 func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result, View, error) {
 	unlock := p.locks.lock(orderID)
 	defer unlock()
 	var res Result
-	var view View // the order as the skip left it: an operator's answer, not every message's
 	var done committed
-	verify := false
+	verify, stop := p.cache.suspect(orderID), drainStop(ctx) // as Process: after a conflict, added txIds are looked up
+	earlier := false                                         // an earlier call skipped seq
 	err := p.retry.Do(ctx, func(ctx context.Context) error {
 		p.cache.drop(orderID) // an operator acts on what is stored, not on this instance's view
 		o, err := p.store.Load(ctx, orderID)
@@ -191,20 +207,28 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 			return fault.Errorf(fault.NotFound, "order %q has no state", orderID)
 		}
 		a := p.begin(o, &done)
-		a.verify = verify
-		if err := o.Skip(seq, p.now(), &a.change); err != nil {
-			if len(done.outcomes) > 0 && done.outcomes[0].Seq == seq {
-				// An earlier attempt's commit skipped it; its drain went on.
-				err = nil
-			} else {
-				return fault.Wrap(fault.Conflict, err, "cannot skip")
+		a.verify, a.stop = verify, stop
+		refused := error(nil)
+		if err = a.drain(ctx); err == nil { // a cut drain first: its head was received
+			switch {
+			case skippedBy(done.outcomes, seq) || earlier:
+				// An earlier attempt's commit (or call) skipped it; its drain goes on.
+			case seq <= o.AppliedSeq:
+				earlier, err = p.skippedBefore(ctx, orderID, seq)
+				if err == nil && !earlier {
+					refused = fault.Errorf(fault.Conflict, "cannot skip: seq %d of order %q was received (applied or rejected by a rule), it is not missing; appliedSeq is %d", seq, orderID, o.AppliedSeq)
+				}
+			default:
+				if serr := o.Skip(seq, p.now(), &a.change); serr != nil {
+					refused = fault.Wrap(fault.Conflict, serr, "cannot skip")
+				} else {
+					a.outcomes = append(a.outcomes, Outcome{Seq: seq, Disposition: Rejected, Reason: ReasonSkipped})
+					err = a.drain(ctx)
+				}
 			}
-		} else {
-			a.outcomes = append(a.outcomes, Outcome{Seq: seq, Disposition: Rejected, Reason: ReasonSkipped})
 		}
-		err = a.drain(ctx)
 		if err == nil {
-			err = a.commit(ctx)
+			err = a.commit(ctx) // what drained is kept even when the skip is refused
 		}
 		if err != nil {
 			a.fail()
@@ -213,16 +237,103 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 			}
 			return err
 		}
-		res, view = a.finish(), a.o.View()
-		return nil
+		res = a.finish()
+		return refused
 	})
-	if h, ok := p.store.(History); ok && err == nil {
-		// The operator's answer shows the order with its first page of history.
-		if v, verr := ReadView(ctx, p.store, h, orderID, "", 0); verr == nil {
+	p.cache.mark(orderID, verify && err != nil)
+	if err != nil && fault.CodeOf(err) != fault.Conflict && fault.CodeOf(err) != fault.NotFound && skippedBy(done.outcomes, seq) {
+		// The skip landed; only its drain was cut (storage failing): the
+		// skip stands, and the rest drains at the order's next load.
+		res, err = done.result(), nil
+		res.Draining = true
+	}
+	if err != nil {
+		return Result{}, View{}, err
+	}
+	res.SkippedEarlier = earlier
+	view := View{OrderID: orderID, AppliedSeq: res.AppliedSeq}
+	if h, ok := p.store.(History); ok {
+		// The operator's answer shows the order with its first page of
+		// history; it is read even when ctx is about to end (the skip stands).
+		vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), viewTimeout)
+		if v, verr := ReadView(vctx, p.store, h, orderID, "", 0); verr == nil {
 			view = v
 		}
+		cancel()
 	}
-	return res, view, err
+	return res, view, nil
+}
+
+// viewTimeout bounds the read of the view an operator's answer shows.
+const viewTimeout = 2 * time.Second
+
+// skippedBy reports whether outcomes hold seq skipped by an operator.
+func skippedBy(outcomes []Outcome, seq int64) bool {
+	return slices.ContainsFunc(outcomes, func(o Outcome) bool { return o.Seq == seq && o.Reason == ReasonSkipped })
+}
+
+// skippedBefore reports whether the order's seq (at or below its appliedSeq)
+// was skipped by an operator: one read of its rejection.
+func (p *Processor) skippedBefore(ctx context.Context, orderID string, seq int64) (bool, error) {
+	h, ok := p.store.(History)
+	if !ok {
+		return false, nil
+	}
+	rs, _, err := h.Rejections(ctx, orderID, seq, 1)
+	if err != nil {
+		return false, fmt.Errorf("read the rejection of seq %d of order %q: %w", seq, orderID, err)
+	}
+	return len(rs) > 0 && rs[0].Seq == seq && rs[0].Reason == ReasonSkipped, nil
+}
+
+// Resume drains the order's parked head when its next seq is parked: what a
+// drain cut short (a deadline, a failed commit, a message's last delivery,
+// an instance that died) leaves when every later message is parked already,
+// so that no delivery comes to resume it. Every reader that finds an order
+// so calls it (OrderStatus, the AutoReplay survey; Skip drains first): a cut
+// drain always resumes. Like Skip's, its drain stops a margin before ctx's
+// deadline (Result.Draining). An order with nothing to drain costs one Load.
+func (p *Processor) Resume(ctx context.Context, orderID string) (Result, error) {
+	unlock := p.locks.lock(orderID)
+	defer unlock()
+	var res Result
+	var done committed
+	verify, stop := p.cache.suspect(orderID), drainStop(ctx)
+	err := p.retry.Do(ctx, func(ctx context.Context) error {
+		p.cache.drop(orderID) // drain what is stored, not this instance's view
+		o, err := p.store.Load(ctx, orderID)
+		if err != nil {
+			return err
+		}
+		a := p.begin(o, &done)
+		a.verify, a.stop = verify, stop
+		if err = a.drain(ctx); err == nil {
+			err = a.commit(ctx)
+		}
+		if err != nil {
+			a.fail()
+			if errors.Is(err, ErrConflict) {
+				verify = true
+			}
+			return err
+		}
+		res = a.finish()
+		return nil
+	})
+	p.cache.mark(orderID, verify && err != nil)
+	return res, err
+}
+
+// drainStop is when a drain for an operator stops so that its caller can
+// still answer within ctx's deadline (zero: no deadline, no stop): a
+// quarter of the time left, at most a second, is kept for the last commit
+// and the answer.
+func drainStop(ctx context.Context) time.Time {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return time.Time{}
+	}
+	return deadline.Add(-min(time.Second, time.Until(deadline)/4))
 }
 
 // attempt is one try at applying messages to an order: the order as it
@@ -236,6 +347,7 @@ type attempt struct {
 	done          *committed // what the call's commits made durable so far
 	storedBlocked time.Time  // BlockedSince as last committed
 	verify        bool       // look up added txIds too (Order.Lookup)
+	stop          time.Time  // a drain stops here (zero: never), leaving the rest parked (drainStop)
 }
 
 // lookup reads the stored transaction that deciding m needs, if the order
@@ -299,7 +411,13 @@ func (a *attempt) finish() Result {
 		res.Outcomes = append(res.Outcomes, out)
 	}
 	res.AppliedSeq, res.MissingSeq, res.Parked = a.o.AppliedSeq, a.o.MissingSeq(), a.o.ParkedCount
+	_, res.Draining = a.o.NextParked()
 	return res
+}
+
+// result is what the commits of a call that did not finish made durable.
+func (d *committed) result() Result {
+	return Result{Outcomes: slices.Clone(d.outcomes), Commits: d.commits, Blocked: d.blocked, Unblocked: d.unblocked}
 }
 
 func (a *attempt) drain(ctx context.Context) error {
@@ -311,6 +429,9 @@ func (a *attempt) drain(ctx context.Context) error {
 			return err
 		}
 		if m, ok := a.o.NextParked(); ok {
+			if !a.stop.IsZero() && time.Now().After(a.stop) {
+				return nil // left parked: Result.Draining
+			}
 			if err := a.lookup(ctx, m); err != nil {
 				return err
 			}

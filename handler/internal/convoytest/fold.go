@@ -43,8 +43,18 @@ const maxTotal = 1<<53 - 1
 // Fold applies msgs, which must carry seqs 1..n in order, by the contract's
 // table, starting from status new.
 func Fold(msgs []convoy.Message) Expected {
+	return FoldSkipping(msgs, nil)
+}
+
+// FoldSkipping is Fold with the seqs in skipped consumed by an operator
+// instead: rejected with no effect (not even a "last" they carry).
+func FoldSkipping(msgs []convoy.Message, skipped map[int64]bool) Expected {
 	e := Expected{Status: convoy.StatusNew}
 	for _, m := range msgs {
+		if skipped[m.Seq] {
+			e.Rejected, e.AppliedSeq = append(e.Rejected, m.Seq), m.Seq
+			continue
+		}
 		t, ok := m.Tx, true
 		pos := slices.IndexFunc(e.Txs, func(x Tx) bool { return x.TxID == t.TxID })
 		switch {

@@ -14,7 +14,7 @@ var _ convoy.BlockedIndex = (*Store)(nil)
 
 // MarkBlocked implements convoy.BlockedIndex.
 func (s *Store) MarkBlocked(_ context.Context, orderID string, since time.Time, version int64) error {
-	if err := s.fail("index", orderID); err != nil {
+	if err := s.fail("index.mark", orderID); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -30,7 +30,7 @@ func (s *Store) MarkBlocked(_ context.Context, orderID string, since time.Time, 
 
 // UpdateBlocked implements convoy.BlockedIndex.
 func (s *Store) UpdateBlocked(_ context.Context, orderID string, since time.Time, u convoy.BlockedUpdate, etag string) error {
-	if err := s.fail("index", orderID); err != nil {
+	if err := s.fail("index.update", orderID); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -65,6 +65,9 @@ func (s *Store) SetNotes(ctx context.Context, notes []convoy.BlockedNote) error 
 
 // ClearBlocked implements convoy.BlockedIndex.
 func (s *Store) ClearBlocked(_ context.Context, orderID string, since time.Time) error {
+	if err := s.fail("index.clear", orderID); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.blocked, convoy.BlockedKey(orderID, since))
@@ -73,6 +76,9 @@ func (s *Store) ClearBlocked(_ context.Context, orderID string, since time.Time)
 
 // ClearStale implements convoy.BlockedIndex.
 func (s *Store) ClearStale(_ context.Context, e convoy.BlockedEntry) error {
+	if err := s.fail("index.clear", e.OrderID); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cur, ok := s.blocked[e.Key]; ok && cur.ETag == e.ETag {

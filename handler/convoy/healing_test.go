@@ -1,0 +1,205 @@
+package convoy_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/internal/memstore"
+)
+
+// parkedTail parks seqs 2..n of order o-1 (created by nothing yet): seq 1 is
+// its missing seq.
+func parkedTail(t *testing.T, p *convoy.Processor, n int64) {
+	t.Helper()
+	var msgs []convoy.Message
+	for seq := int64(2); seq <= n; seq++ {
+		msgs = append(msgs, add(seq, fmt.Sprintf("t-%d", seq), 1))
+	}
+	if _, err := p.Process(context.Background(), "o-1", msgs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSkipCutMidDrainNeverSkipsAReceivedSeq (issue 33, item 1): a skip whose
+// drain is cut after its first commit leaves the order's next seq parked.
+// That seq was received: a skip of it is refused, and the cut drain resumes
+// (the skip retried, or Resume), so that every parked message is applied and
+// only the missing seq is "skipped by operator".
+func TestSkipCutMidDrainNeverSkipsAReceivedSeq(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
+	parkedTail(t, p, 69) // 68 parked: their drain takes three commits
+	failCommit(store, 2)
+	res, _, err := p.Skip(ctx, "o-1", 1)
+	if err != nil {
+		t.Fatalf("the skip landed, only its drain was cut: %v", err)
+	}
+	if !res.Draining {
+		t.Fatalf("a skip whose drain was cut does not say so: %+v", res)
+	}
+	store.Fail = nil
+	o, _ := store.Load(ctx, "o-1")
+	cut := o.AppliedSeq + 1
+	if _, parked := o.Parked[cut]; !parked {
+		t.Fatalf("the setup did not cut the drain: appliedSeq %d, %d parked", o.AppliedSeq, len(o.Parked))
+	}
+	if _, _, err := p.Skip(ctx, "o-1", cut); err == nil || fault.CodeOf(err) != fault.Conflict {
+		t.Fatalf("skipping seq %d, which was received and is parked: %v, want a conflict", cut, err)
+	}
+	// The operator's retry of the skip resumes the drain and answers success.
+	res, view, err := p.Skip(ctx, "o-1", 1)
+	if err != nil || !res.SkippedEarlier {
+		t.Fatalf("the retried skip: %+v, %v; want success, skipped earlier", res, err)
+	}
+	if view.AppliedSeq != 69 || view.Parked != 0 || res.Draining {
+		t.Fatalf("after the retried skip: appliedSeq %d, %d parked, draining %v; want 69, 0, false", view.AppliedSeq, view.Parked, res.Draining)
+	}
+	assertOnlySkipped(t, store, "o-1", 1)
+	if page, _ := convoy.ListBlocked(ctx, store, "", 10); len(page.Orders) != 0 {
+		t.Fatalf("a drained order is listed blocked: %+v", page.Orders)
+	}
+}
+
+// TestResumeDrainsACutDrain: a drain cut with every later message parked
+// (no delivery will come) is resumed by Resume, which every reader of an
+// order that finds its next seq parked calls.
+func TestResumeDrainsACutDrain(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
+	parkedTail(t, p, 69)
+	failCommit(store, 2)
+	// Seq 1 arrives on its last delivery; the drain's second commit fails.
+	if _, err := p.Process(ctx, "o-1", []convoy.Message{create(1)}); err == nil {
+		t.Fatal("the setup's commit did not fail")
+	}
+	store.Fail = nil
+	if o, _ := store.Load(ctx, "o-1"); o.AppliedSeq < 2 {
+		t.Fatalf("the first commit did not land: appliedSeq %d", o.AppliedSeq)
+	}
+	res, err := p.Resume(ctx, "o-1")
+	if err != nil || res.AppliedSeq != 69 || res.Parked != 0 || res.Draining {
+		t.Fatalf("Resume: %+v, %v; want appliedSeq 69, none parked", res, err)
+	}
+	assertOnlySkipped(t, store, "o-1")
+	// Nothing to drain: nothing written.
+	if res, err := p.Resume(ctx, "o-1"); err != nil || res.Commits != 0 {
+		t.Fatalf("Resume of a drained order: %+v, %v", res, err)
+	}
+}
+
+// TestSkipRetriedAfterLostReply (issue 33, item 2): a skip whose commit
+// landed but whose answer was lost, retried, answers success (skipped
+// earlier), so that its dead letter is settled; nothing is skipped twice.
+func TestSkipRetriedAfterLostReply(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
+	parkedTail(t, p, 3)
+	lost := false
+	store.LoseReply = func(string) bool { was := lost; lost = true; return !was }
+	if _, _, err := p.Skip(ctx, "o-1", 1); err == nil {
+		t.Fatal("the lost reply was not reported")
+	}
+	store.LoseReply = nil
+	res, view, err := p.Skip(ctx, "o-1", 1)
+	if err != nil || !res.SkippedEarlier || view.AppliedSeq != 3 {
+		t.Fatalf("the retried skip: %+v, appliedSeq %d, %v; want success, skipped earlier, appliedSeq 3", res, view.AppliedSeq, err)
+	}
+	assertOnlySkipped(t, store, "o-1", 1)
+	// A seq that was applied is not "skipped earlier": refused.
+	if _, _, err := p.Skip(ctx, "o-1", 2); fault.CodeOf(err) != fault.Conflict {
+		t.Fatalf("skip of an applied seq: %v, want a conflict", err)
+	}
+}
+
+// TestStaleConfirmIsVerified (issue 3): a confirm that lands after another
+// instance's commit ended the block, whose clear failed, is listed by
+// CheckEntries (confirmed entries are trusted) until VerifyEntries, which
+// the AutoReplay survey uses, checks it against the head and removes it.
+func TestStaleConfirmIsVerified(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	a := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store})
+	b := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store})
+	parkedTail(t, a, 2)
+	o, _ := store.Load(ctx, "o-1")
+	since, version := o.BlockedSince, o.Version
+	// b fills the gap; its clear of the entry fails.
+	store.Fail = func(op, _ string) error {
+		if op == "index.clear" {
+			return fault.Errorf(fault.Unavailable, "storage blip")
+		}
+		return nil
+	}
+	if _, err := b.Process(ctx, "o-1", []convoy.Message{create(1)}); err != nil {
+		t.Fatal(err)
+	}
+	store.Fail = nil
+	// a's confirm of its commit lands late, after b's commit.
+	if err := store.UpdateBlocked(ctx, "o-1", since, convoy.BlockedUpdate{Figures: true, Confirmed: true, Version: version,
+		AppliedSeq: 0, Parked: 1}, "*"); err != nil {
+		t.Fatal(err)
+	}
+	entries, _, _ := store.ScanBlocked(ctx, "", 10)
+	verified, err := convoy.VerifyEntries(ctx, store, entries)
+	if err != nil || len(verified) != 0 {
+		t.Fatalf("VerifyEntries lists a healed order: %+v, %v", verified, err)
+	}
+	if page, _ := convoy.ListBlocked(ctx, store, "", 10); len(page.Orders) != 0 {
+		t.Fatalf("the stale entry outlived the verification: %+v", page.Orders)
+	}
+}
+
+// TestSkipDrainStopsBeforeTheDeadline: a skip's drain leaves its caller time
+// to answer: with a deadline too short for the whole tail it stops, says so,
+// and the skip stands.
+func TestSkipDrainStopsBeforeTheDeadline(t *testing.T) {
+	store := memstore.New()
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store})
+	parkedTail(t, p, 300)
+	slow := 0
+	store.Fail = func(op, _ string) error {
+		if op == "commit" {
+			if slow++; slow > 1 {
+				time.Sleep(100 * time.Millisecond) // each drain commit after the skip's
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	res, view, err := p.Skip(ctx, "o-1", 1)
+	if err != nil || !res.Draining || view.AppliedSeq >= 300 || view.AppliedSeq < 1 {
+		t.Fatalf("a skip with no time for its whole drain: %+v, appliedSeq %d, %v; want success, draining", res, view.AppliedSeq, err)
+	}
+	store.Fail = nil
+	if res, err := p.Resume(context.Background(), "o-1"); err != nil || res.AppliedSeq != 300 {
+		t.Fatalf("Resume after the cut skip: %+v, %v", res, err)
+	}
+	assertOnlySkipped(t, store, "o-1", 1)
+}
+
+// assertOnlySkipped checks that the order's rejections "skipped by operator"
+// are exactly seqs.
+func assertOnlySkipped(t *testing.T, store *memstore.Store, orderID string, seqs ...int64) {
+	t.Helper()
+	rs, _, err := store.Rejections(context.Background(), orderID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skipped []int64
+	for _, r := range rs {
+		if r.Reason == convoy.ReasonSkipped {
+			skipped = append(skipped, r.Seq)
+		}
+	}
+	if fmt.Sprint(skipped) != fmt.Sprint(append([]int64{}, seqs...)) {
+		t.Fatalf("seqs skipped by operator: %v, want %v", skipped, seqs)
+	}
+}

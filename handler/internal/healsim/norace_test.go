@@ -1,0 +1,5 @@
+//go:build !race
+
+package healsim
+
+const defaultSeeds = 300
