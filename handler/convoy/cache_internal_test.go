@@ -3,6 +3,7 @@ package convoy
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -54,3 +55,37 @@ func TestCachedOrderBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheBoundedInBytes (issue 33): orders whose parked windows are full
+// are large; the cache holds no more of them than CacheBytes, by their
+// sizes, and counts what it holds exactly.
+func TestCacheBoundedInBytes(t *testing.T) {
+	const limit = 8 << 20
+	p := NewProcessor(nullStore{}, ProcessorOptions{CacheBytes: limit})
+	ctx := context.Background()
+	data := []byte(`"` + strings.Repeat("x", 4<<10) + `"`)
+	for i := range 40 {
+		id := fmt.Sprintf("o-%d", i)
+		var msgs []Message
+		for seq := int64(3); seq < 3+ParkedPageSize; seq++ {
+			amount := seq
+			msgs = append(msgs, Message{Seq: seq, Tx: Transaction{OrderID: id, Op: AddTransaction, TxID: fmt.Sprint("t-", seq), Amount: &amount, Data: data}})
+		}
+		if _, err := p.Process(ctx, id, msgs); err != nil {
+			t.Fatal(err)
+		}
+		if o := p.cache.get(id); o == nil || len(o.Parked) != ParkedPageSize {
+			t.Fatalf("order %d: not cached with its window of %d", i, ParkedPageSize)
+		}
+		var held int64
+		for _, e := range p.cache.byID {
+			held += e.order.Size()
+		}
+		if held > limit || held != p.cache.bytes {
+			t.Fatalf("after %d orders of %d B: the cache holds %d B (counted %d), more than %d", i+1, cachedSize(p, id), held, p.cache.bytes, limit)
+		}
+	}
+}
+
+// cachedSize is the size of the order id as cached.
+func cachedSize(p *Processor, id string) int64 { return p.cache.get(id).Size() }

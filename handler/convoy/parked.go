@@ -53,6 +53,10 @@ func (o *Order) partial() bool { return o.ParkedCount > len(o.Parked) }
 // covers reports whether the window says whether seq is parked.
 func (o *Order) covers(seq int64) bool { return !o.partial() || seq <= o.window.end }
 
+// above reports whether seq lies above every parked seq, so is not parked:
+// a message that arrives in order behind a long tail needs no read.
+func (o *Order) above(seq int64) bool { return o.ParkedLast != 0 && seq > o.ParkedLast }
+
 // LastParked is the highest parked seq (0 if none): ParkedLast, or when that
 // is not known (a head written before it was kept), the highest the window
 // holds, a lower bound.
@@ -66,12 +70,13 @@ func (o *Order) LastParked() int64 {
 
 // ParkedUnknown returns m's seq when receiving m needs to know whether that
 // seq is parked and the order does not: it lies beyond the window (more are
-// parked than the window holds) and was not parked by c. The caller asks
+// parked than the window holds), not above the highest parked seq, and was
+// not parked by c. The caller asks
 // the store (Store.IsParked) and tells the order (LearnParked) before
 // Receive.
 func (o *Order) ParkedUnknown(m Message, c *Change) (int64, bool) {
 	switch {
-	case m.Seq <= o.AppliedSeq+1, m.Seq > o.AppliedSeq+MaxParkAhead, o.covers(m.Seq), o.window.probe.seq == m.Seq:
+	case m.Seq <= o.AppliedSeq+1, m.Seq > o.AppliedSeq+MaxParkAhead, o.covers(m.Seq), o.above(m.Seq), o.window.probe.seq == m.Seq:
 		return 0, false
 	}
 	if _, ok := c.Park[m.Seq]; ok {
@@ -92,7 +97,7 @@ func (o *Order) park(m Message, now time.Time, c *Change) bool {
 		return false
 	}
 	into := o.covers(m.Seq)
-	if !into {
+	if !into && !o.above(m.Seq) {
 		if _, ok := c.Park[m.Seq]; ok {
 			return false
 		}

@@ -149,11 +149,11 @@ func (s *Store) loadHead(ctx context.Context, orderID string) (o *convoy.Order, 
 	what := "load order " + orderID
 	o = convoy.NewOrder(orderID)
 	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge '%s' and RowKey lt '%s'", escape(orderID), headKey, headRangeEnd)
-	top := int32(1 + convoy.ParkedLoadSize + 1) // the head, the rows, and one to tell whether more follow
+	top := int32(1 + convoy.ParkedLoadSize) // the head and the rows; the head counts them all
 	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Top: &top})
 	var head props
 	var parked []convoy.Message
-	for pager.More() && len(parked) <= convoy.ParkedLoadSize {
+	for pager.More() && len(parked) < convoy.ParkedLoadSize {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
 			if tableCode(err) == aztables.TableNotFound {
@@ -180,14 +180,14 @@ func (s *Store) loadHead(ctx context.Context, orderID string) (o *convoy.Order, 
 	if head == nil {
 		return o, "", false, nil
 	}
-	more := len(parked) > convoy.ParkedLoadSize
 	parked = parked[:min(len(parked), convoy.ParkedLoadSize)]
 	if _, ok := head["Parked"]; !ok {
 		// A head written before it counted its parked rows: count them.
-		if o.ParkedCount, o.ParkedLast, err = s.countParked(ctx, orderID, parked, more); err != nil {
+		if o.ParkedCount, o.ParkedLast, err = s.countParked(ctx, orderID, parked, len(parked) == convoy.ParkedLoadSize); err != nil {
 			return nil, "", false, err
 		}
 	}
+	more := o.ParkedCount > len(parked)
 	if err := o.AddParkedPage(parked, more, nil); err != nil {
 		return nil, "", false, fault.Wrap(fault.Unavailable, err, what)
 	}
@@ -195,9 +195,10 @@ func (s *Store) loadHead(ctx context.Context, orderID string) (o *convoy.Order, 
 }
 
 // countParked counts the order's parked rows and finds the highest seq:
-// those of page when no more follow, else by a query of their keys alone.
-func (s *Store) countParked(ctx context.Context, orderID string, page []convoy.Message, more bool) (int, int64, error) {
-	if !more {
+// those of page when no more may follow (full: it may), else by a query of
+// their keys alone.
+func (s *Store) countParked(ctx context.Context, orderID string, page []convoy.Message, full bool) (int, int64, error) {
+	if !full {
 		if len(page) == 0 {
 			return 0, 0, nil
 		}

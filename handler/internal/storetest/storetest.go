@@ -551,10 +551,22 @@ func testParkedTailInPages(t *testing.T, s convoy.Store, id string) {
 	sameHistory(t, s, id, want, nil)
 }
 
+// probeCounter counts IsParked calls.
+type probeCounter struct {
+	convoy.Store
+	n int
+}
+
+func (p *probeCounter) IsParked(ctx context.Context, orderID string, seq int64) (bool, error) {
+	p.n++
+	return p.Store.IsParked(ctx, orderID, seq)
+}
+
 // testParkedDuplicateBeyondWindow (issue 33): a message whose seq is parked
 // beyond the loaded window is a duplicate (one point read), in a later call
-// or again in the same one; a new one there is parked; the count is exact
-// after each, and the whole tail drains once.
+// or again in the same one; a new one there is parked, with no read when it
+// lies above every parked seq; the count is exact after each, and the whole
+// tail drains once.
 func testParkedDuplicateBeyondWindow(t *testing.T, s convoy.Store, id string) {
 	const n = convoy.ParkedPageSize + convoy.ParkedLoadSize // parked: 3 to n+2
 	parkAll(t, convoy.NewProcessor(s, convoy.ProcessorOptions{}), id, 3, n+2)
@@ -567,16 +579,18 @@ func testParkedDuplicateBeyondWindow(t *testing.T, s convoy.Store, id string) {
 	beyond := msg(n+2, convoy.AddTransaction, fmt.Sprintf("t-%d", n+2), n+2) // parked, beyond the first page
 	fresh := msg(n+9, convoy.AddTransaction, fmt.Sprintf("t-%d", n+9), n+9)  // not parked
 	cases := []struct {
-		msgs  []convoy.Message
-		want  []convoy.Disposition
-		count int
+		msgs   []convoy.Message
+		want   []convoy.Disposition
+		count  int
+		probes int
 	}{
-		{with(beyond), []convoy.Disposition{convoy.Duplicate}, n},
-		{with(beyond, fresh, fresh, beyond), []convoy.Disposition{convoy.Duplicate, convoy.Parked, convoy.Duplicate, convoy.Duplicate}, n + 1},
-		{with(fresh), []convoy.Disposition{convoy.Duplicate}, n + 1},
+		{with(beyond), []convoy.Disposition{convoy.Duplicate}, n, 1},
+		{with(beyond, fresh, fresh, beyond), []convoy.Disposition{convoy.Duplicate, convoy.Parked, convoy.Duplicate, convoy.Duplicate}, n + 1, 2},
+		{with(fresh), []convoy.Disposition{convoy.Duplicate}, n + 1, 1},
 	}
 	for i, c := range cases {
-		p := convoy.NewProcessor(s, convoy.ProcessorOptions{}) // cold: the window is Load's
+		probes := &probeCounter{Store: s}
+		p := convoy.NewProcessor(probes, convoy.ProcessorOptions{}) // cold: the window is Load's
 		res, err := p.Process(context.Background(), id, c.msgs)
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
@@ -585,8 +599,8 @@ func testParkedDuplicateBeyondWindow(t *testing.T, s convoy.Store, id string) {
 		for _, out := range res.Outcomes {
 			got = append(got, out.Disposition)
 		}
-		if !slices.Equal(got, c.want) || res.Parked != c.count {
-			t.Fatalf("call %d: %v with %d parked, want %v with %d", i, got, res.Parked, c.want, c.count)
+		if !slices.Equal(got, c.want) || res.Parked != c.count || probes.n != c.probes {
+			t.Fatalf("call %d: %v with %d parked after %d point reads, want %v with %d after %d", i, got, res.Parked, probes.n, c.want, c.count, c.probes)
 		}
 		if o := load(t, s, id); o.ParkedCount != c.count || o.LastParked() != n+9 && i > 0 {
 			t.Fatalf("call %d: loaded %d parked, last %d; want %d, last %d", i, o.ParkedCount, o.LastParked(), c.count, n+9)
