@@ -104,6 +104,17 @@ devhost: tools $(DEVHOST_CMD) $(BINARY) ## serve the app under the local host + 
 break: $(DEVHOST_CMD) ## against a running make devhost (same PORT): one blocked order of each kind, a poison message and a transient failure, to practise replay and skip
 	@$(DEVHOST_CMD) break -app bin/devhost/$(PORT) -port $(PORT)
 
+# make soak SEEDS=20000, or DURATION=30m: the healing simulation
+# (handler/internal/healsim) over as many seeds as asked; a failing seed
+# prints the command that replays it.
+SEEDS    ?= 5000
+DURATION ?= 0
+FIRST    ?= 1
+
+.PHONY: soak
+soak: ## the healing simulation for as long as asked: make soak SEEDS=20000 (or DURATION=30m; FIRST= the first seed)
+	go test -count=1 -timeout 0 -run TestHealingSimulation ./handler/internal/healsim -v -seeds=$(SEEDS) -duration=$(DURATION) -first=$(FIRST)
+
 .PHONY: bench
 bench: tools ## the benchmark suite: BENCH lines and a table, each figure against a baseline measured in the same run
 	go test -run '^$$' -bench . -benchtime 1x -timeout 20m ./handler/internal/bench

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -357,5 +358,43 @@ func TestOrderProcessorRefusesAnAbsurdSeq(t *testing.T) {
 		if page, _ := convoy.ListBlocked(context.Background(), f.store, "", 10); len(page.Orders) != 0 {
 			t.Errorf("seq %s: blocked orders %+v", tc.seq, page.Orders)
 		}
+	}
+}
+
+// TestOrderStatusResumesACutDrain (issue 33, item 1): an order whose drain
+// was cut short with every later message parked (no delivery will come)
+// is drained by the next read of OrderStatus, which shows it drained.
+func TestOrderStatusResumesACutDrain(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
+	var tail []convoy.Message
+	for seq := int64(2); seq <= 69; seq++ {
+		n := int64(1)
+		tail = append(tail, convoy.Message{Seq: seq, Tx: convoy.Transaction{OrderID: "o-1", Op: convoy.AddTransaction, TxID: fmt.Sprintf("t-%d", seq), Amount: &n}})
+	}
+	if _, err := p.Process(ctx, "o-1", tail); err != nil {
+		t.Fatal(err)
+	}
+	commits := 0
+	f.store.Fail = func(op, _ string) error {
+		if op == "commit" {
+			if commits++; commits == 2 {
+				return fault.Errorf(fault.Unavailable, "storage blip")
+			}
+		}
+		return nil
+	}
+	create := convoy.Message{Seq: 1, Tx: convoy.Transaction{OrderID: "o-1", Op: convoy.CreateOrder, Currency: "EUR"}}
+	if _, err := p.Process(ctx, "o-1", []convoy.Message{create}); err == nil {
+		t.Fatal("the setup's second commit did not fail")
+	}
+	f.store.Fail = nil
+	if o, _ := f.store.Load(ctx, "o-1"); o.AppliedSeq < 2 || o.AppliedSeq >= 69 {
+		t.Fatalf("the setup did not cut the drain: appliedSeq %d", o.AppliedSeq)
+	}
+	code, out := f.do(t, "GET", "/api/orders/o-1", nil)
+	if code != 200 || out["appliedSeq"] != 69.0 || out["parked"] != 0.0 {
+		t.Fatalf("OrderStatus of an order whose drain was cut: %d appliedSeq %v parked %v, want 69 and 0", code, out["appliedSeq"], out["parked"])
 	}
 }
