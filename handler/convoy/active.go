@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // markActive puts o's order into the active-orders index before the commit
@@ -29,16 +30,16 @@ import (
 // something waiting and keeps it; one that read the entry before this write
 // removes nothing (the write changed its ETag). Messages that are all
 // duplicates change nothing and write nothing.
+//
+// The rule holds when the check and the commit are close in time. A call
+// that took half a window or more (a commit that hung) may have skipped the
+// write for a head that looked busy and then committed after a survey found
+// it idle and removed its entry: markAgainIfSlow writes it once more.
 func (p *Processor) markActive(ctx context.Context, o *Order, msgs []Message) error {
 	if p.active == nil || len(msgs) == 0 {
 		return nil
 	}
-	last := msgs[0]
-	for _, m := range msgs[1:] {
-		if m.Seq > last.Seq {
-			last = m
-		}
-	}
+	last := highest(msgs)
 	if last.Seq <= o.AppliedSeq {
 		return nil
 	}
@@ -46,15 +47,48 @@ func (p *Processor) markActive(ctx context.Context, o *Order, msgs []Message) er
 	if o.Version > 0 && !idle && p.marked.has(o.ID) {
 		return nil
 	}
-	at := last.EnqueuedAt
-	if at.IsZero() {
-		at = p.now()
-	}
-	if err := p.active.MarkActive(ctx, o.ID, Seen{Seq: last.Seq, At: at.UTC()}); err != nil {
+	if err := p.active.MarkActive(ctx, o.ID, p.seen(last)); err != nil {
 		return fmt.Errorf("index order %q as active: %w", o.ID, err)
 	}
 	p.marked.add(o.ID)
 	return nil
+}
+
+// markAgainIfSlow writes the order's entry after a Process call begun at
+// began that took half a window or more, whatever its outcome: best effort
+// (its commits, if any, landed; a failure is the next message's to mend).
+// A survey removes an entry only for a head still for two windows; the call
+// checked a head that had moved within one, so the removal it missed came
+// more than a window after its check (less the clocks' skew, up to half a
+// window).
+func (p *Processor) markAgainIfSlow(ctx context.Context, orderID string, msgs []Message, began time.Time) {
+	if p.active == nil || len(msgs) == 0 || p.now().Sub(began) < p.lag/2 || ctx.Err() != nil {
+		return
+	}
+	if p.active.MarkActive(ctx, orderID, p.seen(highest(msgs))) == nil {
+		p.marked.add(orderID)
+	}
+}
+
+// seen is what the entry says of m: its seq, and when it was enqueued (now
+// if unknown).
+func (p *Processor) seen(m Message) Seen {
+	at := m.EnqueuedAt
+	if at.IsZero() {
+		at = p.now()
+	}
+	return Seen{Seq: m.Seq, At: at.UTC()}
+}
+
+// highest is the message of msgs (not empty) with the highest seq.
+func highest(msgs []Message) Message {
+	last := msgs[0]
+	for _, m := range msgs[1:] {
+		if m.Seq > last.Seq {
+			last = m
+		}
+	}
+	return last
 }
 
 // markedSet is the orders whose active entry this instance wrote, at most

@@ -124,6 +124,7 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 	// the host redelivers) look every added txId up first, so that one that
 	// exists is rejected rather than conflicting again.
 	verify := p.cache.suspect(orderID)
+	began := p.now()
 	err := p.retry.Do(ctx, func(ctx context.Context) (err error) {
 		o := p.cache.get(orderID)
 		if o == nil && guess {
@@ -147,6 +148,7 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 		return err
 	})
 	p.cache.mark(orderID, verify && err != nil)
+	p.markAgainIfSlow(ctx, orderID, msgs, began)
 	return res, err
 }
 

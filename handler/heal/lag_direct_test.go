@@ -153,3 +153,41 @@ func active(t *testing.T, idx convoy.ActiveIndex) map[string]bool {
 	}
 	return out
 }
+
+// TestLagSurveyDuringASlowCommit: an order fed directly, busy (its head
+// moved four minutes ago: the processor does not write its entry), gets a
+// message whose commit hangs for seven minutes; meanwhile a survey finds the
+// head still for eleven minutes and removes the entry. The call, slow, writes
+// the entry again once its commit landed.
+func TestLagSurveyDuringASlowCommit(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	ledgers := memstore.NewLedgers()
+	ledgers.Now = f.clock.now
+	const window = 5 * time.Minute
+	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store, Now: f.clock.now, LagWindow: window, Active: ledgers})
+	h := f.healer(heal.Options{Active: ledgers, LagWindow: window, Disabled: true})
+	create := convoy.Message{Seq: 1, MessageID: "d-slow:1", Tx: convoy.Transaction{OrderID: "d-slow", Op: convoy.CreateOrder, Currency: "EUR"}}
+	if _, err := p.Process(ctx, "d-slow", []convoy.Message{create}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.add(4 * time.Minute)
+	amount := int64(2)
+	add := convoy.Message{Seq: 2, MessageID: "d-slow:2", Tx: convoy.Transaction{OrderID: "d-slow", Op: convoy.AddTransaction, TxID: "t2", Amount: &amount}}
+	removed := false
+	f.store.Fail = func(op, orderID string) error {
+		if op == "commit" && orderID == "d-slow" && f.store.Fail != nil {
+			f.store.Fail = nil
+			f.clock.add(7 * time.Minute)
+			h.RunOnce(ctx)
+			removed = !active(t, ledgers)["d-slow"]
+		}
+		return nil
+	}
+	if _, err := p.Process(ctx, "d-slow", []convoy.Message{add}); err != nil || !removed {
+		t.Fatalf("seq 2: %v (entry removed during its commit: %v, want true)", err, removed)
+	}
+	if !active(t, ledgers)["d-slow"] {
+		t.Fatalf("the entry a survey removed during a commit that hung for seven minutes was not written again")
+	}
+}
