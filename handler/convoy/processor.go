@@ -531,7 +531,7 @@ type orderCache struct {
 	bytes    int64 // the cached orders' sizes, as put
 	byID     map[string]*cacheEntry
 	clock    uint64
-	suspects map[string]bool // at most size of them
+	suspects map[string]bool // at most max(size, minSuspects) of them
 }
 
 // suspect reports whether the order's last call ended in a conflict.
@@ -552,14 +552,21 @@ func (c *orderCache) mark(id string, suspect bool) {
 	if c.suspects == nil {
 		c.suspects = map[string]bool{}
 	}
-	if len(c.suspects) >= c.size {
-		for other := range c.suspects { // any one: a suspect forgotten only costs a conflict more
+	if len(c.suspects) >= max(c.size, minSuspects) {
+		for other := range c.suspects { // any one: a suspect forgotten costs a conflict more
 			delete(c.suspects, other)
 			break
 		}
 	}
 	c.suspects[id] = true
 }
+
+// minSuspects is how many suspects an instance keeps at least, whatever
+// its cache size: a suspect forgotten makes its next call conflict again,
+// and with more suspects than are kept, calls of one attempt each
+// (RetryPolicy.MaxAttempts 1) forget each other's in turn for ever (the
+// healing simulation found it with a cache of one and two orders).
+const minSuspects = 10_000
 
 type cacheEntry struct {
 	order *Order

@@ -563,6 +563,11 @@ func (w *world) quiesce() {
 		w.st.rounds++
 		if round == 40 {
 			w.violate("no quiescence after %d rounds: %d queued, %d dead letters", round, len(w.queue), len(w.dlq.msgs))
+			for _, id := range w.orders {
+				o := w.peek(id)
+				txs, _, _ := w.mem.Transactions(ctx, id, 0, 1000)
+				w.violate("order %s: status %s, appliedSeq %d, %d parked, txCount %d, stored transactions %v", id, o.Status, o.AppliedSeq, o.ParkedCount, o.TxCount, txs)
+			}
 			return
 		}
 		w.now = w.now.Add(time.Hour) // backoffs over, every lock expired
