@@ -36,6 +36,9 @@ type Published struct {
 
 // Allocations reads what publishing allocated to an order: a bounded number
 // of reads, whatever the order's history (tablestore.Ledgers: one query).
+// For an order nothing was published to (fed by a producer of the user's
+// own), what the processor noted in its active entry stands in
+// (Published.WithSeen): one read more.
 type Allocations interface {
 	Published(ctx context.Context, orderID string, seq int64) (Published, error)
 }
@@ -193,6 +196,10 @@ func OrderLag(o *Order, p Published, now time.Time, window time.Duration) Lag {
 	if parked > 0 {
 		last = max(last, o.AppliedSeq+1+int64(parked))
 	}
+	dead := p.DeadLetteredSeq != 0 && p.DeadLetteredSeq == o.AppliedSeq+1
+	if dead { // sent, so waiting (an order nothing was published to has no counter to say so)
+		last = max(last, p.DeadLetteredSeq)
+	}
 	l := Lag{Backlog: max(last-o.AppliedSeq, 0), Window: int64(window / time.Second)}
 	var head time.Time
 	if l.Backlog > 0 && !p.SeqAllocatedAt.IsZero() {
@@ -202,6 +209,6 @@ func OrderLag(o *Order, p Published, now time.Time, window time.Duration) Lag {
 		l.HeadAgeSeconds = &age
 	}
 	l.Status = JudgeLag(LagInput{Backlog: l.Backlog, HeadSince: head, AppliedAt: o.Progress(), Parked: parked,
-		DeadLettered: p.DeadLetteredSeq != 0 && p.DeadLetteredSeq == o.AppliedSeq+1, Now: now, Window: window})
+		DeadLettered: dead, Now: now, Window: window})
 	return l
 }

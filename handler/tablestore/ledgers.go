@@ -272,7 +272,9 @@ func (s *Ledgers) Published(ctx context.Context, orderID string, seq int64) (con
 		if err != nil {
 			return convoy.Published{}, classify(err, "read the seqs published to order "+orderID)
 		}
-	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+	case aztables.ResourceNotFound, aztables.EntityNotFound:
+		return s.publishedAsSeen(ctx, orderID, seq)
+	case aztables.TableNotFound:
 		return convoy.Published{}, nil
 	default:
 		return convoy.Published{}, classify(err, "read the seqs published to order "+orderID)
@@ -302,6 +304,29 @@ func (s *Ledgers) Published(ctx context.Context, orderID string, seq int64) (con
 	legacy, err := s.publishedLegacy(ctx, orderID, seq) // allocated before seq rows were kept
 	legacy.LastSeq, legacy.DeadLetteredSeq = out.LastSeq, out.DeadLetteredSeq
 	return legacy, err
+}
+
+// publishedAsSeen is Published for an order nothing was published to (fed
+// by a producer of the user's own): what the processor noted in its active
+// entry (convoy.Published.WithSeen), one point read; none without an entry.
+func (s *Ledgers) publishedAsSeen(ctx context.Context, orderID string, seq int64) (convoy.Published, error) {
+	resp, err := s.table.GetEntity(ctx, activePartition, orderID, nil)
+	switch tableCode(err) {
+	case "":
+		if err != nil {
+			return convoy.Published{}, classify(err, "read the active entry of order "+orderID)
+		}
+	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+		return convoy.Published{}, nil
+	default:
+		return convoy.Published{}, classify(err, "read the active entry of order "+orderID)
+	}
+	_, p, err := decodeProps(resp.Value)
+	if err != nil {
+		return convoy.Published{}, fault.Wrap(fault.Internal, err, "decode the active entry of order "+orderID)
+	}
+	e := convoy.ActiveOrder{SeenSeq: p.int("SeenSeq"), SeenAt: p.time("SeenAt"), DeadLetteredSeq: p.int("DeadLetteredSeq")}
+	return convoy.Published{}.WithSeen(e, seq), nil
 }
 
 // seqAllocatedAt finds seq's allocation among the seq rows: one query,

@@ -230,6 +230,9 @@ func (s *Ledgers) Published(_ context.Context, orderID string, seq int64) (convo
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.next[orderID]; !ok { // nothing published to it: what the processor noted
+		return convoy.Published{}.WithSeen(s.active[orderID], seq), nil
+	}
 	out := convoy.Published{LastSeq: s.next[orderID], DeadLetteredSeq: s.dead[orderID]}
 	for _, a := range s.allocs[orderID] {
 		if a.first <= seq && seq < a.first+int64(a.count) {
