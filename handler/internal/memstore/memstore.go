@@ -28,7 +28,8 @@ type Store struct {
 	healthTag int64
 	replay    map[string]replayState // automatic replay states, by order
 	tags      int64
-	// Fail, if set, is called before every operation ("load", "commit", "index"); a
+	// Fail, if set, is called before every operation ("load", "commit",
+	// "parked" for Parked and IsParked, "tx", "history", "index…"); a
 	// non-nil error is returned instead of doing it (fault injection).
 	Fail func(op, orderID string) error
 	// LoseReply, if set, is called after every successful commit; true makes
@@ -274,8 +275,12 @@ func (p *parkedSet) apply(c *convoy.Change) {
 	for seq := range c.Unpark {
 		delete(p.msgs, seq)
 	}
-	if len(c.Unpark) > 0 {
-		p.seqs = slices.DeleteFunc(p.seqs, func(seq int64) bool { return c.Unpark[seq] })
+	if n := len(c.Unpark); n > 0 {
+		if n <= len(p.seqs) && !slices.ContainsFunc(p.seqs[:n], func(seq int64) bool { return !c.Unpark[seq] }) {
+			p.seqs = p.seqs[n:] // the lowest n, as a drain consumes them: no copy of the tail
+		} else {
+			p.seqs = slices.DeleteFunc(p.seqs, func(seq int64) bool { return c.Unpark[seq] })
+		}
 	}
 	for _, seq := range slices.Sorted(maps.Keys(c.Park)) {
 		p.msgs[seq] = c.Park[seq]
