@@ -287,7 +287,7 @@ func (o *Order) Skip(seq int64, now time.Time, c *Change) error {
 	if _, parked := o.Parked[seq]; parked {
 		return fmt.Errorf("seq %d of order %q was received and is parked, not missing: it drains instead", seq, o.ID)
 	}
-	if seq != o.AppliedSeq+1 || len(o.Parked) == 0 {
+	if seq != o.AppliedSeq+1 || o.ParkedCount == 0 {
 		return fmt.Errorf("seq %d is not the missing seq of order %q", seq, o.ID)
 	}
 	o.reject(Message{Seq: seq}, "", ReasonSkipped, now, c)
