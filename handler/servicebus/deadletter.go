@@ -43,7 +43,7 @@ type DeadLetters struct {
 	control *azservicebus.Receiver
 
 	mu        sync.Mutex
-	receiving *azservicebus.Receiver // nil until a Receive, and again after an Abandon
+	receiving *azservicebus.Receiver // nil until a Receive, and again after EndReceive or an Abandon
 	opened    bool                   // a Peek or Receive succeeded: the connection and links are up
 }
 
@@ -88,7 +88,9 @@ func (d *DeadLetters) endReceiving(ctx context.Context) error {
 	}
 	r := d.receiving
 	d.receiving = nil
-	ctx, cancel := bounded(ctx)
+	// Closed also when the run's own deadline has passed: a link left open
+	// with credit would take back what the run then gives back.
+	ctx, cancel := bounded(context.WithoutCancel(ctx))
 	defer cancel()
 	return r.Close(ctx)
 }
