@@ -864,7 +864,7 @@ func (s sender) SendBatch(_ context.Context, b convoy.Batch) error {
 type settler struct{ w *world }
 
 func (s settler) SettleSkipped(ctx context.Context, orderID string, seq int64) (replay.Report, error) {
-	return replay.Order(ctx, s.w.dlq.reader(), sender{s.w}, orderID, replay.Options{Orders: s.w.store, Select: func(d replay.DeadLetter) bool {
+	return replay.Order(ctx, s.w.dlq.reader(), sender(s), orderID, replay.Options{Orders: s.w.store, Select: func(d replay.DeadLetter) bool {
 		n, ok := convoy.IntProperty(d.Properties[convoy.PropSeq])
 		return ok && n == seq
 	}})
