@@ -92,9 +92,11 @@ func (r *invocations) list() []string {
 var publishedLine = regexp.MustCompile(`(?m) i(\d+) → AI Function\.LedgerIngest\.User \[Information\]: ledger published ledgerId=(\S+) stream=(\S+)`)
 
 // streamScenario runs the scenario and returns what went wrong (nothing when
-// the product keeps its promise). sessions=false is the mutation: the same
-// app with LedgerIngest on a queue without sessions.
-func streamScenario(t *testing.T, sessions bool) []string {
+// the product keeps its promise), and whether the schedule spread the
+// streams over the three instances and moved one (with sessions; the
+// scenario stops there when it did not). sessions=false is the mutation:
+// the same app with LedgerIngest on a queue without sessions.
+func streamScenario(t *testing.T, sessions bool) (problems []string, spread bool) {
 	ctx := timeout(t, 3*time.Minute)
 	app := stage(t, hostJSON(map[string]any{"maxConcurrentSessions": 2, "sessionIdleTimeout": "00:00:00.2"}, func(name string, doc map[string]any) {
 		if name == "LedgerIngest" && !sessions {
@@ -146,7 +148,6 @@ func streamScenario(t *testing.T, sessions bool) []string {
 	}
 	e.waitIdle(ctx)
 
-	var problems []string
 	bad := func(format string, args ...any) {
 		p := fmt.Sprintf(format, args...)
 		if len(p) > 400 {
@@ -216,7 +217,8 @@ func streamScenario(t *testing.T, sessions bool) []string {
 		moved = moved || len(ins) > 1
 	}
 	if sessions && (len(all) < 3 || !moved) {
-		t.Fatalf("ledgers were de-batched on instances %v per stream: the scenario does not spread streams over 3 instances", byStream)
+		t.Logf("ledgers were de-batched on instances %v per stream: this schedule did not spread the streams over 3 instances", byStream)
+		return problems, false
 	}
 	t.Logf("sessions %v: instances per stream %v; %d LedgerIngest calls; %d invocations, %d failed", sessions, byStream, len(calls),
 		e.host.Invocations(), e.host.Failures())
@@ -242,7 +244,7 @@ func streamScenario(t *testing.T, sessions bool) []string {
 			}
 		}
 	}
-	return problems
+	return problems, true
 }
 
 func filter(calls []string, index map[string]int) []int {
@@ -260,10 +262,22 @@ func filter(calls []string, index map[string]int) []int {
 // another fails until it is dead-lettered. Each stream's ledgers begin one
 // after the other in send order, whatever instance takes them, and every
 // order equals the fold of its stream's ledgers in send order.
+//
+// Which instance takes a session is the scheduler's (and, on a loaded
+// machine, the clock's) choice: a run whose schedule kept every stream on
+// one or two instances proves less, so it is run again, up to three times.
 func TestLedgerStreamsInOrderAcrossInstances(t *testing.T) {
-	if problems := streamScenario(t, true); len(problems) > 0 {
-		t.Fatalf("%d problem(s):\n%s", len(problems), strings.Join(problems, "\n"))
+	const attempts = 3
+	for range attempts {
+		problems, spread := streamScenario(t, true)
+		if len(problems) > 0 {
+			t.Fatalf("%d problem(s):\n%s", len(problems), strings.Join(problems, "\n"))
+		}
+		if spread {
+			return
+		}
 	}
+	t.Fatalf("in %d runs the schedule never spread the streams over 3 instances", attempts)
 }
 
 // TestLedgerStreamsNeedSessions is the scenario's mutation check: with
@@ -271,7 +285,7 @@ func TestLedgerStreamsInOrderAcrossInstances(t *testing.T) {
 // take a stream's ledgers concurrently and a later one overtakes the one
 // that fails: the checks above must see it.
 func TestLedgerStreamsNeedSessions(t *testing.T) {
-	problems := streamScenario(t, false)
+	problems, _ := streamScenario(t, false)
 	if len(problems) == 0 {
 		t.Fatal("without sessions the scenario found nothing wrong: it cannot tell ordered streams from unordered ones")
 	}
