@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -678,7 +679,7 @@ func (w *world) checkFinal() {
 			msgs = append(msgs, convoy.Message{Seq: m.Seq, Last: m.Last, Tx: tx})
 		}
 		if why := convoytest.Compare(v, convoytest.FoldSkipping(msgs, skipped)); why != "" {
-			w.violate("order %s differs from the fold of its messages (skipped %v): %s", id, slices.Sorted(mapKeys(skipped)), why)
+			w.violate("order %s differs from the fold of its messages (skipped %v): %s", id, slices.Sorted(maps.Keys(skipped)), why)
 		}
 		if _, cut := o.NextParked(); cut || !o.BlockedSince.IsZero() || o.ParkedCount != 0 {
 			w.violate("order %s: head and parked rows disagree: appliedSeq %d, %d parked, blocked since %v", id, o.AppliedSeq, o.ParkedCount, o.BlockedSince)
@@ -686,16 +687,6 @@ func (w *world) checkFinal() {
 	}
 	if len(w.dlq.msgs) > 0 {
 		w.violate("%d dead letter(s) left", len(w.dlq.msgs))
-	}
-}
-
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
 
@@ -777,7 +768,7 @@ func (q *deadLetters) reader() *dlReader {
 	return &dlReader{q: q, id: q.receiver}
 }
 
-func (q *deadLetters) sorted() []int64 { return slices.Sorted(mapKeys(q.msgs)) }
+func (q *deadLetters) sorted() []int64 { return slices.Sorted(maps.Keys(q.msgs)) }
 
 type dlReader struct {
 	q  *deadLetters
