@@ -2,7 +2,6 @@ package heal_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
@@ -17,28 +16,9 @@ func TestRunResumesACutDrain(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
 	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
-	var tail []convoy.Message
-	for seq := int64(2); seq <= 69; seq++ {
-		n := int64(1)
-		tail = append(tail, convoy.Message{Seq: seq, Tx: convoy.Transaction{OrderID: "o-1", Op: convoy.AddTransaction, TxID: fmt.Sprintf("t-%d", seq), Amount: &n}})
-	}
-	if _, err := p.Process(ctx, "o-1", tail); err != nil {
+	if err := f.store.CutDrain(ctx, p, "o-1", 69); err != nil {
 		t.Fatal(err)
 	}
-	commits := 0
-	f.store.Fail = func(op, _ string) error {
-		if op == "commit" {
-			if commits++; commits == 2 {
-				return fault.Errorf(fault.Unavailable, "storage blip")
-			}
-		}
-		return nil
-	}
-	create := convoy.Message{Seq: 1, Tx: convoy.Transaction{OrderID: "o-1", Op: convoy.CreateOrder, Currency: "EUR"}}
-	if _, err := p.Process(ctx, "o-1", []convoy.Message{create}); err == nil {
-		t.Fatal("the setup's second commit did not fail")
-	}
-	f.store.Fail = nil
 	if page, _ := convoy.ListBlocked(ctx, f.store, "", 10); len(page.Orders) != 1 {
 		t.Fatalf("the cut drain's order is not listed blocked: %+v", page.Orders)
 	}
