@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -64,10 +65,9 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 	}
 	// A streaming decode: only one transaction's raw JSON exists at a time
 	// besides the document itself, which the caller holds anyway.
-	notObject := fault.Errorf(fault.Invalid, "the ledger is not a JSON object")
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, notObject
+		return nil, notObject(doc)
 	}
 	l := &Ledger{}
 	var ledgerFaults []string
@@ -78,7 +78,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return nil, notObject
+			return nil, notObject(doc)
 		}
 		key, _ := t.(string)
 		if seen[key] {
@@ -89,7 +89,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 		case "ledgerId":
 			var raw json.RawMessage
 			if dec.Decode(&raw) != nil {
-				return nil, notObject
+				return nil, notObject(doc)
 			}
 			if json.Unmarshal(raw, &l.ID) != nil {
 				ledgerFaults = append(ledgerFaults, "ledgerId must be a string")
@@ -99,7 +99,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 		case "stream":
 			var raw json.RawMessage
 			if dec.Decode(&raw) != nil {
-				return nil, notObject
+				return nil, notObject(doc)
 			}
 			if json.Unmarshal(raw, &l.Stream) != nil {
 				ledgerFaults = append(ledgerFaults, "stream must be a string")
@@ -109,12 +109,12 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 		case "transactions":
 			t, err := dec.Token()
 			if err != nil {
-				return nil, notObject
+				return nil, notObject(doc)
 			}
 			if t != json.Delim('[') {
 				ledgerFaults = append(ledgerFaults, "transactions must be an array")
 				if skipValue(dec, t) != nil {
-					return nil, notObject
+					return nil, notObject(doc)
 				}
 				continue
 			}
@@ -125,7 +125,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 				}
 				var item json.RawMessage
 				if dec.Decode(&item) != nil {
-					return nil, notObject
+					return nil, notObject(doc)
 				}
 				e, ps := parseEntry(i, item)
 				if len(ps) > 0 {
@@ -136,7 +136,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 				problems = append(problems, ps...)
 			}
 			if _, err := dec.Token(); err != nil { // ]
-				return nil, notObject
+				return nil, notObject(doc)
 			}
 			if len(l.Entries) == 0 {
 				ledgerFaults = append(ledgerFaults, "transactions is empty")
@@ -145,15 +145,15 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 			ledgerFaults = append(ledgerFaults, "unknown field "+convoy.Quote(key))
 			var skip json.RawMessage
 			if dec.Decode(&skip) != nil {
-				return nil, notObject
+				return nil, notObject(doc)
 			}
 		}
 	}
 	if _, err := dec.Token(); err != nil { // }
-		return nil, notObject
+		return nil, notObject(doc)
 	}
 	if _, err := dec.Token(); err != io.EOF { // nothing may follow the object
-		return nil, notObject
+		return nil, notObject(doc)
 	}
 	if !seen["ledgerId"] {
 		ledgerFaults = append(ledgerFaults, "ledgerId must be a string")
@@ -441,6 +441,34 @@ func (l *Ledger) Orders() []string {
 	return ids
 }
 
+// notObject says why doc, which the streaming decode gave up on, is not a
+// ledger: where its JSON breaks (the byte, line and column encoding/json's
+// SyntaxError.Offset points at), or that it is valid JSON but no object.
+// It decodes doc once more, on this failure path only, because the
+// streaming decoder's offsets are relative to the value it was reading.
+func notObject(doc []byte) error {
+	var whole json.RawMessage
+	var syntax *json.SyntaxError
+	if !errors.As(json.Unmarshal(doc, &whole), &syntax) {
+		return fault.Errorf(fault.Invalid, "the ledger is not a JSON object")
+	}
+	if len(bytes.TrimSpace(doc)) == 0 {
+		return fault.Errorf(fault.Invalid, "the ledger is empty")
+	}
+	at := syntax.Offset // unexpected end: the end itself
+	if at > 0 && at <= int64(len(doc)) && strings.HasPrefix(syntax.Error(), "invalid character") {
+		at-- // the offending character was the last byte read
+	}
+	line, column := position(doc[:at])
+	return fault.Errorf(fault.Invalid, "the ledger is not valid JSON: %v at line %d, column %d (byte offset %d)", syntax, line, column, at)
+}
+
+// position returns the 1-based line and column (in bytes) just after before.
+func position(before []byte) (line, column int) {
+	line = 1 + bytes.Count(before, []byte("\n"))
+	return line, len(before) - bytes.LastIndexByte(before, '\n')
+}
+
 func contentHash(doc []byte) string {
 	sum := sha256.Sum256(doc)
 	return hex.EncodeToString(sum[:])
@@ -454,9 +482,8 @@ func WithStream(doc []byte, stream string) ([]byte, error) {
 		return nil, fault.Errorf(fault.Invalid, "stream %s %s", convoy.Quote(stream), why)
 	}
 	dec := json.NewDecoder(bytes.NewReader(doc))
-	notObject := fault.Errorf(fault.Invalid, "the ledger is not a JSON object")
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, notObject
+		return nil, notObject(doc)
 	}
 	value, _ := json.Marshal(stream)
 	var out bytes.Buffer
@@ -466,11 +493,11 @@ func WithStream(doc []byte, stream string) ([]byte, error) {
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return nil, notObject
+			return nil, notObject(doc)
 		}
 		var raw json.RawMessage
 		if dec.Decode(&raw) != nil {
-			return nil, notObject
+			return nil, notObject(doc)
 		}
 		if key, _ := t.(string); key == "stream" {
 			continue
@@ -482,7 +509,7 @@ func WithStream(doc []byte, stream string) ([]byte, error) {
 		out.Write(raw)
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, notObject
+		return nil, notObject(doc)
 	}
 	out.WriteByte('}')
 	return out.Bytes(), nil

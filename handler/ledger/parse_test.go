@@ -203,3 +203,30 @@ func TestProblemsQuoteInputCutShort(t *testing.T) {
 		t.Errorf("message of %d bytes", len(fault.MessageOf(err)))
 	}
 }
+
+// TestSyntaxErrorsSayWhere: a ledger that is not valid JSON is answered with
+// what encoding/json found and where (line, column and byte offset counted
+// by hand here), a valid document that is no object keeps the short answer.
+func TestSyntaxErrorsSayWhere(t *testing.T) {
+	cases := []struct{ doc, want string }{
+		{"{\n  \"ledgerId\": \"L-1\",\n  \"transactions\": [ {\"orderId\": \"o-1\",} ]\n}",
+			`the ledger is not valid JSON: invalid character '}' looking for beginning of object key string at line 3, column 39 (byte offset 61)`},
+		{`{"ledgerId" "L-1"}`, `the ledger is not valid JSON: invalid character '"' after object key at line 1, column 13 (byte offset 12)`},
+		{`{"ledgerId": "L-1"`, `the ledger is not valid JSON: unexpected end of JSON input at line 1, column 19 (byte offset 18)`},
+		{"{\"ledgerId\": \"L-1\", \"transactions\": []}\nx", `the ledger is not valid JSON: invalid character 'x' after top-level value at line 2, column 1 (byte offset 40)`},
+		{" \n ", `the ledger is empty`},
+		{`[{"ledgerId": "L-1"}]`, `the ledger is not a JSON object`},
+	}
+	for _, c := range cases {
+		_, err := ledger.Parse([]byte(c.doc), ledger.Limits{})
+		if fault.CodeOf(err) != fault.Invalid || err.Error() != c.want {
+			t.Errorf("Parse(%q):\n got %v\nwant %s", c.doc, err, c.want)
+		}
+		if strings.HasSuffix(c.doc, "x") {
+			continue // WithStream leaves what follows the object to the Parse of its result
+		}
+		if _, err := ledger.WithStream([]byte(c.doc), "s"); err == nil || err.Error() != c.want {
+			t.Errorf("WithStream(%q):\n got %v\nwant %s", c.doc, err, c.want)
+		}
+	}
+}
