@@ -455,8 +455,8 @@ func notObject(doc []byte) error {
 	if len(bytes.TrimSpace(doc)) == 0 {
 		return fault.Errorf(fault.Invalid, "the ledger is empty")
 	}
-	at := syntax.Offset // unexpected end: the end itself
-	if at > 0 && at <= int64(len(doc)) && strings.HasPrefix(syntax.Error(), "invalid character") {
+	at := min(max(syntax.Offset, 0), int64(len(doc))) // unexpected end: the end itself
+	if at > 0 && strings.HasPrefix(syntax.Error(), "invalid character") {
 		at-- // the offending character was the last byte read
 	}
 	line, column := position(doc[:at])
