@@ -187,12 +187,17 @@ migrate-ledgers: ## delete the drained sessionless ledgers queue of an earlier v
 	[ -n "$$sb" ] || sb="$$($(call last_output,SERVICEBUS_NAMESPACE))"; \
 	[ -n "$$rg" ] && [ -n "$$sb" ] || { echo "no deployment $(ENV): pass RG=<resource group> SB=<namespace>"; exit 1; }; \
 	ns="$$(echo "$$sb" | cut -d. -f1)"; \
+	errs="$$(mktemp)"; trap 'rm -f "$$errs"' EXIT; \
 	out="$$(az servicebus queue show -g "$$rg" --namespace-name "$$ns" -n ledgers \
-	  --query "[requiresSession, countDetails.activeMessageCount, countDetails.deadLetterMessageCount, countDetails.scheduledMessageCount]" -o tsv 2>&1)" || { \
-	  case "$$out" in *ResourceNotFound*|*"was not found"*|*NotFound*) echo "no ledgers queue in $$ns ($$rg): nothing to migrate"; exit 0;; esac; \
-	  echo "could not read the ledgers queue of $$ns in $$rg:"; echo "$$out"; exit 1; }; \
+	  --query "[requiresSession, countDetails.activeMessageCount, countDetails.deadLetterMessageCount, countDetails.scheduledMessageCount]" -o tsv 2>"$$errs")" || { \
+	  case "$$(cat "$$errs")" in *ResourceNotFound*|*"was not found"*|*NotFound*) echo "no ledgers queue in $$ns ($$rg): nothing to migrate"; exit 0;; esac; \
+	  echo "could not read the ledgers queue of $$ns in $$rg:"; cat "$$errs"; exit 1; }; \
 	set -- $$out; \
-	[ "$$1" = "false" ] || { echo "ledgers is already session-enabled: nothing to migrate"; exit 0; }; \
+	case "$$#:$$1" in \
+	  4:true) echo "ledgers is already session-enabled: nothing to migrate"; exit 0;; \
+	  4:false) ;; \
+	  *) echo "unexpected answer from az servicebus queue show (want requiresSession and three counts):"; echo "$$out"; cat "$$errs"; exit 1;; \
+	esac; \
 	if [ "$$2$$3$$4" != "000" ] && [ "$(FORCE)" != "yes" ]; then \
 	  echo "ledgers still holds $$2 active, $$3 dead-lettered and $$4 scheduled message(s): they would be lost."; \
 	  echo "Wait for the app to drain it; re-send dead-lettered ledgers after the upgrade (same ledgerId: idempotent)."; \
