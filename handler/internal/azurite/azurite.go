@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -72,7 +73,8 @@ func Binary() (string, error) {
 	}
 }
 
-// Start launches Azurite and waits until it answers. A port it picked itself
+// Start launches Azurite and waits until it says it is listening on the port
+// and answers there. A port it picked itself
 // may be taken by another process before Azurite binds it: it then tries
 // another, a few times.
 func Start(opts Options) (*Server, error) {
@@ -120,11 +122,18 @@ func start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	go func() { _ = s.cmd.Wait(); close(s.exited) }()
+	// Ready is what this process says, not whoever answers on the port:
+	// another Azurite that bound the port between the check in Start and
+	// this one's bind would answer HTTP while this one exits with
+	// EADDRINUSE, and the caller would use (and later lose) its storage.
+	started := fmt.Sprintf("successfully started on 127.0.0.1:%d", opts.Port)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if resp, err := http.Get(s.Endpoint()); err == nil {
-			resp.Body.Close()
-			return s, nil
+		if strings.Contains(s.output.String(), started) {
+			if resp, err := http.Get(s.Endpoint()); err == nil {
+				resp.Body.Close()
+				return s, nil
+			}
 		}
 		select {
 		case <-s.exited:
