@@ -7,8 +7,9 @@ package main
 // background until the end; every other line runs with bash in the clone.
 // The test only substitutes the ports the emulation actually took for the
 // ones the README shows (another run may hold 7071 or 5672; PORT= goes to
-// every make line when the Makefile takes it), Azurite's connection string
-// for UseDevelopmentStorage=true when Azurite is not on 10002, and for a
+// every make line when the Makefile takes it), exports the connection
+// strings the banner prints to copy where the README exports them (as the
+// README tells the reader to: they carry the ports the run took), and for a
 // README placeholder such as practice-poison-<time> what the latest command
 // printed after that prefix, as a reader copies it. At the end it waits
 // until every order the heal commands name has no gap, nothing parked and
@@ -140,7 +141,7 @@ func TestDocsWalkthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	w := &walker{t: t, ctx: ctx, dir: clone, env: freshEnv(), subst: map[string]string{}}
+	w := &walker{t: t, ctx: ctx, dir: clone, env: freshEnv(), subst: map[string]string{}, copied: map[string]string{}}
 	defer w.stop()
 	broke := false
 	for _, s := range steps {
@@ -221,6 +222,7 @@ type walker struct {
 	dir     string
 	env     []string
 	subst   map[string]string // the README's address → the one the emulation took
+	copied  map[string]string // the exports make devhost's banner prints to copy, by name
 	host    string            // http://127.0.0.1:port of the emulated host
 	devhost *exec.Cmd
 	logs    *syncBuffer
@@ -267,6 +269,12 @@ func (w *walker) run(stepName, line string) {
 		words := shellWords(w.substitute(value))
 		if len(words) != 1 {
 			w.t.Fatalf("%s: %q: export of one value expected", stepName, line)
+		}
+		if banner, ok := w.copied[name]; ok {
+			words[0] = banner // the reader pastes the banner's line
+			w.t.Logf("%s: export %s as the banner printed it: %s", stepName, name, banner)
+		} else if name == "ServiceBusConnection" || name == "StateStorage" {
+			w.fatalf("%s: the README exports %s, but make devhost's banner prints no export of it to copy", stepName, name)
 		}
 		w.env = append(w.env, name+"="+words[0])
 	} else {
@@ -322,8 +330,6 @@ func (w *walker) startDevhost(line string) {
 	w.devhost = cmd
 	hostRE := regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
 	sbRE := regexp.MustCompile(`Endpoint=sb://(127\.0\.0\.1:\d+)[^'"\s]*`)
-	storageRE := regexp.MustCompile(`StateStorage='([^']+)'`)
-	storage := ""
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -340,15 +346,10 @@ func (w *walker) startDevhost(line string) {
 			if m := sbRE.FindStringSubmatch(l); m != nil {
 				w.subst["127.0.0.1:5672"] = m[1]
 			}
-			if m := storageRE.FindStringSubmatch(l); m != nil {
-				storage = m[1]
+			if m := bannerExport.FindStringSubmatch(l); m != nil {
+				w.copied[m[1]] = m[2]
 			}
-			if w.host != "" && w.subst["127.0.0.1:5672"] != "" && storage != "" {
-				if !strings.Contains(storage, "127.0.0.1:10002/") {
-					// Azurite is not on its usual port: UseDevelopmentStorage=true
-					// would miss it; the banner's connection string does not.
-					w.subst["UseDevelopmentStorage=true"] = "'" + storage + "'"
-				}
+			if w.host != "" && w.subst["127.0.0.1:5672"] != "" && w.copied["StateStorage"] != "" && w.copied["ServiceBusConnection"] != "" {
 				w.subst["http://127.0.0.1:7071"] = w.host
 				done = true
 				close(ready)
@@ -362,7 +363,69 @@ func (w *walker) startDevhost(line string) {
 	case <-time.After(90 * time.Second):
 		w.fatalf("make devhost printed no banner in 90 s")
 	}
+	w.alongside(line)
 }
+
+// alongside runs a second make devhost from the clone on another port while
+// the first runs, as a reader with a second project open does, and stops it
+// again: each must have storage of its own (two started within seconds once
+// shared one Azurite: both banners named it, and the summary of one showed
+// the other's figures), and the first must still answer after the second
+// stopped. The race itself is azurite's TestReadyOnlyWhenItsOwnProcessListens.
+func (w *walker) alongside(line string) {
+	w.t.Helper()
+	cmd := exec.Command("bash", "-c", strings.Replace(line, "make devhost", fmt.Sprintf("make devhost PORT=%d", freeTCPPort(w.t)), 1))
+	cmd.Dir, cmd.Env = w.dir, w.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	storage := make(chan string, 1)
+	exited := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := bannerExport.FindStringSubmatch(sc.Text()); m != nil && m[1] == "StateStorage" {
+				storage <- m[2]
+			}
+		}
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	defer func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			w.t.Errorf("the second make devhost did not stop within 15 s of SIGTERM; killed")
+		}
+		var summary map[string]any
+		if code := w.get("/api/summary", &summary); code != http.StatusOK {
+			w.fatalf("the first make devhost's summary answered %d after the second stopped: %v", code, summary)
+		}
+	}()
+	select {
+	case second := <-storage:
+		if second == w.copied["StateStorage"] {
+			w.fatalf("two make devhost share one Azurite: both banners say StateStorage='%s'", second)
+		}
+		w.t.Logf("a second make devhost alongside has storage of its own: %s", second)
+	case <-exited:
+		w.fatalf("the second make devhost exited before its banner: %s", stderr.String())
+	case <-time.After(90 * time.Second):
+		w.fatalf("the second make devhost printed no StateStorage to copy in 90 s")
+	}
+}
+
+// bannerExport is a line of the banner to copy: export Name='value'.
+var bannerExport = regexp.MustCompile(`^\s+export ([A-Za-z_]+)='([^']*)'$`)
 
 // stop ends make devhost and everything it started (its process group).
 func (w *walker) stop() {

@@ -212,11 +212,11 @@ Service Bus, with Azurite (development only; Ctrl-C or SIGTERM stops all three).
   keys:        NOT CHECKED, as with Core Tools locally: every function answers without a key (authLevel
                function and admin alike; the dashboard's admin key field takes any text). In Azure they
                need x-functions-key (the admin key for replay and skip).
-  publish:     Service Bus (AMQP 1.0, plain TCP) on %[3]s:
+  copy:        into the terminal you run the convoy commands in (they carry the ports this run took):
                export ServiceBusConnection='%[4]s'
-               go run . publish testdata/ledgers/01-morning.json
-  state:       Azurite (in memory) on 127.0.0.1:%[6]d; for publish --direct, replay and skip also
                export StateStorage='%[5]s'
+  publish:     go run . publish testdata/ledgers/01-morning.json   (Service Bus, AMQP 1.0, plain TCP on %[3]s)
+  state:       Azurite (in memory) on 127.0.0.1:%[6]d: StateStorage is for publish --direct, replay and skip
   settings:    %[7]s
   AutoReplay:  %[8]s, schedule %[9]s
   practise:    make break%[10]s   creates a blocked order of each kind to replay and skip
