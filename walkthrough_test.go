@@ -311,6 +311,7 @@ func (w *walker) run(stepName, line string) {
 // it serves and the Service Bus connection string it prints.
 func (w *walker) startDevhost(line string) {
 	w.t.Helper()
+	readme := line
 	if regexp.MustCompile(`(?m)^PORT\s*\??=`).MatchString(readPage(w.t, filepath.Join(w.dir, "Makefile"))) {
 		w.port = freeTCPPort(w.t) // 7071 may be taken by another run
 		line += fmt.Sprintf(" PORT=%d", w.port)
@@ -363,7 +364,7 @@ func (w *walker) startDevhost(line string) {
 	case <-time.After(90 * time.Second):
 		w.fatalf("make devhost printed no banner in 90 s")
 	}
-	w.alongside(line)
+	w.alongside(readme)
 }
 
 // alongside runs a second make devhost from the clone on another port while
@@ -418,7 +419,7 @@ func (w *walker) alongside(line string) {
 		}
 		w.t.Logf("a second make devhost alongside has storage of its own: %s", second)
 	case <-exited:
-		w.fatalf("the second make devhost exited before its banner: %s", stderr.String())
+		w.fatalf("the second make devhost (%s) exited before its banner: %s", cmd.Args[2], stderr.String())
 	case <-time.After(90 * time.Second):
 		w.fatalf("the second make devhost printed no StateStorage to copy in 90 s")
 	}
