@@ -138,7 +138,7 @@ func newServer(cfg settings.Settings, c *clients, log *slog.Logger) (*echo.Echo,
 	}, heal.Options{Disabled: !ar.Enabled, BackoffBase: ar.BackoffBase, BackoffMax: ar.BackoffMax, BreakerBase: ar.BreakerBase,
 		MaxOrders: ar.MaxOrders, MaxScan: cfg.ReplayScanLimit,
 		PeekTimeout: handler.DeadLetterPeekDeadline, PassTimeout: handler.AutoReplayPassDeadline,
-		Active: ledgers, LagWindow: cfg.LagWindow, Resume: processor.Resume})
+		Active: ledgers, LagWindow: cfg.LagWindow, LagPerRun: cfg.LagPerRun, BlockedPerRun: ar.BlockedPerRun, Resume: processor.Resume})
 	return handler.New(handler.Deps{Processor: processor, Orders: operator, Ledgers: publisher, Blocked: operator,
 		Replay: rep, Heal: healer, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes,
 		Allocations: ledgers, LagWindow: cfg.LagWindow}), nil

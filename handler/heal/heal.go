@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,7 +78,14 @@ type Options struct {
 	// convoy.DefaultLagWindow); nil: no lag survey.
 	Active    convoy.ActiveIndex
 	LagWindow time.Duration
-	Now       func() time.Time
+	// LagPerRun and BlockedPerRun are what a run surveys at most of the
+	// active-orders index and verifies of the blocked index (defaults
+	// DefaultLagPerRun, DefaultBlockedPerRun), each from where the last run
+	// stopped (Pass): a run's requests are set by them, not by the number of
+	// orders.
+	LagPerRun     int
+	BlockedPerRun int
+	Now           func() time.Time
 	// Resume drains a blocked order whose missing seq is parked, a drain
 	// cut short (convoy.Processor.Resume); nil: not done.
 	Resume func(ctx context.Context, orderID string) (convoy.Result, error)
@@ -145,6 +153,12 @@ func New(blocked convoy.BlockedIndex, orders replay.OrderReader, states StateSto
 	}
 	if opts.MaxScan <= 0 {
 		opts.MaxScan = replay.DefaultMaxScan
+	}
+	if opts.LagPerRun <= 0 {
+		opts.LagPerRun = DefaultLagPerRun
+	}
+	if opts.BlockedPerRun <= 0 {
+		opts.BlockedPerRun = DefaultBlockedPerRun
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -352,12 +366,7 @@ func countBlocked(blocked []convoy.BlockedOrder, last *Figures) Figures {
 	f := Figures{BlockedOrders: len(blocked), MissingBy: map[string]int{}}
 	for _, o := range blocked {
 		f.ParkedMessages += int64(o.Parked)
-		m := missingOf(o, last)
-		key := m.Where
-		if m.Cause != "" {
-			key += "/" + m.Cause
-		}
-		f.MissingBy[key]++
+		f.MissingBy[missingKey(o, last)]++
 	}
 	return f
 }
@@ -435,14 +444,18 @@ func (h *Healer) RunOnce(ctx context.Context) Run {
 		r.Paused = h.trip(ctx, "storage is failing: "+cut(err.Error()), nil)
 		return r
 	}
-	f, blocked, err := h.survey(readCtx, dls, dlErr, states, now)
+	var lagPass, blockedPass Pass // where the last run left the surveys
+	if last := hl.LastRun; last != nil {
+		lagPass, blockedPass = last.LagPass.clone(), last.BlockedPass.clone()
+	}
+	f, blocked, err := h.survey(readCtx, dls, dlErr, states, now, blockedPass)
 	if err != nil {
 		r.Paused = h.trip(ctx, "storage is failing: "+cut(err.Error()), nil)
 		return r
 	}
 	// The lag survey runs alongside the replay pass, and is waited for
 	// before the figures are written, whichever way the run ends.
-	lag := h.startLagSurvey(ctx, dls, now)
+	lag := h.startLagSurvey(ctx, dls, now, lagPass, f)
 	if dlErr != nil || h.opts.Disabled || now.Before(hl.Breaker.OpenUntil) {
 		f.Lag = lag()
 		sum := h.summaryOf(f, hl, now)
@@ -478,23 +491,35 @@ func (h *Healer) RunOnce(ctx context.Context) Run {
 }
 
 // startLagSurvey starts surveyLag on its own goroutine; the function it
-// returns waits for its figures. The survey ends lagRecordMargin before
-// ctx's deadline, leaving the run time to write them.
-func (h *Healer) startLagSurvey(ctx context.Context, dls *DeadLetters, now time.Time) func() *LagFigures {
+// returns waits for its figures, and puts the pass it leaves into f. The
+// survey ends lagRecordMargin before ctx's deadline, leaving the run time
+// to write them.
+func (h *Healer) startLagSurvey(ctx context.Context, dls *DeadLetters, now time.Time, pass Pass, f *Figures) func() *LagFigures {
 	ctx, cancel := context.WithCancel(ctx)
 	if deadline, ok := ctx.Deadline(); ok {
 		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-lagRecordMargin))
 	}
-	done := make(chan *LagFigures, 1)
+	type result struct {
+		lag  *LagFigures
+		pass Pass
+	}
+	done := make(chan result, 1)
 	go func() {
 		defer cancel()
-		done <- h.surveyLag(ctx, dls, now)
+		lag, pass := h.surveyLag(ctx, dls, now, pass)
+		done <- result{lag, pass}
 	}()
-	var f *LagFigures
+	var lag *LagFigures
 	var once sync.Once
 	return func() *LagFigures {
-		once.Do(func() { f = <-done })
-		return f
+		once.Do(func() {
+			r := <-done
+			lag = r.lag
+			if lag != nil {
+				f.LagPass = &r.pass
+			}
+		})
+		return lag
 	}
 }
 
@@ -532,70 +557,115 @@ func (h *Healer) readStates(ctx context.Context) (map[string]State, error) {
 	}
 }
 
-// survey reads the whole blocked index (until ctx ends), records each
-// blocked order's whereabouts where they changed, removes the states of
-// orders with nothing left to replay, and sums it all up.
-func (h *Healer) survey(ctx context.Context, dls *DeadLetters, dlErr error, states map[string]State, now time.Time) (*Figures, map[string]convoy.BlockedEntry, error) {
-	f := &Figures{At: now, DeadLetters: dls, BlockedComplete: true, States: len(states), StatesComplete: true}
+// blockedParallelism is how many blocked index entries a run verifies at
+// once (a head read each, and a resume for some).
+const blockedParallelism = 16
+
+// DefaultBlockedPerRun is how many entries of the blocked index a run
+// verifies at most (the app setting AutoReplayBlockedPerRun defaults to
+// it): every blocked order up to 5,000 is looked at every run, 100,000
+// every 20 runs.
+const DefaultBlockedPerRun = 5000
+
+// survey verifies up to BlockedPerRun entries of the blocked index, from
+// where the last run stopped (pass; until ctx ends): it resumes cut drains,
+// records each blocked order's whereabouts where they changed, and sums it
+// all up, each blocked order as its latest survey found it (Pass.rolling);
+// the oldest blocked order is read from the index's first page. It also
+// removes the states of orders with nothing left to replay. It returns the
+// figures, the entries it found blocked, and the pass as it leaves it.
+func (h *Healer) survey(ctx context.Context, dls *DeadLetters, dlErr error, states map[string]State, now time.Time, pass Pass) (*Figures, map[string]convoy.BlockedEntry, error) {
+	f := &Figures{At: now, DeadLetters: dls, States: len(states), StatesComplete: true}
 	if dlErr != nil {
 		f.DeadLettersUnreadable = dlErr.Error()
 	}
-	var orders []convoy.BlockedOrder
-	blocked := map[string]convoy.BlockedEntry{}
-	after := ""
-	for {
-		if ctx.Err() != nil {
-			f.BlockedComplete = false
-			break
-		}
-		entries, more, err := h.blocked.ScanBlocked(ctx, after, indexPage)
-		if err != nil && len(orders) > 0 && ctx.Err() != nil {
-			f.BlockedComplete = false
-			break
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("list blocked orders: %w", err)
-		}
-		var notes []convoy.BlockedNote
-		for _, e := range entries {
-			listed, err := convoy.VerifyEntries(ctx, h.blocked, []convoy.BlockedEntry{e})
-			if err != nil || len(listed) == 0 {
-				continue // pending, stale or unreadable now: the next run looks again
-			}
-			o := listed[0]
-			if dls == nil || dls.Missing(o.OrderID, o.MissingSeq, o.AppliedSeq).Where != WhereDeadLetter {
-				// Not a dead letter: maybe its missing seq is parked, a
-				// drain cut short; resume it, and list what is left.
-				var still bool
-				if o, still = h.resume(ctx, o); !still {
+	first, _, err := h.blocked.ScanBlocked(ctx, "", firstBlocked)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list blocked orders: %w", err)
+	}
+	entries, end, err := collect(ctx, pass.After, h.opts.BlockedPerRun, h.blocked.ScanBlocked, func(e convoy.BlockedEntry) string { return e.Key })
+	if err != nil && (len(entries) == 0 || ctx.Err() == nil) {
+		return nil, nil, fmt.Errorf("list blocked orders: %w", err)
+	}
+	// Each entry verified against its order's head (convoy.VerifyEntries),
+	// and its drain resumed when its missing seq is not a dead letter (maybe
+	// parked: a drain cut short), by its place in entries.
+	listed := make([]*convoy.BlockedOrder, len(entries))
+	finished := make([]bool, len(entries))
+	var mu sync.Mutex
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(blockedParallelism, len(entries)) {
+		wg.Go(func() {
+			for i := range work {
+				if ctx.Err() != nil {
 					continue
 				}
+				os, err := convoy.VerifyEntries(ctx, h.blocked, entries[i:i+1])
+				if err == nil && len(os) > 0 { // otherwise pending, stale or unreadable now: the next pass looks again
+					o, still := os[0], true
+					if dls == nil || dls.Missing(o.OrderID, o.MissingSeq, o.AppliedSeq).Where != WhereDeadLetter {
+						o, still = h.resume(ctx, o)
+					}
+					if still {
+						listed[i] = &o
+					}
+				}
+				mu.Lock()
+				finished[i] = ctx.Err() == nil
+				mu.Unlock()
 			}
-			orders, blocked[o.OrderID] = append(orders, o), e
-			if dls == nil {
-				continue
-			}
+		})
+	}
+	for i := range entries {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+
+	n := done(finished)
+	var notes []convoy.BlockedNote
+	blocked := map[string]convoy.BlockedEntry{}
+	counts := Counts{}
+	for i, e := range entries[:n] {
+		o := listed[i]
+		if o == nil {
+			continue
+		}
+		blocked[o.OrderID] = e
+		if dls != nil {
 			m := dls.Missing(o.OrderID, o.MissingSeq, o.AppliedSeq)
 			if st, ok := states[o.OrderID]; ok {
 				st.ETag = ""
 				m.AutoReplay = &st
 			}
-			if n, changed := encodeNote(m, now, e.Note); changed {
-				notes = append(notes, convoy.BlockedNote{Entry: e, Note: n})
-				o.Note = n
-				orders[len(orders)-1] = o
+			if note, changed := encodeNote(m, now, e.Note); changed {
+				notes = append(notes, convoy.BlockedNote{Entry: e, Note: note})
+				o.Note = note
 			}
 		}
-		_ = h.blocked.SetNotes(ctx, notes) // best effort: the next run writes what this one could not
-		if !more || len(entries) == 0 {
-			break
-		}
-		after = entries[len(entries)-1].Key
+		counts["n"]++
+		counts[blockedParked] += int64(o.Parked)
+		counts[blockedMissing+missingKey(*o, f)]++
 	}
-	counts := countBlocked(orders, f)
-	f.BlockedOrders, f.ParkedMessages, f.MissingBy = counts.BlockedOrders, counts.ParkedMessages, counts.MissingBy
-	if len(orders) > 0 {
-		f.OldestBlockedSince = orders[0].BlockedSince // the index is oldest first
+	_ = h.blocked.SetNotes(ctx, notes) // best effort: the next run writes what this one could not
+	to := pass.After
+	if n > 0 {
+		to = entries[n-1].Key
+	}
+	cutShort := n < len(entries) || err != nil
+	pass.advance(to, counts, nil, end && !cutShort, now)
+	all, _, _ := pass.rolling()
+	f.BlockedPass = &pass
+	f.BlockedComplete = pass.Last != nil && !cutShort
+	f.BlockedOrders, f.ParkedMessages, f.MissingBy = int(all["n"]), all[blockedParked], map[string]int{}
+	for k, v := range all {
+		if where, ok := strings.CutPrefix(k, blockedMissing); ok && v > 0 {
+			f.MissingBy[where] = int(v)
+		}
+	}
+	if oldest, err := convoy.CheckEntries(ctx, h.blocked, first); err == nil && len(oldest) > 0 {
+		f.OldestBlockedSince = oldest[0].BlockedSince // the index is oldest first
 	}
 	if dls != nil {
 		f.Pending, f.Retrying = dls.pending(states)
@@ -614,6 +684,26 @@ func (h *Healer) survey(ctx context.Context, dls *DeadLetters, dlErr error, stat
 		}
 	}
 	return f, blocked, nil
+}
+
+// Blocked counts' names in a Pass's segments (besides "n"): parked
+// messages, and blocked orders by where their missing message is.
+const (
+	blockedParked  = "parked"
+	blockedMissing = "missing:"
+)
+
+// firstBlocked is how many entries of the index's first page a run checks
+// for the oldest blocked order (a pending one costs a head read).
+const firstBlocked = 10
+
+// missingKey is where o's missing message is, as MissingBy counts it.
+func missingKey(o convoy.BlockedOrder, last *Figures) string {
+	m := missingOf(o, last)
+	if m.Cause != "" {
+		return m.Where + "/" + m.Cause
+	}
+	return m.Where
 }
 
 // resume resumes o's drain when its missing seq proves parked; it returns

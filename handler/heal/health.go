@@ -39,8 +39,11 @@ type Figures struct {
 	DeadLettersUnreadable string       `json:"deadLettersUnreadable,omitempty"`
 	Pending               int          `json:"pending"`
 	Retrying              int          `json:"retrying"`
-	BlockedOrders         int          `json:"blockedOrders"`
-	// BlockedComplete: the run read the whole index before its deadline.
+	// The blocked orders, parked messages and where their missing messages
+	// are, each blocked order as the latest run to verify it found it
+	// (BlockedPass); BlockedComplete: those runs cover the whole index, and
+	// this run was not cut short.
+	BlockedOrders   int            `json:"blockedOrders"`
 	BlockedComplete bool           `json:"blockedComplete"`
 	ParkedMessages  int64          `json:"parkedMessages"`
 	MissingBy       map[string]int `json:"missingBy"`
@@ -58,6 +61,10 @@ type Figures struct {
 	Deferred int `json:"deferred"`
 	// Lag is the lag of the active orders (surveyLag); nil when not surveyed.
 	Lag *LagFigures `json:"lag,omitempty"`
+	// BlockedPass and LagPass are where the surveys of the blocked and the
+	// active orders stand, for the next run to go on from.
+	BlockedPass *Pass `json:"blockedPass,omitempty"`
+	LagPass     *Pass `json:"lagPass,omitempty"`
 }
 
 // note is what a blocked order's index entry records about its missing

@@ -9,25 +9,41 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 )
 
-// LagFigures are the lag of the active orders as one AutoReplay run
+// LagFigures are the lag of the active orders as the AutoReplay runs
 // surveyed it (docs/operations.md, "Lag per order"): the summary, the
-// dashboard and the metrics line show them, on any instance.
+// dashboard and the metrics line show them, on any instance. Each run
+// surveys at most LagPerRun orders, from where the last one stopped (Pass),
+// so the figures are of the last period: each active order as its latest
+// survey found it, the oldest of those surveys at OldestSurveyAt.
 type LagFigures struct {
 	At     time.Time `json:"at"`
 	Window int64     `json:"window"` // seconds
-	// Orders counts the active orders surveyed; Complete says the run read
-	// the whole index and every one of them before its deadline.
+	// Orders counts the active orders, each as its latest survey found it;
+	// Complete says those surveys cover the whole index (a pass ended, and
+	// this run's survey was not cut short).
 	Orders   int                      `json:"orders"`
 	Complete bool                     `json:"complete"`
 	ByStatus map[convoy.LagStatus]int `json:"byStatus"`
-	// StalledTwoWindows counts the stalled orders whose head has not moved
+	// StalledTwoWindows counts the stalled orders whose head had not moved
 	// (nor the wait begun) for two windows or more: the alert's figure.
 	StalledTwoWindows int `json:"stalledTwoWindows"`
-	// OldestHeads are the orders whose first unapplied seq has waited
-	// longest since it was published, oldest first (at most OldestHeadsShown).
+	// Coverage: the orders surveyed in the current period (the pass under
+	// way, begun at PeriodStartedAt), the earliest survey the figures hold,
+	// how long the last whole pass took (PeriodSeconds, 0 before one ended:
+	// every active order is looked at that often), and the orders one run
+	// surveys at most.
+	SurveyedThisPeriod int       `json:"surveyedThisPeriod"`
+	PeriodStartedAt    time.Time `json:"periodStartedAt,omitzero"`
+	OldestSurveyAt     time.Time `json:"oldestSurveyAt,omitzero"`
+	PeriodSeconds      int64     `json:"periodSeconds"`
+	OrdersPerRun       int       `json:"ordersPerRun"`
+	// OldestHeads are the orders whose first unapplied seq had waited
+	// longest since it was published, oldest first (at most
+	// OldestHeadsShown), each as its latest survey found it.
 	OldestHeads []OldestHead `json:"oldestHeads"`
 	// CriticalTime is over the transactions applied in the recent window
-	// (the current aligned window and the one before); nil when none was.
+	// (the current aligned window and the one before) of the orders this
+	// run surveyed; nil when none was.
 	CriticalTime *CriticalTimeFigures `json:"criticalTime,omitempty"`
 	// Unread says why some orders could not be read ("" when all were).
 	Unread string `json:"unread,omitempty"`
@@ -39,7 +55,8 @@ type OldestHead struct {
 	Status         convoy.LagStatus `json:"status"`
 	Backlog        int64            `json:"backlog"`
 	AppliedSeq     int64            `json:"appliedSeq"`
-	HeadAgeSeconds float64          `json:"headAgeSeconds"`
+	HeadAgeSeconds float64          `json:"headAgeSeconds"` // as of SurveyedAt
+	SurveyedAt     time.Time        `json:"surveyedAt"`
 }
 
 // CriticalTimeFigures are percentiles of critical time (convoy.Histogram:
@@ -59,8 +76,19 @@ const OldestHeadsShown = 10
 // reads each: the head, and where its next seq was allocated).
 const lagParallelism = 32
 
-// surveyLag judges the lag of every order in the active-orders index: its
-// head (applied seq, when it last moved, its critical times) and what was
+// DefaultLagPerRun is how many active orders a run surveys at most (the
+// app setting LagSurveyOrdersPerRun defaults to it): about 20,000 point
+// reads, a few seconds in Azure, so every order up to 10,000 active is
+// looked at every run, 100,000 every 10 runs.
+const DefaultLagPerRun = 10_000
+
+// lagStalled2W names the count of orders stalled for two windows in a
+// Pass's segments (the others: "n" and the statuses).
+const lagStalled2W = "stalled2w"
+
+// surveyLag judges the lag of up to LagPerRun orders of the active-orders
+// index, from where the last run's survey stopped (pass): its head
+// (applied seq, when it last moved, its critical times) and what was
 // published to it (a point read of its counter; for an order fed by a
 // producer of the user's own, none: what the processor noted in its entry
 // stands in), with the dead letters of the run's peek (a missing message
@@ -69,20 +97,18 @@ const lagParallelism = 32
 // caught up and idle for two windows leaves the index (as read: one
 // published to or received since is kept; convoy.Processor writes it back
 // when it receives a message of an order that looks idle). Its cost is
-// two reads per active order, however long their histories; it stops at
-// ctx's end or its first failed read, and says so (Complete false).
-func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time) *LagFigures {
+// two reads per order surveyed, however long their histories, and one
+// query per 1,000; it stops at ctx's end or its first failed read, and says
+// so (Complete false). It returns the figures of the last period and the
+// pass as this run leaves it.
+func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time, pass Pass) (*LagFigures, Pass) {
 	if h.opts.Active == nil {
-		return nil
+		return nil, pass
 	}
 	window := cmp.Or(h.opts.LagWindow, convoy.DefaultLagWindow)
-	f := &LagFigures{At: now.UTC(), Window: int64(window / time.Second), Complete: true,
+	f := &LagFigures{At: now.UTC(), Window: int64(window / time.Second), Complete: true, OrdersPerRun: h.opts.LagPerRun,
 		ByStatus: map[convoy.LagStatus]int{convoy.LagOK: 0, convoy.LagCatchingUp: 0, convoy.LagStalled: 0, convoy.LagBlocked: 0}}
-	var (
-		mu    sync.Mutex
-		crit  convoy.Histogram
-		heads oldestHeads // the OldestHeadsShown oldest so far
-	)
+	var mu sync.Mutex
 	// The first failure ends the survey: storage failing for one read
 	// fails the next thousands alike, each waiting for its own deadline.
 	ctx, stop := context.WithCancel(ctx)
@@ -96,7 +122,20 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time)
 		}
 		stop()
 	}
-	one := func(e convoy.ActiveOrder) {
+	entries, end, err := collect(ctx, pass.After, h.opts.LagPerRun, h.opts.Active.ScanActive, func(e convoy.ActiveOrder) string { return e.OrderID })
+	if err != nil {
+		fail(err)
+	}
+	// What each order was found to be, by its place in entries.
+	type verdict struct {
+		status  convoy.LagStatus
+		stalled bool // for two windows
+		head    *OldestHead
+		recent  convoy.Histogram
+	}
+	verdicts := make([]verdict, len(entries))
+	finished := make([]bool, len(entries))
+	one := func(i int, e convoy.ActiveOrder) {
 		head, _, err := h.blocked.Head(ctx, e.OrderID)
 		if err != nil {
 			fail(err)
@@ -136,57 +175,41 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time)
 		if in.Backlog > 0 {
 			in.HeadSince = p.SeqAllocatedAt
 		}
-		status := convoy.JudgeLag(in)
-		recent, _ := head.Crit.Recent(now, window)
+		v := verdict{status: convoy.JudgeLag(in)}
+		v.recent, _ = head.Crit.Recent(now, window)
 		idle := in.Backlog == 0 && head.Parked == 0 && now.Sub(head.AppliedAt) >= 2*window
 		if idle { // a failure leaves it for the next run
 			_ = h.opts.Active.Deactivate(ctx, e)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		f.Orders++
-		f.ByStatus[status]++
 		waiting := in.AppliedAt
 		if in.HeadSince.After(waiting) {
 			waiting = in.HeadSince
 		}
-		if status == convoy.LagStalled && now.Sub(waiting) >= 2*window {
-			f.StalledTwoWindows++
-		}
-		crit.Merge(recent)
+		v.stalled = v.status == convoy.LagStalled && now.Sub(waiting) >= 2*window
 		if in.Backlog > 0 && !in.HeadSince.IsZero() {
 			age := float64(now.Sub(in.HeadSince).Milliseconds()) / 1000
-			heads.add(OldestHead{OrderID: e.OrderID, Status: status, Backlog: in.Backlog, AppliedSeq: head.AppliedSeq, HeadAgeSeconds: max(age, 0)})
+			v.head = &OldestHead{OrderID: e.OrderID, Status: v.status, Backlog: in.Backlog, AppliedSeq: head.AppliedSeq,
+				HeadAgeSeconds: max(age, 0), SurveyedAt: now.UTC()}
 		}
+		verdicts[i] = v
+		mu.Lock()
+		finished[i] = true
+		mu.Unlock()
 	}
 
-	work := make(chan convoy.ActiveOrder)
+	work := make(chan int)
 	var wg sync.WaitGroup
-	for range lagParallelism {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for e := range work {
+	for range min(lagParallelism, len(entries)) {
+		wg.Go(func() {
+			for i := range work {
 				if ctx.Err() == nil {
-					one(e)
+					one(i, entries[i])
 				}
 			}
-		}()
+		})
 	}
-	after := ""
-	for {
-		page, more, err := h.opts.Active.ScanActive(ctx, after, indexPage)
-		if err != nil {
-			fail(err)
-			break
-		}
-		for _, e := range page {
-			work <- e
-		}
-		if !more || len(page) == 0 {
-			break
-		}
-		after = page[len(page)-1].OrderID
+	for i := range entries {
+		work <- i
 	}
 	close(work)
 	wg.Wait()
@@ -194,13 +217,43 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time)
 		fail(ctx.Err())
 	}
 
-	f.OldestHeads = heads.list()
+	// What this run adds to the pass: the orders it worked through in order.
+	n := done(finished)
+	counts := Counts{}
+	var heads oldestHeads // the OldestHeadsShown oldest of this run's
+	var crit convoy.Histogram
+	for _, v := range verdicts[:n] {
+		counts["n"]++
+		counts[string(v.status)]++
+		if v.stalled {
+			counts[lagStalled2W]++
+		}
+		if v.head != nil {
+			heads.add(*v.head)
+		}
+		crit.Merge(v.recent)
+	}
+	to := pass.After
+	if n > 0 {
+		to = entries[n-1].OrderID
+	}
+	pass.advance(to, counts, heads.list(), end && n == len(entries) && f.Complete, now)
+
+	all, oldest, surveyed := pass.rolling()
+	f.Orders, f.StalledTwoWindows = int(all["n"]), int(all[lagStalled2W])
+	for s := range f.ByStatus {
+		f.ByStatus[s] = int(all[string(s)])
+	}
+	f.SurveyedThisPeriod, f.PeriodStartedAt, f.OldestSurveyAt = int(surveyed), pass.StartedAt.UTC(), oldest.UTC()
+	f.PeriodSeconds = int64(pass.period() / time.Second)
+	f.Complete = f.Complete && pass.Last != nil
+	f.OldestHeads = pass.shownHeads()
 	if n := crit.Count(); n > 0 {
 		_, since := convoy.CriticalTimes{}.Recent(now, window) // where the recent window begins
 		f.CriticalTime = &CriticalTimeFigures{Count: n, P50Ms: crit.Percentile(0.5), P99Ms: crit.Percentile(0.99), MaxMs: crit.MaxMs,
 			SinceSeconds: int64(now.Sub(since) / time.Second)}
 	}
-	return f
+	return f, pass
 }
 
 // holds reports whether the peek saw the dead letter of seq of the order.

@@ -3,6 +3,7 @@ package heal
 import (
 	"cmp"
 	"slices"
+	"time"
 )
 
 // oldestHeads keeps the OldestHeadsShown oldest heads a survey has seen,
@@ -12,8 +13,31 @@ type oldestHeads struct {
 	heads []OldestHead
 }
 
+// olderHead orders heads by when their wait began (heads surveyed by
+// different runs are compared by that, not by the age each run saw).
 func olderHead(a, b OldestHead) int {
-	return cmp.Or(cmp.Compare(b.HeadAgeSeconds, a.HeadAgeSeconds), cmp.Compare(a.OrderID, b.OrderID))
+	return cmp.Or(a.since().Compare(b.since()), cmp.Compare(a.OrderID, b.OrderID))
+}
+
+func (h OldestHead) since() time.Time {
+	return h.SurveyedAt.Add(-time.Duration(h.HeadAgeSeconds * float64(time.Second)))
+}
+
+// mergeHeads is the OldestHeadsShown oldest of mine and of those of last
+// whose order ids lie after after ("": all), an order in both as in mine.
+func mergeHeads(mine, last []OldestHead, after string) []OldestHead {
+	var o oldestHeads
+	seen := map[string]bool{}
+	for _, h := range mine {
+		o.add(h)
+		seen[h.OrderID] = true
+	}
+	for _, h := range last {
+		if !seen[h.OrderID] && (after == "" || h.OrderID > after) {
+			o.add(h)
+		}
+	}
+	return o.list()
 }
 
 func (o *oldestHeads) add(h OldestHead) {

@@ -61,6 +61,7 @@ type Settings struct {
 	ReplayScanLimit int // ReplayScanLimit: dead letters one replay receives (holds locked) at most; default 5000
 
 	LagWindow time.Duration // LagWindowSeconds: the window an order's lag status is judged over; default 300
+	LagPerRun int           // LagSurveyOrdersPerRun: active orders one AutoReplay run surveys at most, from where the last stopped; default 10000
 
 	AutoReplay AutoReplay
 }
@@ -73,6 +74,8 @@ type AutoReplay struct {
 	BackoffMax  time.Duration // AutoReplayBackoffMaxSeconds: the longest wait (and breaker pause); default 3600
 	BreakerBase time.Duration // AutoReplayBreakerSeconds: pause after a failing run, doubled per failing run; default 60
 	MaxOrders   int           // AutoReplayMaxOrders: orders replayed per run; default 1000
+	// BlockedPerRun: AutoReplayBlockedPerRun, entries of the blocked index one run verifies at most, from where the last stopped; default 5000
+	BlockedPerRun int
 }
 
 // Defaults.
@@ -90,12 +93,14 @@ const (
 	DefaultMaxTransactions = ledger.DefaultMaxTransactions
 	DefaultReplayScanLimit = replay.DefaultMaxScan
 	DefaultLagWindow       = convoy.DefaultLagWindow
+	DefaultLagPerRun       = heal.DefaultLagPerRun
 
 	DefaultAutoReplaySchedule   = "0 */1 * * * *"
 	DefaultAutoReplayBackoff    = heal.DefaultBackoffBase
 	DefaultAutoReplayBackoffMax = heal.DefaultBackoffMax
 	DefaultAutoReplayBreaker    = heal.DefaultBreakerBase
 	DefaultAutoReplayMaxOrders  = heal.DefaultMaxOrders
+	DefaultAutoReplayBlocked    = heal.DefaultBlockedPerRun
 )
 
 // Load reads and validates the handler's settings through lookup (os.LookupEnv).
@@ -128,13 +133,15 @@ func load(lookup func(string) (string, bool), needStorage bool) (Settings, error
 		MaxTransactions:  r.positiveInt("MaxLedgerTransactions", DefaultMaxTransactions),
 		ReplayScanLimit:  r.positiveInt("ReplayScanLimit", DefaultReplayScanLimit),
 		LagWindow:        r.seconds("LagWindowSeconds", DefaultLagWindow),
+		LagPerRun:        r.positiveInt("LagSurveyOrdersPerRun", DefaultLagPerRun),
 		AutoReplay: AutoReplay{
-			Enabled:     r.oneOf("AutoReplayEnabled", "true", "true", "false") == "true",
-			Schedule:    r.schedule("AutoReplaySchedule", DefaultAutoReplaySchedule),
-			BackoffBase: r.seconds("AutoReplayBackoffSeconds", DefaultAutoReplayBackoff),
-			BackoffMax:  r.seconds("AutoReplayBackoffMaxSeconds", DefaultAutoReplayBackoffMax),
-			BreakerBase: r.seconds("AutoReplayBreakerSeconds", DefaultAutoReplayBreaker),
-			MaxOrders:   r.positiveInt("AutoReplayMaxOrders", DefaultAutoReplayMaxOrders),
+			Enabled:       r.oneOf("AutoReplayEnabled", "true", "true", "false") == "true",
+			Schedule:      r.schedule("AutoReplaySchedule", DefaultAutoReplaySchedule),
+			BackoffBase:   r.seconds("AutoReplayBackoffSeconds", DefaultAutoReplayBackoff),
+			BackoffMax:    r.seconds("AutoReplayBackoffMaxSeconds", DefaultAutoReplayBackoffMax),
+			BreakerBase:   r.seconds("AutoReplayBreakerSeconds", DefaultAutoReplayBreaker),
+			MaxOrders:     r.positiveInt("AutoReplayMaxOrders", DefaultAutoReplayMaxOrders),
+			BlockedPerRun: r.positiveInt("AutoReplayBlockedPerRun", DefaultAutoReplayBlocked),
 		},
 	}
 	if a := s.AutoReplay; a.BackoffMax < a.BackoffBase {

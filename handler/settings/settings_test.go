@@ -146,8 +146,8 @@ func TestAutoReplaySettings(t *testing.T) {
 	base := map[string]string{"ServiceBusConnection": sbConn, "StateStorage": "UseDevelopmentStorage=true"}
 	s, err := settings.Load(env(base))
 	if a := s.AutoReplay; err != nil || !a.Enabled || a.Schedule != "0 */1 * * * *" || a.BackoffBase != time.Minute ||
-		a.BackoffMax != time.Hour || a.BreakerBase != time.Minute || a.MaxOrders != 1000 {
-		t.Fatalf("defaults: %+v, %v", s.AutoReplay, err)
+		a.BackoffMax != time.Hour || a.BreakerBase != time.Minute || a.MaxOrders != 1000 || a.BlockedPerRun != 5000 || s.LagPerRun != 10000 {
+		t.Fatalf("defaults: %+v, lag survey %d a run, %v", s.AutoReplay, s.LagPerRun, err)
 	}
 	with := func(kv map[string]string) map[string]string {
 		m := map[string]string{}
@@ -160,14 +160,17 @@ func TestAutoReplaySettings(t *testing.T) {
 		return m
 	}
 	s, err = settings.Load(env(with(map[string]string{"AutoReplayEnabled": "FALSE", "AutoReplaySchedule": "*/2 * * * * *",
-		"AutoReplayBackoffSeconds": "2", "AutoReplayBackoffMaxSeconds": "8", "AutoReplayBreakerSeconds": "3", "AutoReplayMaxOrders": "7"})))
+		"AutoReplayBackoffSeconds": "2", "AutoReplayBackoffMaxSeconds": "8", "AutoReplayBreakerSeconds": "3", "AutoReplayMaxOrders": "7",
+		"AutoReplayBlockedPerRun": "50", "LagSurveyOrdersPerRun": "60"})))
 	if a := s.AutoReplay; err != nil || a.Enabled || a.Schedule != "*/2 * * * * *" || a.BackoffBase != 2*time.Second ||
-		a.BackoffMax != 8*time.Second || a.BreakerBase != 3*time.Second || a.MaxOrders != 7 {
-		t.Fatalf("set: %+v, %v", s.AutoReplay, err)
+		a.BackoffMax != 8*time.Second || a.BreakerBase != 3*time.Second || a.MaxOrders != 7 || a.BlockedPerRun != 50 || s.LagPerRun != 60 {
+		t.Fatalf("set: %+v, lag survey %d a run, %v", s.AutoReplay, s.LagPerRun, err)
 	}
 	_, err = settings.Load(env(with(map[string]string{"AutoReplayEnabled": "yes", "AutoReplaySchedule": "00:05:00",
-		"AutoReplayBackoffSeconds": "100", "AutoReplayBackoffMaxSeconds": "10", "AutoReplayBreakerSeconds": "999999", "AutoReplayMaxOrders": "0"})))
-	for _, name := range []string{"AutoReplayEnabled", "AutoReplaySchedule", "TimeSpan", "AutoReplayBackoffMaxSeconds", "AutoReplayBreakerSeconds", "AutoReplayMaxOrders"} {
+		"AutoReplayBackoffSeconds": "100", "AutoReplayBackoffMaxSeconds": "10", "AutoReplayBreakerSeconds": "999999", "AutoReplayMaxOrders": "0",
+		"AutoReplayBlockedPerRun": "-1", "LagSurveyOrdersPerRun": "many"})))
+	for _, name := range []string{"AutoReplayEnabled", "AutoReplaySchedule", "TimeSpan", "AutoReplayBackoffMaxSeconds", "AutoReplayBreakerSeconds", "AutoReplayMaxOrders",
+		"AutoReplayBlockedPerRun", "LagSurveyOrdersPerRun"} {
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("error %v does not name %s", err, name)
 		}
