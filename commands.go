@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/convoy-dev/convoy/handler"
@@ -23,6 +25,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/settings"
+	"github.com/convoy-dev/convoy/handler/tracing"
 )
 
 func publish(args []string) error {
@@ -60,7 +63,7 @@ func publish(args []string) error {
 				if err != nil {
 					return describe(name, err)
 				}
-				return out.Encode(sum)
+				return out.Encode(handler.Published{Summary: sum, TraceID: handler.TraceIDOf(ctx)})
 			}
 			// Validate here too: an invalid ledger is better refused now than recorded as rejected later.
 			l, err := ledger.Parse(doc, ledger.Limits{MaxTransactions: cfg.MaxTransactions, MaxMessageBytes: cfg.MaxMessageBytes})
@@ -78,17 +81,30 @@ func publish(args []string) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
+			answer := map[string]any{"ledgerId": l.ID, "stream": l.Stream, "queue": cfg.LedgersQueue, "transactions": len(l.Entries),
+				"orders": len(l.Orders()), "bytes": len(doc), "outcome": d.outcome, "note": d.note}
 			if d.send {
 				sender, err := c.sender(cfg.LedgersQueue)
 				if err != nil {
 					return err
 				}
-				if err := sender.SendLedger(ctx, l.ID, l.Stream, doc); err != nil {
+				// The ledger's trace starts here: the message carries it,
+				// and LedgerIngest's publish span continues it.
+				ctx, span := tracing.Start(ctx, "send ledger", trace.SpanContext{}, trace.WithSpanKind(trace.SpanKindProducer),
+					trace.WithAttributes(attribute.String("messaging.system", "servicebus"), attribute.String("messaging.operation.type", "send"),
+						attribute.String("messaging.destination.name", cfg.LedgersQueue), attribute.String("messaging.message.id", l.ID),
+						attribute.String("convoy.ledger_id", l.ID)))
+				err = sender.SendLedger(ctx, l.ID, l.Stream, doc)
+				if err != nil {
+					span.SetStatus(codes.Error, fault.MessageOf(err))
+				}
+				span.End()
+				if err != nil {
 					return describe(name, err)
 				}
+				answer["traceId"] = handler.TraceIDOf(ctx)
 			}
-			return out.Encode(map[string]any{"ledgerId": l.ID, "stream": l.Stream, "queue": cfg.LedgersQueue, "transactions": len(l.Entries),
-				"orders": len(l.Orders()), "bytes": len(doc), "outcome": d.outcome, "note": d.note})
+			return out.Encode(answer)
 		})
 }
 

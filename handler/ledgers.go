@@ -94,6 +94,23 @@ func StartPublish(ctx context.Context, parent trace.SpanContext, invocationID st
 	return ctx, span
 }
 
+// Published is a publish's answer: what was published, and the trace id of
+// the ledger's trace (the spans' trace id, the Application Insights
+// operation id, the traceId of every log line about its messages), so that
+// whoever published it can look it up.
+type Published struct {
+	ledger.Summary
+	TraceID string `json:"traceId"`
+}
+
+// TraceIDOf is the trace id of the span in ctx ("" when none).
+func TraceIDOf(ctx context.Context) string {
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		return sc.TraceID().String()
+	}
+	return ""
+}
+
 // EndPublish ends a span StartPublish started.
 func EndPublish(span trace.Span, sum ledger.Summary, err error) {
 	if !span.IsRecording() {
@@ -122,14 +139,20 @@ func (s *server) uploadLedger(ctx context.Context, r httpRequest) (int, any, err
 	for _, p := range tc.Problems {
 		s.Logger.Warn("trace context ignored", "function", FnLedgerUpload, "invocationId", r.Header.Get("X-Azure-Functions-InvocationId"), "problem", p)
 	}
-	ctx, span := StartPublish(ctx, tc.SpanContext, r.Header.Get("X-Azure-Functions-InvocationId"))
+	invocationID := r.Header.Get("X-Azure-Functions-InvocationId")
+	ctx, span := StartPublish(ctx, tc.SpanContext, invocationID)
 	sum, err := s.Ledgers.Publish(ctx, r.Body)
 	EndPublish(span, sum, err)
+	traceID := TraceIDOf(ctx)
 	if err != nil {
+		s.Logger.Warn("ledger upload failed", "function", FnLedgerUpload, "invocationId", invocationID, "error", fault.MessageOf(err), "traceId", traceID)
 		return 0, nil, err
 	}
+	s.Logger.Info("ledger "+sum.Outcome, "function", FnLedgerUpload, "invocationId", invocationID, "ledgerId", sum.LedgerID,
+		"transactions", sum.Transactions, "orders", sum.Orders, "messages", sum.Messages, "traceId", traceID)
+	status := http.StatusAccepted
 	if sum.Outcome == ledger.OutcomeAlreadyPublished {
-		return http.StatusOK, sum, nil
+		status = http.StatusOK
 	}
-	return http.StatusAccepted, sum, nil
+	return status, Published{Summary: sum, TraceID: traceID}, nil
 }

@@ -69,7 +69,11 @@ func (s *server) processOrders(ctx context.Context, c *call) (map[string]any, er
 				unreadable = append(unreadable, fmt.Errorf("order %q: %s", orderID, out.Reason))
 				continue
 			}
-			attrs := []any{"sessionId", orderID, "seq", out.Seq, "messageId", ids[out.Seq], "outcome", string(out.Disposition)}
+			messageID := ids[out.Seq]
+			if out.Drained {
+				messageID = out.MessageID // received by an earlier call, which parked it
+			}
+			attrs := []any{"sessionId", orderID, "seq", out.Seq, "messageId", messageID, "outcome", string(out.Disposition)}
 			if out.Reason != "" {
 				attrs = append(attrs, "reason", out.Reason)
 			}

@@ -170,12 +170,17 @@ func (c *call) traceAttrs(msg string, attrs []any) []any {
 			}
 		}
 	}
-	t := c.findMessage(sessionID, messageID, seq, hasSeq)
+	var t *msgTrace
+	if drained { // not one of this invocation's messages: its drainer is the session's last
+		t = c.findMessage(sessionID, "", 0, false)
+	} else {
+		t = c.findMessage(sessionID, messageID, seq, hasSeq)
+	}
 	if t == nil {
 		return attrs
 	}
 	span, own := t.span, false
-	if drained && messageID == "" {
+	if drained {
 		own = true
 		// A parked message applied now: its apply span goes under the
 		// context it carried, else under the drainer's.
@@ -199,8 +204,8 @@ func (c *call) traceAttrs(msg string, attrs []any) []any {
 	case outcome != "" && own && !span.IsRecording():
 		span.End()
 	case outcome != "" && own:
-		span.SetAttributes(attribute.String("convoy.order_id", t.orderID), attribute.Int64("convoy.seq", seq),
-			attribute.String("convoy.outcome", outcome), attribute.Bool("convoy.drained", true))
+		span.SetAttributes(messageAttrs(c.invocationID(), t.orderID, messageID, seq, 0)...)
+		span.SetAttributes(attribute.String("convoy.outcome", outcome), attribute.Bool("convoy.drained", true))
 		span.End()
 	case outcome != "" && !t.ended:
 		t.span.SetName(spanName(outcome))

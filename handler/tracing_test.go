@@ -197,10 +197,34 @@ func TestParkedAndDrainedStayInTheTrace(t *testing.T) {
 	if names["parked"] != 1 || names["apply"] != 2 {
 		t.Fatalf("spans %v, want parked then apply and a drained apply (logs %q)", names, logs)
 	}
+	// docs/tracing.md: every processor span names its message and the
+	// invocation; the drained one is L:1, applied by the invocation of L:0.
+	for _, s := range rec.Ended() {
+		if !hasAttr(s, "convoy.drained") {
+			continue
+		}
+		attrs := map[string]string{}
+		for _, a := range s.Attributes() {
+			attrs[string(a.Key)] = a.Value.Emit()
+		}
+		if attrs["messaging.message.id"] != "L:1" || attrs["faas.invocation_id"] == "" || attrs["convoy.seq"] != "2" {
+			t.Errorf("the drained apply span's attributes %v: want messaging.message.id L:1, seq 2 and the invocation id", attrs)
+		}
+	}
+	drainedLine := false
 	for _, l := range logs {
 		if strings.HasPrefix(l, "order message") && !strings.Contains(l, "traceId="+want.TraceID().String()) {
 			t.Errorf("line %q, want the message's trace", l)
 		}
+		if strings.HasPrefix(l, "order message") && strings.Contains(l, "drained=true") {
+			drainedLine = true
+			if !strings.Contains(l, "messageId=L:1") {
+				t.Errorf("the drained message's line %q does not name its messageId L:1", l)
+			}
+		}
+	}
+	if !drainedLine {
+		t.Errorf("no line for the drained message in %q", logs)
 	}
 }
 

@@ -230,6 +230,7 @@ type Outcome struct {
 	Reason      string // for Rejected
 	Drained     bool   // applied or rejected from the parked set
 	// Of a drained message: what it carried when it was received (Message).
+	MessageID   string
 	EnqueuedAt  time.Time
 	TraceParent string
 }
@@ -276,7 +277,7 @@ func (o *Order) DrainNext(now time.Time, c *Change) (Outcome, bool) {
 	}
 	o.unpark(m, c)
 	out := o.apply(m, now, c)
-	out.Drained, out.EnqueuedAt, out.TraceParent = true, m.EnqueuedAt, m.TraceParent
+	out.Drained, out.MessageID, out.EnqueuedAt, out.TraceParent = true, m.MessageID, m.EnqueuedAt, m.TraceParent
 	return out, true
 }
 

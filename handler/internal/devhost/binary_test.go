@@ -279,10 +279,14 @@ func TestCommands(t *testing.T) {
 		return runEnv(append(env, "StateStorage="+az.ConnectionString()), stdin, args...)
 	}
 	ledger1, _ := filepath.Abs(filepath.Join(root, "testdata", "ledgers", "01-morning.json"))
-	out, stderr, err := run("", "publish", ledger1)
+	recv := &otlpReceiver{}
+	otlp := httptest.NewServer(recv)
+	defer otlp.Close()
+	out, stderr, err := runEnv(append(env, "StateStorage="+az.ConnectionString(), "OTEL_EXPORTER_OTLP_ENDPOINT="+otlp.URL), "", "publish", ledger1)
 	if err != nil || !strings.Contains(out, `"outcome":"sent"`) || !strings.Contains(out, `"transactions":9`) {
 		t.Fatalf("publish: %v\n%s%s", err, out, stderr)
 	}
+	queuedTrace(t, h, out, recv)
 	// --stream sets the ledger's stream (its SessionId on the ledgers queue);
 	// an invalid one is refused before anything is sent.
 	out, stderr, err = run(`{"ledgerId":"L-streamed","stream":"shop-eu","transactions":[{"orderId":"ord-s","op":"CreateOrder","currency":"EUR"}]}`,
@@ -379,6 +383,31 @@ func publishAgain(ctx context.Context, t *testing.T, h *devhost.Host, run, runWi
 	}
 }
 
+// queuedTrace: a queued publish starts the ledger's trace and prints its id
+// (out): the ledger's message on the ledgers queue carries it, and with
+// OTEL_EXPORTER_OTLP_ENDPOINT set the command exported its send span.
+func queuedTrace(t *testing.T, h *devhost.Host, out string, recv *otlpReceiver) {
+	t.Helper()
+	var answered struct{ LedgerID, TraceID string }
+	if err := json.Unmarshal([]byte(out), &answered); err != nil || len(answered.TraceID) != 32 {
+		t.Fatalf("publish printed no traceId: %s", out)
+	}
+	for _, m := range h.Queue("ledgers").Sent() {
+		if m.MessageID != answered.LedgerID {
+			continue
+		}
+		tp, _ := m.Properties[tracing.PropTraceParent].(string)
+		if sc, err := tracing.ParseTraceParent(tp); err != nil || sc.TraceID().String() != answered.TraceID {
+			t.Fatalf("the ledger's message carries traceparent %q (%v); publish printed traceId %s", tp, err, answered.TraceID)
+		}
+		if spans := find(recv.all(), "send ledger", answered.TraceID); len(spans) != 1 || spans[0].Attrs["convoy.ledger_id"] != answered.LedgerID {
+			t.Fatalf("send ledger spans of trace %s exported by the time the command exited: %+v", answered.TraceID, spans)
+		}
+		return
+	}
+	t.Fatalf("no message %s on the ledgers queue", answered.LedgerID)
+}
+
 // directTrace: publish --direct starts the ledger's trace, as an upload
 // without a traceparent does: each message it sends carries a valid
 // traceparent, the same in Diagnostic-Id, one trace id for the ledger; with
@@ -391,9 +420,12 @@ func directTrace(t *testing.T, h *devhost.Host, publishDirect func(stdin string,
 	defer otlp.Close()
 	const doc = `{"ledgerId":"L-direct-traced","transactions":[{"orderId":"ord-t1","op":"CreateOrder","currency":"EUR"},
 		{"orderId":"ord-t2","op":"CreateOrder","currency":"EUR"},{"orderId":"ord-t1","op":"AddTransaction","txId":"t-1","amount":3}]}`
-	if out, stderr, err := publishDirect(doc, "OTEL_EXPORTER_OTLP_ENDPOINT="+otlp.URL); err != nil || !strings.Contains(out, `"outcome":"published"`) {
+	out, stderr, err := publishDirect(doc, "OTEL_EXPORTER_OTLP_ENDPOINT="+otlp.URL)
+	if err != nil || !strings.Contains(out, `"outcome":"published"`) {
 		t.Fatalf("publish --direct with an OTLP endpoint: %v\n%s%s", err, out, stderr)
 	}
+	var answered struct{ TraceID string }
+	_ = json.Unmarshal([]byte(out), &answered)
 	traces := map[string]map[string]bool{} // ledger id: trace ids
 	for _, m := range h.Queue("orders").Sent() {
 		ledgerID, _, _ := strings.Cut(m.MessageID, ":")
@@ -416,6 +448,9 @@ func directTrace(t *testing.T, h *devhost.Host, publishDirect func(stdin string,
 	var traceID string
 	for id := range traces["L-direct-traced"] {
 		traceID = id
+	}
+	if answered.TraceID != traceID {
+		t.Fatalf("publish --direct printed traceId %q; its messages carry trace %s", answered.TraceID, traceID)
 	}
 	if spans := find(recv.all(), "publish ledger", traceID); len(spans) != 1 || spans[0].Attrs["convoy.ledger_id"] != "L-direct-traced" || spans[0].Attrs["messaging.batch.message_count"] != "3" {
 		t.Fatalf("publish ledger spans of trace %s received by the time the command exited: %+v (all: %+v)", traceID, spans, recv.all())
