@@ -111,6 +111,9 @@ func TestDocsWalkthroughSteps(t *testing.T) {
 // devhostLine is the walkthrough's make devhost, settings before it or not.
 var devhostLine = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*=\S*\s+)*make devhost(\s|$)`)
 
+// publishLine is a convoy publish command.
+var publishLine = regexp.MustCompile(`^(convoy|go run \.|bin/convoy) publish `)
+
 // healTarget is the order the heal commands name.
 var healTarget = regexp.MustCompile(`/api/orders/([A-Za-z0-9._-]+)/(?:replay|skip)|(?:convoy|go run \.) (?:replay|skip) ([A-Za-z0-9._-]+)`)
 
@@ -299,6 +302,13 @@ func (w *walker) run(stepName, line string) {
 		}
 		if strings.HasPrefix(line, "curl ") && !json.Valid(out) {
 			w.fatalf("%s: %q did not answer JSON", stepName, line)
+		}
+		if publishLine.MatchString(line) {
+			// The reader looks the ledger up by the trace id it printed.
+			var answer struct{ TraceID string }
+			if json.Unmarshal(out, &answer) != nil || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(answer.TraceID) {
+				w.fatalf("%s: %q printed no trace id to look the ledger up by: %s", stepName, line, out)
+			}
 		}
 	}
 	if len(line) > 70 {
