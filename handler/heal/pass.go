@@ -41,9 +41,9 @@ type LastPass struct {
 }
 
 // Segment is what one run's survey found in a range of the index's keys:
-// after From, up to and including To.
+// after the last key of the segment before it (the first: from the
+// index's start), up to and including To.
 type Segment struct {
-	From   string    `json:"f,omitempty"`
 	To     string    `json:"t"`
 	At     time.Time `json:"at"` // when it was surveyed (a segment of several runs: the first)
 	Counts Counts    `json:"c"`
@@ -71,10 +71,10 @@ func (p *Pass) clone() Pass {
 }
 
 // maxSegments bounds the segments a pass keeps (the Health record is one
-// Table Storage property of at most 64 KiB): past it, the last segment takes
-// in the runs that follow, so that a pass's segments still stop at the same
-// keys as the last one's.
-const maxSegments = 24
+// Table Storage property of at most 64 KiB: TestHealthRecordFitsOneProperty):
+// past it, the last segment takes in the runs that follow, so that a pass's
+// segments still stop at the same keys as the last one's.
+const maxSegments = 12
 
 // advance records a run's survey of the entries after p.After up to to,
 // which found c (c["n"] entries; none: nothing is recorded), and, when end
@@ -84,7 +84,7 @@ func (p *Pass) advance(to string, c Counts, heads []OldestHead, end bool, now ti
 		p.StartedAt = now
 	}
 	if c["n"] > 0 {
-		s := Segment{From: p.After, To: to, At: now, Counts: c}
+		s := Segment{To: to, At: now, Counts: c}
 		if n := len(p.Segments); n >= maxSegments {
 			last := &p.Segments[n-1]
 			last.To = to
@@ -121,14 +121,14 @@ func (p *Pass) rolling() (c Counts, oldest time.Time, surveyed int64) {
 	if p.Last == nil {
 		return c, oldest, surveyed
 	}
-	for _, s := range p.Last.Segments {
+	for i, s := range p.Last.Segments {
 		if p.After != "" && s.To <= p.After {
 			continue // surveyed again by this pass
 		}
 		rest := Counts{}
 		rest.add(s.Counts, 1)
-		for _, mine := range p.Segments {
-			if mine.From >= s.From { // within s: this pass's segments all end at or before the cursor
+		for j, mine := range p.Segments {
+			if from(p.Segments, j) >= from(p.Last.Segments, i) { // within s: this pass's segments all end at or before the cursor
 				rest.add(mine.Counts, -1)
 			}
 		}
@@ -141,6 +141,14 @@ func (p *Pass) rolling() (c Counts, oldest time.Time, surveyed int64) {
 		see(s.At)
 	}
 	return c, oldest, surveyed
+}
+
+// from is where segment i of segs begins (after that key).
+func from(segs []Segment, i int) string {
+	if i == 0 {
+		return ""
+	}
+	return segs[i-1].To
 }
 
 // shownHeads are the oldest heads of the last period: this pass's, and the
