@@ -85,7 +85,12 @@ type Options struct {
 	// orders.
 	LagPerRun     int
 	BlockedPerRun int
-	Now           func() time.Time
+	// Sequential makes a run one step at a time: its surveys read one
+	// entry at a time, and the lag survey runs before the replay pass
+	// instead of alongside it (the healing simulation's runs are then
+	// deterministic).
+	Sequential bool
+	Now        func() time.Time
 	// Resume drains a blocked order whose missing seq is parked, a drain
 	// cut short (convoy.Processor.Resume); nil: not done.
 	Resume func(ctx context.Context, orderID string) (convoy.Result, error)
@@ -504,11 +509,16 @@ func (h *Healer) startLagSurvey(ctx context.Context, dls *DeadLetters, now time.
 		pass Pass
 	}
 	done := make(chan result, 1)
-	go func() {
+	survey := func() {
 		defer cancel()
 		lag, pass := h.surveyLag(ctx, dls, now, pass)
 		done <- result{lag, pass}
-	}()
+	}
+	if h.opts.Sequential {
+		survey()
+	} else {
+		go survey()
+	}
 	var lag *LagFigures
 	var once sync.Once
 	return func() *LagFigures {
@@ -557,6 +567,14 @@ func (h *Healer) readStates(ctx context.Context) (map[string]State, error) {
 	}
 }
 
+// parallel is n, or 1 for a Sequential healer.
+func (h *Healer) parallel(n int) int {
+	if h.opts.Sequential {
+		return 1
+	}
+	return n
+}
+
 // blockedParallelism is how many blocked index entries a run verifies at
 // once (a head read each, and a resume for some).
 const blockedParallelism = 16
@@ -595,7 +613,7 @@ func (h *Healer) survey(ctx context.Context, dls *DeadLetters, dlErr error, stat
 	var mu sync.Mutex
 	work := make(chan int)
 	var wg sync.WaitGroup
-	for range min(blockedParallelism, len(entries)) {
+	for range min(h.parallel(blockedParallelism), len(entries)) {
 		wg.Go(func() {
 			for i := range work {
 				if ctx.Err() != nil {

@@ -199,7 +199,7 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time,
 
 	work := make(chan int)
 	var wg sync.WaitGroup
-	for range min(lagParallelism, len(entries)) {
+	for range min(h.parallel(lagParallelism), len(entries)) {
 		wg.Go(func() {
 			for i := range work {
 				if ctx.Err() == nil {

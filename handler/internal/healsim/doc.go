@@ -1,7 +1,7 @@
 // Package healsim is a deterministic simulation of orders' lives under
 // operator actions and faults, the way FoundationDB and TigerBeetle test
 // theirs: a seeded, randomised run of the real convoy.Processor, replay,
-// skip, AutoReplay (heal) and the blocked index on memstore, with faults
+// skip, AutoReplay (heal), the blocked index and the active-orders index on memstore, with faults
 // injected at every store operation (a commit cut before or after it lands,
 // lost replies, a crash between the index steps, a deadline mid-drain),
 // two instances on one order, cache evictions, and skips and replays racing

@@ -110,9 +110,15 @@ type world struct {
 	store  *checkedStore
 	procs  [2]*convoy.Processor
 	healer *heal.Healer
-	queue  []*delivery
-	late   []*delivery // sent three quarters through the run
-	dlq    *deadLetters
+	// active is the active-orders index the processors write and each
+	// AutoReplay run surveys, lagPerRun orders a run; blockedPerRun is the
+	// blocked index entries a run verifies (small: a pass takes several
+	// runs).
+	active                   *surveyLog
+	lagPerRun, blockedPerRun int
+	queue                    []*delivery
+	late                     []*delivery // sent three quarters through the run
+	dlq                      *deadLetters
 	// msgs are each order's messages, seq 1..n (index seq-1); poison: the
 	// seqs whose body no processor can read; flaky: handler failures left
 	// before a seq's delivery gets through.
@@ -178,12 +184,16 @@ func newWorld(seed uint64, verbose bool) *world {
 	w.store = &checkedStore{Store: w.mem, w: w}
 	w.mem.Fail = w.fault
 	w.mem.LoseReply = w.loseReply
+	w.active = &surveyLog{Ledgers: memstore.NewLedgers(), surveyed: map[string]bool{}}
+	w.active.Now = w.clock
+	w.active.Fail = func(op string) error { return w.fault("active."+op, "") }
+	w.lagPerRun, w.blockedPerRun = 1+w.r.IntN(3), 1+w.r.IntN(3)
 	for i := range w.procs {
 		w.procs[i] = w.newProcessor()
 	}
 	w.healer = heal.New(w.store, w.store, w.mem, func() (replay.Source, convoy.Sender, func(), error) {
 		return w.dlq.reader(), sender{w}, func() {}, nil
-	}, heal.Options{Now: w.clock, Resume: func(ctx context.Context, id string) (convoy.Result, error) {
+	}, heal.Options{Now: w.clock, Active: w.active, LagPerRun: w.lagPerRun, BlockedPerRun: w.blockedPerRun, Sequential: true, Resume: func(ctx context.Context, id string) (convoy.Result, error) {
 		res, err := w.procs[max(w.busy, 0)].Resume(ctx, id) // the run's own instance
 		if err == nil && res.Commits > 0 {
 			w.st.resumed++
@@ -210,7 +220,7 @@ func newWorld(seed uint64, verbose bool) *world {
 }
 
 func (w *world) newProcessor() *convoy.Processor {
-	return convoy.NewProcessor(w.store, convoy.ProcessorOptions{CacheSize: 1 + w.r.IntN(3), Index: w.store, Now: w.clock,
+	return convoy.NewProcessor(w.store, convoy.ProcessorOptions{CacheSize: 1 + w.r.IntN(3), Index: w.store, Now: w.clock, Active: w.active,
 		Retry: fault.RetryPolicy{MaxAttempts: 1 + w.r.IntN(3), Initial: time.Microsecond, Max: time.Microsecond, MaxElapsed: time.Second}})
 }
 
@@ -539,6 +549,70 @@ func (w *world) healRun(ctx context.Context) {
 	w.note("AutoReplay run: %d replayed, %d failed, paused %q", len(r.Replayed), len(r.Failed), r.Paused)
 }
 
+// healPass runs AutoReplay as many times as it takes to go through both
+// indexes once from wherever the runs stand: a run goes on where the last
+// one stopped, so ceil(n / per run) runs cover n entries from the start,
+// and one more ends the pass under way. Then, the invariant of the lag
+// survey's budget: every order in the active-orders index throughout was
+// surveyed by those runs (an oracle apart from heal.Pass: the index's own
+// reads, logged).
+func (w *world) healPass(ctx context.Context) {
+	active := w.active.ids()
+	blocked, _, _ := w.mem.ScanBlocked(ctx, "", 1<<20)
+	runs := max(ceilDiv(len(active), w.lagPerRun), ceilDiv(len(blocked), w.blockedPerRun)) + 1
+	w.active.reset()
+	for range runs {
+		w.healRun(ctx)
+		w.now = w.now.Add(time.Minute) // the schedule
+	}
+	still := w.active.ids()
+	for _, id := range active {
+		if slices.Contains(still, id) && !w.active.wasSurveyed(id) {
+			w.violate("order %s was in the active-orders index throughout %d AutoReplay runs of %d orders each (%d in the index), and none surveyed it",
+				id, runs, w.lagPerRun, len(active))
+		}
+	}
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// surveyLog is the active-orders index, logging the orders the lag survey
+// reads (it reads what was published to each order it surveys, once).
+type surveyLog struct {
+	*memstore.Ledgers
+	mu       sync.Mutex
+	surveyed map[string]bool
+}
+
+func (s *surveyLog) Published(ctx context.Context, orderID string, seq int64) (convoy.Published, error) {
+	s.mu.Lock()
+	s.surveyed[orderID] = true
+	s.mu.Unlock()
+	return s.Ledgers.Published(ctx, orderID, seq)
+}
+
+func (s *surveyLog) wasSurveyed(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.surveyed[id]
+}
+
+func (s *surveyLog) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.surveyed)
+}
+
+// ids are the orders in the index.
+func (s *surveyLog) ids() []string {
+	entries, _, _ := s.ScanActive(context.Background(), "", 1<<20)
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.OrderID)
+	}
+	return out
+}
+
 // readStatus is what OrderStatus does: read the order and, when its next
 // seq is parked (a drain cut short), resume the drain.
 func (w *world) readStatus(ctx context.Context, inst int, orderID string) {
@@ -575,7 +649,7 @@ func (w *world) quiesce() {
 		for len(w.queue) > 0 {
 			w.deliver(ctx, 0, 0)
 		}
-		w.healRun(ctx)
+		w.healPass(ctx)
 		if len(w.queue) > 0 {
 			continue
 		}
@@ -621,8 +695,9 @@ func (w *world) coming(orderID string, seq int64) bool {
 	return false
 }
 
-// checkIndex: after an AutoReplay run with nothing in flight, the blocked
-// index lists exactly the orders with parked messages, with their figures.
+// checkIndex: after AutoReplay runs that went through the blocked index
+// once (healPass) with nothing in flight, the blocked index lists exactly
+// the orders with parked messages, with their figures.
 func (w *world) checkIndex(ctx context.Context) {
 	page, err := convoy.ListBlocked(ctx, w.store, "", convoy.MaxBlockedPageSize)
 	if err != nil {
