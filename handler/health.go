@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
@@ -55,9 +56,12 @@ func metricsAttrs(s heal.Summary) []any {
 	if crit == nil {
 		crit = &heal.CriticalTimeFigures{}
 	}
-	var oldest int64
+	var oldest, oldestSurvey int64
 	if len(lag.OldestHeads) > 0 {
 		oldest = int64(lag.OldestHeads[0].HeadAgeSeconds)
+	}
+	if !lag.OldestSurveyAt.IsZero() {
+		oldestSurvey = int64(lag.At.Sub(lag.OldestSurveyAt) / time.Second)
 	}
 	return []any{
 		"blockedOrders", s.BlockedOrders,
@@ -81,6 +85,11 @@ func metricsAttrs(s heal.Summary) []any {
 		"criticalTimeP50Ms", crit.P50Ms,
 		"criticalTimeP99Ms", crit.P99Ms,
 		"criticalTimeMaxMs", crit.MaxMs,
+		// The survey's coverage (issue 37): orders surveyed this period, how
+		// long ago the oldest survey counted was, how long a pass took.
+		"lagSurveyedThisPeriod", lag.SurveyedThisPeriod,
+		"lagOldestSurveySeconds", oldestSurvey,
+		"lagPeriodSeconds", lag.PeriodSeconds,
 	}
 }
 

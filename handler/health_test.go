@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
@@ -37,7 +38,8 @@ func TestAutoReplayInvocation(t *testing.T) {
 		Failed: []heal.Failure{{OrderID: "o-2", Error: "send: down"}}, FailedMore: 4990, Paused: "a replay failed",
 		Summary: &heal.Summary{BlockedOrders: 3, OldestBlockedSeconds: 99, DeadLetters: &heal.DeadLetters{Total: 4, Permanent: 1},
 			Lag: &heal.LagFigures{Orders: 12, ByStatus: map[convoy.LagStatus]int{convoy.LagOK: 2, convoy.LagCatchingUp: 6, convoy.LagStalled: 3, convoy.LagBlocked: 1},
-				StalledTwoWindows: 1, OldestHeads: []heal.OldestHead{{OrderID: "o-9", HeadAgeSeconds: 912.7}, {OrderID: "o-8", HeadAgeSeconds: 30}},
+				StalledTwoWindows: 1, SurveyedThisPeriod: 7, PeriodSeconds: 240,
+				At: time.Date(2026, 11, 25, 19, 0, 0, 0, time.UTC), OldestSurveyAt: time.Date(2026, 11, 25, 18, 56, 30, 0, time.UTC), OldestHeads: []heal.OldestHead{{OrderID: "o-9", HeadAgeSeconds: 912.7}, {OrderID: "o-8", HeadAgeSeconds: 30}},
 				CriticalTime: &heal.CriticalTimeFigures{Count: 40, P50Ms: 120, P99Ms: 2300, MaxMs: 4100}}}}
 	e := handler.New(handler.Deps{Heal: fakeHealer{run: run}})
 	body := `{"Data":{"timer":{"Schedule":{"AdjustForDST":true},"ScheduleStatus":null,"IsPastDue":false}},"Metadata":{"sys":{"MethodName":"AutoReplay"}}}`
@@ -53,7 +55,8 @@ func TestAutoReplayInvocation(t *testing.T) {
 		`auto-replay failed more=4990 error="and 4990 more orders, not listed (a run lists at most AutoReplayMaxOrders)"`,
 		`auto-replay paused reason="a replay failed"`,
 		"metrics blockedOrders=3 oldestBlockedSeconds=99 parkedMessages=0 deadLetters=4 deadLettersTransient=0 deadLettersPermanent=1 autoReplayPending=0 autoReplayRetrying=0 autoReplayed=0 autoReplayEnabled=false breakerOpen=false" +
-			" lagOrders=12 lagOk=2 lagCatchingUp=6 lagStalled=3 lagBlocked=1 lagStalledTwoWindows=1 oldestHeadSeconds=912 criticalTimeP50Ms=120 criticalTimeP99Ms=2300 criticalTimeMaxMs=4100",
+			" lagOrders=12 lagOk=2 lagCatchingUp=6 lagStalled=3 lagBlocked=1 lagStalledTwoWindows=1 oldestHeadSeconds=912 criticalTimeP50Ms=120 criticalTimeP99Ms=2300 criticalTimeMaxMs=4100" +
+			" lagSurveyedThisPeriod=7 lagOldestSurveySeconds=210 lagPeriodSeconds=240",
 	}
 	if strings.Join(out.Logs, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("Logs:\n%s\nwant:\n%s", strings.Join(out.Logs, "\n"), strings.Join(want, "\n"))

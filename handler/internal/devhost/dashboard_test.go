@@ -217,9 +217,11 @@ func lagSummary(lagJSON string) string {
 // Chromium from canned summaries (the page itself, and its headers, are the
 // handler's): the counts per status, the orders stalled for two windows,
 // critical time p50/p99/max with its window, and the oldest heads with their
-// age readable, an order id shown as text whatever it holds; a survey cut
-// short says its counts are partial; with no survey yet (lag null, or absent
-// as from an earlier release) the page says so.
+// age readable, an order id shown as text whatever it holds, and how much of
+// the active orders the figures cover (issue 37: surveyed this period, the
+// oldest survey, how often each is looked at); a survey cut short, or not
+// yet through every order, says its counts are partial; with no survey yet
+// (lag null, or absent as from an earlier release) the page says so.
 func TestDashboardShowsLag(t *testing.T) {
 	ctx := timeout(t, 2*time.Minute)
 	var summary atomic.Value
@@ -257,6 +259,8 @@ func TestDashboardShowsLag(t *testing.T) {
 	const partial = "cut short by the run's deadline: the counts are partial"
 
 	dom := render(lagSummary(`{"at": "2026-11-25T19:00:00Z", "window": 300, "orders": 1234, "complete": true,
+		"surveyedThisPeriod": 1000, "periodStartedAt": "2026-11-25T18:58:00Z", "oldestSurveyAt": "2026-11-25T18:57:00Z",
+		"periodSeconds": 180, "ordersPerRun": 500,
 		"byStatus": {"ok": 10, "catching-up": 1200, "stalled": 20, "blocked": 4}, "stalledTwoWindows": 3,
 		"oldestHeads": [
 			{"orderId": "o-1", "status": "stalled", "backlog": 5, "appliedSeq": 12, "headAgeSeconds": 912.3},
@@ -268,7 +272,8 @@ func TestDashboardShowsLag(t *testing.T) {
 		"<b>3</b>stalled for two windows</div>",
 		"<b>120 ms</b>critical time p50</div>", "<b>2.3 s</b>critical time p99</div>", "<b>4.1 s</b>critical time max</div>",
 		"of the 5000 transactions applied in the last 7 min.",
-		"1234 active orders, over a window of 5 min (300 s).",
+		"1234 active orders, over a window of 5 min (300 s). 1000 surveyed this period (since 2026-11-25T18:58:00Z), at most 500 a run; " +
+			"the oldest survey counted: 2026-11-25T18:57:00Z; every active order is looked at every 3 min.",
 		`<tr data-order="o-1"><td>o-1</td><td class="stalled">stalled</td><td>5</td><td>12</td><td>15 min 12 s</td></tr>`,
 		`<td>o-&lt;i&gt;2&lt;/i&gt;</td><td>blocked</td><td>2</td><td>7</td><td>1 d 1 h</td></tr>`,
 		`<td>o-3</td><td>catching-up</td><td>1</td><td>40</td><td>8 s</td></tr>`,
