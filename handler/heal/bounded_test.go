@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/heal"
@@ -144,5 +145,47 @@ func TestMissingClassifiesAsClassify(t *testing.T) {
 				t.Errorf("%s, appliedSeq %d: %s %s %q, Classify says %s %q", c.name, applied, m.Where, m.Cause, m.Why, want.Class, want.Why)
 			}
 		}
+	}
+}
+
+// TestStatesBoundedWhenThePeekIsPartial (issue 37): with more dead letters
+// than a run's peek reads (50,000), the runs cannot tell that an order not
+// in the peek has nothing left to replay; its auto-replay state used to be
+// kept for as long as the queue stayed that long, so that the states every
+// run reads grew with the orders ever replayed. A state not in the peek is
+// now removed once its backoff has been over for BackoffMax (what it would
+// have told a later attempt is only how far to double its wait); one whose
+// backoff ended less than BackoffMax ago is kept, and so is one of an order
+// the peek saw.
+func TestStatesBoundedWhenThePeekIsPartial(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	src := &bodies{n: 50_001, size: 100} // o-00000 … o-50000: the peek reads 50,000
+	h := heal.New(f.store, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) { return src, f.sender, func() {}, nil },
+		heal.Options{Now: f.clock.now, BackoffMax: time.Hour, Disabled: true})
+	now := f.clock.now()
+	for id, next := range map[string]time.Time{
+		"gone-long-ago": now.Add(-time.Hour - time.Minute), // not in the peek, backoff over for more than BackoffMax
+		"gone-recently": now.Add(-time.Minute),             // not in the peek, backoff over for less
+		"o-00007":       now.Add(-2 * time.Hour),           // in the peek
+	} {
+		if _, err := f.store.PutReplayState(ctx, heal.State{OrderID: id, Seq: 2, Attempts: 3, NextAttempt: next}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := h.RunOnce(ctx)
+	if r.Summary == nil || r.Summary.DeadLetters == nil || r.Summary.DeadLetters.Complete {
+		t.Fatalf("the peek: %+v; want it partial", r.Summary)
+	}
+	states, _, err := f.store.ReplayStates(ctx, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, st := range states {
+		left = append(left, st.OrderID)
+	}
+	if fmt.Sprint(left) != "[gone-recently o-00007]" {
+		t.Errorf("states left %v; want [gone-recently o-00007]", left)
 	}
 }

@@ -693,11 +693,16 @@ func (h *Healer) survey(ctx context.Context, dls *DeadLetters, dlErr error, stat
 		}
 		// States of orders with nothing left to replay: removed once their
 		// backoff is over (a dead letter that comes back later starts over).
-		if dls.Complete {
-			for id, st := range states {
-				if !due[id] && !now.Before(st.NextAttempt) && ctx.Err() == nil {
-					_ = h.states.DeleteReplayState(ctx, id, st.ETag) // best effort: the next run tries again
-				}
+		// A peek that did not read the whole sub-queue cannot tell that of an
+		// order it did not see: its state goes once its backoff has been
+		// over for BackoffMax (all it could still tell is how far to double
+		// the next wait), so that the states a run reads are bounded by the
+		// settings (the orders claimed in that time, and the peek's), not by
+		// the orders ever replayed.
+		for id, st := range states {
+			over := !now.Before(st.NextAttempt) && (dls.Complete || !now.Before(st.NextAttempt.Add(h.opts.BackoffMax)))
+			if !due[id] && over && ctx.Err() == nil {
+				_ = h.states.DeleteReplayState(ctx, id, st.ETag) // best effort: the next run tries again
 			}
 		}
 	}
