@@ -2,9 +2,9 @@ package memstore
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
@@ -24,6 +24,9 @@ func (s *Store) MarkBlocked(_ context.Context, orderID string, since time.Time, 
 	}
 	key := convoy.BlockedKey(orderID, since)
 	s.tags++
+	if _, ok := s.blocked[key]; !ok {
+		s.blockedKeys = nil
+	}
 	s.blocked[key] = convoy.BlockedEntry{Key: key, OrderID: orderID, Since: since.UTC(), Version: version, ETag: strconv.FormatInt(s.tags, 10)}
 	return nil
 }
@@ -71,6 +74,7 @@ func (s *Store) ClearBlocked(_ context.Context, orderID string, since time.Time)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.blocked, convoy.BlockedKey(orderID, since))
+	s.blockedKeys = nil
 	return nil
 }
 
@@ -83,21 +87,21 @@ func (s *Store) ClearStale(_ context.Context, e convoy.BlockedEntry) error {
 	defer s.mu.Unlock()
 	if cur, ok := s.blocked[e.Key]; ok && cur.ETag == e.ETag {
 		delete(s.blocked, e.Key)
+		s.blockedKeys = nil
 	}
 	return nil
 }
 
-// ScanBlocked implements convoy.BlockedIndex.
+// ScanBlocked implements convoy.BlockedIndex: the keys are kept sorted
+// between changes of the index, so that a page costs what it holds (as a
+// query of Table Storage does), not a sort of the whole index.
 func (s *Store) ScanBlocked(_ context.Context, after string, limit int) ([]convoy.BlockedEntry, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	keys := make([]string, 0, len(s.blocked))
-	for k := range s.blocked {
-		if strings.Compare(k, after) > 0 {
-			keys = append(keys, k)
-		}
+	if s.blockedKeys == nil {
+		s.blockedKeys = slices.Sorted(maps.Keys(s.blocked))
 	}
-	slices.Sort(keys)
+	keys := s.blockedKeys[afterKey(s.blockedKeys, after):]
 	more := len(keys) > limit
 	keys = keys[:min(limit, len(keys))]
 	out := make([]convoy.BlockedEntry, len(keys))
@@ -105,6 +109,15 @@ func (s *Store) ScanBlocked(_ context.Context, after string, limit int) ([]convo
 		out[i] = s.blocked[k]
 	}
 	return out, more, nil
+}
+
+// afterKey is where the keys above after begin in sorted.
+func afterKey(sorted []string, after string) int {
+	i, found := slices.BinarySearch(sorted, after)
+	if found {
+		i++
+	}
+	return i
 }
 
 // Head implements convoy.BlockedIndex.

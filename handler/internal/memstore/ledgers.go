@@ -19,8 +19,10 @@ type Ledgers struct {
 	next    map[string]int64                 // order → next seq
 	allocs  map[string]map[string]allocation // order → ledger → its seqs
 	active  map[string]convoy.ActiveOrder    // the active-orders index
-	dead    map[string]int64                 // order → its noted dead-lettered seq
-	version int
+	// activeIDs are active's ids sorted, nil when they changed since.
+	activeIDs []string
+	dead      map[string]int64 // order → its noted dead-lettered seq
+	version   int
 	// Fail, if set, is called before every operation ("get", "create",
 	// "save", "allocate", "activate", "scan", "deactivate", "note",
 	// "published", "mark"); a non-nil error is returned instead.
@@ -146,29 +148,32 @@ func (s *Ledgers) Activate(_ context.Context, orderIDs []string) error {
 	}
 	for _, id := range orderIDs {
 		s.version++
+		if _, ok := s.active[id]; !ok {
+			s.activeIDs = nil
+		}
 		s.active[id] = convoy.ActiveOrder{OrderID: id, PublishedAt: s.now(), ETag: strconv.Itoa(s.version)}
 	}
 	return nil
 }
 
-// ScanActive implements convoy.ActiveIndex.
+// ScanActive implements convoy.ActiveIndex: the ids are kept sorted
+// between changes of the index, so that a page costs what it holds.
 func (s *Ledgers) ScanActive(_ context.Context, after string, limit int) ([]convoy.ActiveOrder, bool, error) {
 	if err := s.fail("scan"); err != nil {
 		return nil, false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.activeIDs == nil {
+		s.activeIDs = slices.Sorted(maps.Keys(s.active))
+	}
+	ids := s.activeIDs[afterKey(s.activeIDs, after):]
+	more := len(ids) > limit
 	var out []convoy.ActiveOrder
-	for _, id := range slices.Sorted(maps.Keys(s.active)) {
-		if id <= after {
-			continue
-		}
-		if len(out) == limit {
-			return out, true, nil
-		}
+	for _, id := range ids[:min(limit, len(ids))] {
 		out = append(out, s.active[id])
 	}
-	return out, false, nil
+	return out, more, nil
 }
 
 // Deactivate implements convoy.ActiveIndex.
@@ -180,6 +185,7 @@ func (s *Ledgers) Deactivate(_ context.Context, e convoy.ActiveOrder) error {
 	defer s.mu.Unlock()
 	if cur, ok := s.active[e.OrderID]; ok && cur.ETag == e.ETag {
 		delete(s.active, e.OrderID)
+		s.activeIDs = nil
 	}
 	return nil
 }
@@ -194,7 +200,10 @@ func (s *Ledgers) MarkActive(_ context.Context, orderID string, seen convoy.Seen
 	if s.active == nil {
 		s.active = map[string]convoy.ActiveOrder{}
 	}
-	e := s.active[orderID] // merged: a dead-lettered seq noted in it stays
+	e, ok := s.active[orderID] // merged: a dead-lettered seq noted in it stays
+	if !ok {
+		s.activeIDs = nil
+	}
 	s.version++
 	e.OrderID, e.PublishedAt, e.ETag, e.SeenSeq, e.SeenAt = orderID, s.now(), strconv.Itoa(s.version), seen.Seq, seen.At.UTC()
 	s.active[orderID] = e

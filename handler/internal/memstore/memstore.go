@@ -23,6 +23,8 @@ type Store struct {
 	parked  map[string]*parkedSet          // parked messages, by order
 	history map[string]*history            // transactions and rejections, by order
 	blocked map[string]convoy.BlockedEntry // the blocked index, by key
+	// blockedKeys are blocked's keys sorted, nil when they changed since.
+	blockedKeys []string
 	// health is the heal.Health record; healthTag its ETag (0: none yet).
 	health    heal.Health
 	healthTag int64
