@@ -7,24 +7,26 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
 
 // Error conditions of the specification (part 2, section 2.8.15 and after).
 const (
-	ErrInternal          Symbol = "amqp:internal-error"
-	ErrNotFound          Symbol = "amqp:not-found"
-	ErrUnauthorized      Symbol = "amqp:unauthorized-access"
-	ErrDecode            Symbol = "amqp:decode-error"
-	ErrNotImplemented    Symbol = "amqp:not-implemented"
-	ErrNotAllowed        Symbol = "amqp:not-allowed"
-	ErrInvalidField      Symbol = "amqp:invalid-field"
-	ErrResourceLimit     Symbol = "amqp:resource-limit-exceeded"
-	ErrFramingError      Symbol = "amqp:connection:framing-error"
-	ErrMessageSizeExceed Symbol = "amqp:link:message-size-exceeded"
-	ErrDetachForced      Symbol = "amqp:link:detach-forced"
-	ErrConnectionForced  Symbol = "amqp:connection:forced"
+	ErrInternal              Symbol = "amqp:internal-error"
+	ErrNotFound              Symbol = "amqp:not-found"
+	ErrUnauthorized          Symbol = "amqp:unauthorized-access"
+	ErrDecode                Symbol = "amqp:decode-error"
+	ErrNotImplemented        Symbol = "amqp:not-implemented"
+	ErrNotAllowed            Symbol = "amqp:not-allowed"
+	ErrInvalidField          Symbol = "amqp:invalid-field"
+	ErrResourceLimit         Symbol = "amqp:resource-limit-exceeded"
+	ErrFramingError          Symbol = "amqp:connection:framing-error"
+	ErrMessageSizeExceed     Symbol = "amqp:link:message-size-exceeded"
+	ErrTransferLimitExceeded Symbol = "amqp:link:transfer-limit-exceeded"
+	ErrDetachForced          Symbol = "amqp:link:detach-forced"
+	ErrConnectionForced      Symbol = "amqp:connection:forced"
 )
 
 // Fields of the performatives the engine reads and writes, by position.
@@ -82,6 +84,18 @@ type Config struct {
 	OnFrame func(*Conn, Frame) bool
 	// Trace, when set, receives one line per frame in and out.
 	Trace io.Writer
+	// MaxMessageSize bounds a delivery the client sends on a link whose
+	// handler declared no max-message-size of its own (AttachReply with 0).
+	// 0: DefaultMaxMessageSize.
+	MaxMessageSize uint64
+	// IdleTimeout is the server's idle threshold: a connection from which
+	// no frame (not even an empty one) arrives within it is closed with
+	// amqp:resource-limit-exceeded. Half of it is advertised as the open's
+	// idle-time-out (part 2, section 2.4.5). 0: none.
+	IdleTimeout time.Duration
+	// HandshakeTimeout bounds the protocol headers, SASL and the open.
+	// 0: 30 seconds.
+	HandshakeTimeout time.Duration
 }
 
 // Handler gives links their meaning.
@@ -149,15 +163,35 @@ type session struct {
 	peerInWin   uint32           // what is left of the client's incoming window
 	links       map[uint32]*Link // by the client's handle
 	nextHandle  uint32
-	unsettled   map[uint32]*Link   // our deliveries the client has not settled
-	tags        map[uint32][]byte  // their tags
-	partial     map[uint32]*partly // multi-frame transfers by handle
-	pendingSend []pending          // transfers waiting for the client's session window
+	unsettled   map[uint32]*Link  // our deliveries the client has not settled
+	tags        map[uint32][]byte // their tags
+	pendingSend []pending         // transfers waiting for the client's session window
 }
 
+// partly is a delivery the client has begun and not finished (its
+// transfers with more set); its buffer never grows past the link's limit.
+// Once a frame would take it over, the buffer is freed and only the size
+// is kept (over), until the delivery ends and is refused.
 type partly struct {
-	d   Delivery
-	buf bytes.Buffer
+	d    Delivery
+	buf  []byte
+	over bool
+	size uint64 // when over: the bytes received so far
+}
+
+// add appends p, which the caller checked fits within limit.
+func (pt *partly) add(p []byte, limit uint64) {
+	need := len(pt.buf) + len(p)
+	if need > cap(pt.buf) {
+		n := max(2*cap(pt.buf), need, 4096)
+		if uint64(n) > limit {
+			n = int(limit) // ≥ need
+		}
+		grown := make([]byte, len(pt.buf), n)
+		copy(grown, pt.buf)
+		pt.buf = grown
+	}
+	pt.buf = append(pt.buf, p...)
 }
 
 type pending struct {
@@ -179,7 +213,9 @@ type Link struct {
 	Properties   Map
 	SndSettle    uint8 // the client's sender-settle-mode (0 unsettled, 1 settled, 2 mixed)
 	RcvSettle    uint8
-	MaxMsgSize   uint64 // the client's, 0: none
+	MaxMsgSize   uint64 // the client's (what it takes), 0: none
+	limit        uint64 // the largest delivery the server takes on the link
+	partial      *partly
 	handle       uint32 // the client's
 	ours         uint32 // ours
 	h            LinkHandler
@@ -203,10 +239,19 @@ func (l *Link) Address() string {
 	return a
 }
 
+// DefaultMaxMessageSize is Config.MaxMessageSize when none is given.
+const DefaultMaxMessageSize = 1 << 20
+
 // Serve runs the connection until the client closes it or it fails.
 func Serve(nc net.Conn, cfg Config) error {
 	if cfg.MaxFrameSize == 0 {
 		cfg.MaxFrameSize = 65536
+	}
+	if cfg.MaxMessageSize == 0 {
+		cfg.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = 30 * time.Second
 	}
 	if len(cfg.Mechanisms) == 0 {
 		cfg.Mechanisms = []Symbol{"ANONYMOUS"}
@@ -218,10 +263,19 @@ func Serve(nc net.Conn, cfg Config) error {
 		return err
 	}
 	for {
+		if cfg.IdleTimeout > 0 {
+			// Each frame, empty ones included, must arrive within the
+			// threshold (2.4.5); half a frame and silence is no exception.
+			_ = c.nc.SetReadDeadline(time.Now().Add(cfg.IdleTimeout))
+		}
 		f, err := ReadFrame(c.r, cfg.MaxFrameSize)
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 				return nil
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) && cfg.IdleTimeout > 0 {
+				c.Close(&Error{Condition: ErrResourceLimit, Description: fmt.Sprintf("The connection was inactive for more than the allowed %d milliseconds.", cfg.IdleTimeout.Milliseconds())})
+				return fmt.Errorf("amqp: no frame within the idle timeout of %v", cfg.IdleTimeout)
 			}
 			c.Close(&Error{Condition: ErrFramingError, Description: err.Error()})
 			return err
@@ -258,7 +312,7 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 
 // handshake reads the protocol headers, runs SASL and exchanges open.
 func (c *Conn) handshake() error {
-	_ = c.nc.SetDeadline(time.Now().Add(30 * time.Second))
+	_ = c.nc.SetDeadline(time.Now().Add(c.cfg.HandshakeTimeout))
 	defer func() { _ = c.nc.SetDeadline(time.Time{}) }()
 	head := make([]byte, 8)
 	if _, err := io.ReadFull(c.r, head); err != nil {
@@ -300,8 +354,12 @@ func (c *Conn) handshake() error {
 	if c.cfg.OpenProperties != nil {
 		props = c.cfg.OpenProperties
 	}
+	var idleOut any
+	if c.cfg.IdleTimeout > 0 { // half the threshold, as the spec advises (2.4.5)
+		idleOut = Millis(c.cfg.IdleTimeout / 2)
+	}
 	hostname := f.Body.Field(1)
-	if err := c.write(Frame{Body: New(CodeOpen, c.cfg.ContainerID, hostname, c.cfg.MaxFrameSize, uint16(65535), nil, nil, nil, nil, nil, props)}); err != nil {
+	if err := c.write(Frame{Body: New(CodeOpen, c.cfg.ContainerID, hostname, c.cfg.MaxFrameSize, uint16(65535), idleOut, nil, nil, nil, nil, props)}); err != nil {
 		return err
 	}
 	if idle > 0 { // keep the client's idle timer fed (part 2, section 2.4.5)
@@ -407,6 +465,8 @@ func (c *Conn) writeLocked(f Frame) error {
 func (c *Conn) Close(err *Error) {
 	c.mu.Lock()
 	if !c.closed {
+		// A peer that reads nothing more must not hold the close for ever.
+		_ = c.nc.SetWriteDeadline(time.Now().Add(closeWriteTimeout))
 		var e any
 		if err != nil {
 			e = err.Performative().Described()
@@ -416,6 +476,9 @@ func (c *Conn) Close(err *Error) {
 	c.mu.Unlock()
 	c.shutdown(err)
 }
+
+// closeWriteTimeout bounds the write of a close frame.
+const closeWriteTimeout = 5 * time.Second
 
 // Drop closes the socket without a close frame, as a network fault would.
 func (c *Conn) Drop() { c.shutdown(&Error{Condition: ErrConnectionForced, Description: "dropped"}) }
@@ -486,7 +549,7 @@ const window = 1 << 30
 
 func (c *Conn) begin(ch uint16, p *Performative) error {
 	s := &session{c: c, ch: ch, links: map[uint32]*Link{}, unsettled: map[uint32]*Link{},
-		tags: map[uint32][]byte{}, partial: map[uint32]*partly{}}
+		tags: map[uint32][]byte{}}
 	s.peerInWin = uint32(min(uint64Of(p.Field(2)), 1<<32-1))
 	s.inNext = uint32(uint64Of(p.Field(1)))
 	c.mu.Lock()
@@ -520,7 +583,7 @@ func (s *session) end() error {
 
 func (s *session) attach(p *Performative) error {
 	c := s.c
-	l := &Link{s: s, creditChange: make(chan struct{})}
+	l := &Link{s: s, creditChange: make(chan struct{}), limit: c.cfg.MaxMessageSize}
 	l.Name, _ = p.Field(attachName).(string)
 	h, ok := Uint(p.Field(attachHandle))
 	if !ok {
@@ -579,6 +642,7 @@ func (l *Link) goneLocked() bool {
 		return false
 	}
 	l.gone = true
+	l.partial = nil // what the client began sending dies with the link
 	close(l.creditChange)
 	return true
 }
@@ -610,14 +674,17 @@ func (l *Link) AttachReply(source, target *Performative, maxMessageSize uint64, 
 	if maxMessageSize > 0 {
 		mms = maxMessageSize
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if maxMessageSize > 0 {
+		l.limit = maxMessageSize
+	}
 	if props != nil {
 		pr = props
 	}
 	if !l.ClientSends {
 		initial = uint32(0)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	snd := l.SndSettle
 	return c.writeLocked(Frame{Channel: l.s.ch, Body: New(CodeAttach, l.Name, l.ours, l.ClientSends, snd, l.RcvSettle,
 		src, tgt, nil, nil, initial, mms, nil, nil, pr)})
@@ -729,35 +796,63 @@ func (s *session) transfer(p *Performative, payload []byte) error {
 		return &Error{Condition: "amqp:session:errant-link", Description: "transfer on a link the server sends on"}
 	}
 	s.inNext++
-	pt := s.partial[l.handle]
+	if l.gone {
+		// A link the server detached (or refused) and the client has not
+		// yet: what it still sends on it is dropped.
+		c.mu.Unlock()
+		return nil
+	}
+	pt := l.partial
 	if pt == nil {
+		// A new delivery takes a credit: none left is an error (2.6.7). The
+		// credit is what the server last granted less what came since, so
+		// a transfer sent before the client read a later flow is within it.
+		if l.credit == 0 {
+			c.mu.Unlock()
+			return l.Detach(&Error{Condition: ErrTransferLimitExceeded, Description: fmt.Sprintf("a transfer with no link credit (delivery-count %d)", l.deliveries)})
+		}
 		pt = &partly{}
 		id, _ := Uint(p.Field(transferDeliveryID))
 		pt.d.ID = uint32(id)
 		pt.d.Tag, _ = p.Field(transferTag).([]byte)
 		f, _ := Uint(p.Field(transferFormat))
 		pt.d.Format = uint32(f)
-		s.partial[l.handle] = pt
 	}
 	if settled, _ := p.Field(transferSettled).(bool); settled {
 		pt.d.Settled = true
 	}
-	pt.buf.Write(payload)
 	if aborted, _ := p.Field(transferAborted).(bool); aborted {
-		delete(s.partial, l.handle)
+		l.partial = nil // its payload is ignored (2.7.5)
 		c.mu.Unlock()
 		return nil
 	}
-	if more, _ := p.Field(transferMore).(bool); more {
-		if l.MaxMsgSize > 0 && uint64(pt.buf.Len()) > l.MaxMsgSize {
-			delete(s.partial, l.handle)
-			c.mu.Unlock()
-			return l.Detach(&Error{Condition: ErrMessageSizeExceed, Description: fmt.Sprintf("message over %d bytes", l.MaxMsgSize)})
+	// The server's own limit (the max-message-size of its attach, 2.7.3),
+	// checked before the frame is buffered: the frame that would take the
+	// delivery over it frees what was held, and the rest of the delivery
+	// is only counted.
+	switch {
+	case pt.over:
+		pt.size += uint64(len(payload))
+	case uint64(len(pt.buf))+uint64(len(payload)) > l.limit:
+		pt.over, pt.size, pt.buf = true, uint64(len(pt.buf))+uint64(len(payload)), nil
+	}
+	more, _ := p.Field(transferMore).(bool)
+	if more {
+		if !pt.over {
+			pt.add(payload, l.limit)
 		}
+		l.partial = pt
 		c.mu.Unlock()
 		return nil
 	}
-	delete(s.partial, l.handle)
+	l.partial = nil
+	switch {
+	case pt.over:
+	case pt.buf == nil:
+		pt.buf = payload // a delivery in one frame: the frame's own bytes
+	default:
+		pt.add(payload, l.limit)
+	}
 	l.deliveries++
 	if l.credit > 0 {
 		l.credit--
@@ -772,8 +867,18 @@ func (s *session) transfer(p *Performative, payload []byte) error {
 		return ferr
 	}
 	d := pt.d
-	d.Payload = pt.buf.Bytes()
-	state := l.h.Transfer(l, d)
+	var state *Performative
+	if pt.over {
+		// Refused, the link kept (service-bus-quotas.md: a message over the
+		// size is "rejected, and an exception is received by the calling
+		// code"; rhea fails no pending send on a detach), in Service Bus's
+		// words, which give the whole size.
+		state = New(CodeRejected, (&Error{Condition: ErrMessageSizeExceed, Description: fmt.Sprintf(
+			"The received message (delivery-id:%d, size:%d bytes) exceeds the limit (%d bytes) currently allowed on the link.", d.ID, pt.size, l.limit)}).Performative().Described())
+	} else {
+		d.Payload = pt.buf
+		state = l.h.Transfer(l, d)
+	}
 	if d.Settled || state == nil {
 		return nil
 	}
