@@ -211,7 +211,9 @@ func replayOrders(args []string) error {
 			}
 			// The HTTP function's code and answer (handler.ReplayOrder,
 			// ReplayAnswer): the body printed is the one it would answer.
+			done := sayWhileWaiting(fmt.Sprintf("%s: reading the dead letters of queue %s", id, cfg.OrdersQueue))
 			rep, err := handler.ReplayOrder(ctx, r, id)
+			done()
 			status, _ := handler.ReplayAnswer(rep, err)
 			_ = out.Encode(answerBody(rep, status, err))
 			if len(rep.Left) > 0 {
@@ -295,11 +297,42 @@ func skipGap(args []string) error {
 	if hasServiceBus(lookup) {
 		if r, err := operatorReplayer(cfg, c); err == nil {
 			sctx, cancel := context.WithTimeout(ctx, handler.SkipSettleDeadline)
+			done := sayWhileWaiting(fmt.Sprintf("%s: seq %d skipped; looking for its dead letter in queue %s to complete it", id, res.Skipped, cfg.OrdersQueue))
 			handler.SettleSkipped(sctx, r, &res)
+			done()
 			cancel()
 		}
 	}
 	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// waitNotice is how long a command waits on a service in silence before it
+// says what it waits for (a variable for tests).
+var waitNotice = time.Second
+
+// sayWhileWaiting prints what on stderr if the wait it starts outlasts
+// waitNotice, and again every few seconds; done ends it.
+func sayWhileWaiting(what string) (done func()) { return sayWhileWaitingTo(os.Stderr, what) }
+
+func sayWhileWaitingTo(w io.Writer, what string) (done func()) {
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		began := time.Now()
+		t := time.NewTimer(waitNotice)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "%s … (waiting %.0f s)\n", what, time.Since(began).Seconds())
+				t.Reset(5 * time.Second)
+			}
+		}
+	}()
+	return func() { close(stop); <-finished }
 }
 
 // hasServiceBus reports whether lookup names a Service Bus namespace.

@@ -245,3 +245,22 @@ func TestAnswerBody(t *testing.T) {
 		}
 	}
 }
+
+// TestSayWhileWaiting: a command that waits past waitNotice says what it
+// waits for; one that is done before says nothing.
+func TestSayWhileWaiting(t *testing.T) {
+	defer func(d time.Duration) { waitNotice = d }(waitNotice)
+	waitNotice = 20 * time.Millisecond
+	var quick strings.Builder
+	sayWhileWaitingTo(&quick, "quick")()
+	var slow syncBuffer
+	done := sayWhileWaitingTo(&slow, "o-1: reading the dead letters of queue orders")
+	deadline := time.Now().Add(10 * time.Second)
+	for slow.String() == "" && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	done()
+	if quick.String() != "" || !strings.HasPrefix(slow.String(), "o-1: reading the dead letters of queue orders … (waiting") {
+		t.Fatalf("done at once said %q; waiting said %q", quick.String(), slow.String())
+	}
+}

@@ -209,8 +209,23 @@ func order(ctx context.Context, src Source, sender convoy.Sender, orderID string
 	limit := opts.maxScan()
 	var mine, held []DeadLetter
 	defer func() { release(ctx, src, held) }()
+	// What there is, first: a peek locks nothing and answers at once, where
+	// a receive that finds nothing waits (servicebus.DeadLetters: 5 s). The
+	// scan then stops as soon as the last of this order's dead letters is
+	// in hand, and a run for an order with none receives nothing. One
+	// dead-lettered after the peek is the next run's.
+	wanted, cut, err := peekWanted(ctx, src, peekLimit(limit), func(m DeadLetter) bool { return m.SessionID == orderID })
+	if err != nil {
+		return rep, err
+	}
+	if len(wanted) == 0 && !cut {
+		return rep, nil
+	}
 	sc := newScan(src, limit)
-	err := sc.run(ctx)
+	if !cut {
+		sc.stopAt = slices.Max(wanted)
+	}
+	err = sc.run(ctx)
 	rep.Scanned = len(sc.msgs)
 	if err != nil {
 		held = sc.msgs
@@ -228,10 +243,11 @@ func order(ctx context.Context, src Source, sender convoy.Sender, orderID string
 	// another reader (a skip settling its seq, another replay) can take
 	// them while this run goes on.
 	release(ctx, src, others)
-	unseen, cut, err := notReceived(ctx, src, sc.received, peekLimit(limit), func(m DeadLetter) bool { return m.SessionID == orderID })
-	if err != nil {
-		held = append(held, mine...)
-		return rep, err
+	unseen := 0
+	for _, seq := range wanted {
+		if !sc.received(seq) {
+			unseen++
+		}
 	}
 	if reached := rep.Scanned >= limit; unseen > 0 || cut {
 		rep.Incomplete = &Incomplete{ScanLimitReached: reached, ScanLimit: limit, NotReceived: unseen, PeekCutShort: cut}
@@ -306,22 +322,35 @@ func peekLimit(limit int) int { return 10 * limit }
 // the messages matching want that the run did not receive; cut reports that
 // the peek stopped at limit before the end.
 func notReceived(ctx context.Context, src Source, received func(seq int64) bool, limit int, want func(DeadLetter) bool) (n int, cut bool, err error) {
+	seqs, cut, err := peekWanted(ctx, src, limit, want)
+	for _, seq := range seqs {
+		if !received(seq) {
+			n++
+		}
+	}
+	return n, cut, err
+}
+
+// peekWanted peeks the whole sub-queue (up to limit messages) and returns
+// the sequence numbers of the messages matching want; cut reports that the
+// peek stopped at limit before the end.
+func peekWanted(ctx context.Context, src Source, limit int, want func(DeadLetter) bool) (seqs []int64, cut bool, err error) {
 	var from int64
 	for peeked := 0; ; {
 		if peeked >= limit {
-			return n, true, nil
+			return seqs, true, nil
 		}
 		batch, err := src.Peek(ctx, from, min(peekBatch, limit-peeked))
 		if err != nil {
-			return n, false, fmt.Errorf("peek dead letters: %w", err)
+			return seqs, false, fmt.Errorf("peek dead letters: %w", err)
 		}
 		if len(batch) == 0 {
-			return n, false, nil
+			return seqs, false, nil
 		}
 		peeked += len(batch)
 		for _, m := range batch {
-			if !received(m.SequenceNumber) && want(m) {
-				n++
+			if want(m) {
+				seqs = append(seqs, m.SequenceNumber)
 			}
 			from = max(from, m.SequenceNumber+1)
 		}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -341,7 +342,14 @@ func TestTwoReplaysAtOnce(t *testing.T) {
 	sender := &ledgertest.Sender{}
 	first := q.reader()
 	hold, resume := make(chan struct{}), make(chan struct{})
-	first.beforePeek = func() { close(hold); <-resume }
+	var held atomic.Bool
+	sender.Fail = func(string) error { // the first replay's first re-send waits
+		if held.CompareAndSwap(false, true) {
+			close(hold)
+			<-resume
+		}
+		return nil
+	}
 	var wg sync.WaitGroup
 	var repA replay.Report
 	var errA error
@@ -349,7 +357,7 @@ func TestTwoReplaysAtOnce(t *testing.T) {
 	select { // o-1's replay has scanned: it holds o-1's two
 	case <-hold:
 	case <-time.After(5 * time.Second):
-		t.Fatal("the first replay never peeked")
+		t.Fatal("the first replay never re-sent")
 	}
 	repB, err := replay.Order(ctx, q.reader(), sender, "o-2", replay.Options{})
 	if err != nil || repB.Incomplete != nil || len(repB.Replayed) != 2 {
@@ -653,4 +661,28 @@ func TestReleasedBeforeResends(t *testing.T) {
 	if !src.ended || src.abandonedBefore || !src.abandonedAfterEnd {
 		t.Fatalf("receiving ended %v, abandoned before it ended %v, after %v: want every abandon after the end", src.ended, src.abandonedBefore, src.abandonedAfterEnd)
 	}
+}
+
+// TestReplayStopsWhenItsDeadLettersAreInHand: a receive that finds nothing
+// is what waits on Service Bus (servicebus.DeadLetters: 5 s), so a replay
+// peeks first and never makes one when it knows where its dead letters are:
+// it stops receiving as soon as the last of them is in hand, and an order
+// with none receives nothing.
+func TestReplayStopsWhenItsDeadLettersAreInHand(t *testing.T) {
+	ctx := context.Background()
+	q := newDLQ(dead(1, "o-1", int64(2)), dead(2, "o-2", int64(1)), dead(3, "o-1", int64(3)), dead(4, "o-2", int64(2)))
+	r := q.reader()
+	r.batch = 1 // one message per receive, as a quiet link may give them
+	rep, err := replay.Order(ctx, r, &ledgertest.Sender{}, "o-1", replay.Options{})
+	if err != nil || len(rep.Replayed) != 2 || rep.Incomplete != nil {
+		t.Fatalf("replay of o-1: %+v, %v", rep, err)
+	}
+	if r.receives != 3 {
+		t.Fatalf("%d receives for dead letters at 1 and 3 of 4 (one at a time): want 3, none past the last of o-1's", r.receives)
+	}
+	none := q.reader()
+	if rep, err := replay.Order(ctx, none, &ledgertest.Sender{}, "o-3", replay.Options{}); err != nil || len(rep.Replayed) != 0 || none.receives != 0 {
+		t.Fatalf("replay of an order without dead letters: %+v, %v after %d receives, want none", rep, err, none.receives)
+	}
+	q.endRun(t)
 }
