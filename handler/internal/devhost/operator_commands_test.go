@@ -50,7 +50,9 @@ func TestOperatorCommands(t *testing.T) {
 		cmd.Dir = t.TempDir() // no local.settings.json
 		var out, errs bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errs
+		began := time.Now()
 		err := cmd.Run()
+		t.Logf("convoy %s: %.2f s", strings.Join(args, " "), time.Since(began).Seconds()) // a figure to read, not a check
 		var exit *exec.ExitError
 		switch {
 		case err == nil:
