@@ -669,11 +669,11 @@ func (in *Instance) trace(t Trace) {
 	}
 	mark := "→ AI"
 	if !kept {
-		mark = "dropped"
+		mark = "(not to AI)" // shown here all the same: only the telemetry filter leaves it out
 	}
 	fmt.Fprintf(in.host.opts.Log, "%s i%d %s %s [%s]: %s\n", time.Now().Format("15:04:05.000000"), in.ID, mark, t.Category, t.Level, t.Message)
 	if first {
-		in.logf("host.json logging.logLevel drops %s lines at %s (minimum %s): Application Insights would not receive them",
+		in.logf("%s lines at %s are shown here marked (not to AI): host.json's logging.logLevel (minimum %s) keeps them from Application Insights",
 			t.Category, t.Level, in.host.app.Logs.Min(t.Category))
 	}
 }
