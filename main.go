@@ -64,11 +64,13 @@ func run(args []string) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(os.Stderr, "convoy:", err)
 	var stopped signalStop
 	if errors.As(err, &stopped) {
+		// A clean stop, already logged at Information: a line on stderr
+		// would reach the host's log as an Error.
 		return stopped.code()
 	}
+	fmt.Fprintln(os.Stderr, "convoy:", err)
 	var bad usageError
 	if errors.As(err, &bad) {
 		return 2

@@ -83,8 +83,9 @@ func serve() error {
 	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	log.Info("stopped")
-	return signalStop{sig}
+	stop := signalStop{sig}
+	log.Info("stopped: in-flight invocations finished", "signal", sig.String(), "exitCode", stop.code())
+	return stop
 }
 
 // startTracing installs tracing from the standard OTEL_* settings of the

@@ -166,6 +166,11 @@ func TestStartedLikeTheHost(t *testing.T) {
 	if !strings.Contains(stderr.String(), "invocation failed") {
 		t.Fatalf("failed invocations were not logged on stderr:\n%s", stderr.String())
 	}
+	// A clean stop is no error: nothing about it on stderr, which the host
+	// logs at Error level.
+	if strings.Contains(stderr.String(), "stopped") || strings.Contains(stderr.String(), "SIGTERM") || strings.Contains(stderr.String(), "terminated") {
+		t.Fatalf("the clean stop was written to stderr (the host's Error level):\n%s", stderr.String())
+	}
 }
 
 // TestShutdownFinishesInFlight: SIGTERM during an invocation lets it finish
