@@ -285,6 +285,9 @@ func TestOperations(t *testing.T) {
 	if state["appliedSeq"] != 2.0 || state["parked"] != 0.0 || state["rejected"].([]any)[0].(map[string]any)["reason"] != "skipped by operator" {
 		t.Fatalf("after the skip: %v", state)
 	}
+	if _, hasOp := state["rejected"].([]any)[0].(map[string]any)["op"]; hasOp {
+		t.Fatalf("the skipped seq's entry has an op (its message was never read): %v", state["rejected"])
+	}
 	if code, out := f.do(t, "GET", "/api/orders?blocked=true", nil); code != 200 || len(out["orders"].([]any)) != 0 {
 		t.Fatalf("still listed as blocked: %v", out)
 	}

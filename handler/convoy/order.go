@@ -32,10 +32,11 @@ type TxEntry struct {
 }
 
 // Rejection records a transaction that broke a business rule: it consumed its
-// seq but had no effect.
+// seq but had no effect. A seq skipped by an operator has no Op: its message
+// was never read (the answer leaves "op" out rather than show it empty).
 type Rejection struct {
 	Seq    int64  `json:"seq"`
-	Op     Op     `json:"op"`
+	Op     Op     `json:"op,omitempty"`
 	TxID   string `json:"txId,omitempty"`
 	Reason string `json:"reason"`
 }
