@@ -17,6 +17,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/replay"
+	"github.com/convoy-dev/convoy/handler/settings"
 )
 
 // TestDecideQueued: what `convoy publish` does with a valid ledger bound
@@ -262,5 +263,41 @@ func TestSayWhileWaiting(t *testing.T) {
 	done()
 	if quick.String() != "" || !strings.HasPrefix(slow.String(), "o-1: reading the dead letters of queue orders … (waiting") {
 		t.Fatalf("done at once said %q; waiting said %q", quick.String(), slow.String())
+	}
+}
+
+// TestHelpDefaultsAreTheLoadersOwn: every "Setting (value)" the help gives as a
+// default is what the settings loader uses when the setting is absent.
+func TestHelpDefaultsAreTheLoadersOwn(t *testing.T) {
+	cfg, err := settings.LoadForClient(func(k string) (string, bool) {
+		if k == "ServiceBusConnection" {
+			return "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true;", true
+		}
+		return "", false
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := map[string]string{
+		"OrdersQueueName": cfg.OrdersQueue, "LedgersQueueName": cfg.LedgersQueue,
+		"OrdersTableName": cfg.OrdersTable, "LedgersTableName": cfg.LedgersTable,
+		"ReplayScanLimit": strconv.Itoa(cfg.ReplayScanLimit), "TransientRetrySeconds": strconv.Itoa(int(cfg.RetryBudget / time.Second)),
+	}
+	given := regexp.MustCompile(`([A-Z][A-Za-z]+) \(([^) ]+)\)`)
+	checked := 0
+	for topic, text := range helps {
+		for _, m := range given.FindAllStringSubmatch(text, -1) {
+			want, known := loaded[m[1]]
+			if !known {
+				continue
+			}
+			checked++
+			if m[2] != want {
+				t.Errorf("help %q gives %s (%s); the loader's default is %s", topic, m[1], m[2], want)
+			}
+		}
+	}
+	if checked < 6 {
+		t.Fatalf("only %d defaults found in the help", checked)
 	}
 }

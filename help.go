@@ -1,6 +1,12 @@
 package main
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/convoy-dev/convoy/handler/settings"
+)
 
 const usage = `usage: convoy [command] [flags] [arguments]
 
@@ -63,7 +69,7 @@ flags:
 settings:
 ` + settingsServiceBus + settingsStorage + `                                        (optional without --direct: then publish cannot check
                                         the ledger's record and says so)
-  LedgersQueueName (ledgers), OrdersQueueName (orders), LedgersTableName (ledgers),
+  LedgersQueueName (` + settings.DefaultLedgersQueue + `), OrdersQueueName (` + settings.DefaultOrdersQueue + `), LedgersTableName (` + settings.DefaultLedgersTable + `),
   MaxLedgerTransactions, OrdersMaxMessageBytes, OrdersQueuePartitioned, TransientRetrySeconds
 ` + settingsSource,
 	"replay": `usage: convoy replay [--settings FILE] ORDERID...
@@ -87,7 +93,7 @@ flags:
 
 settings (StateStorage is required: without the orders' appliedSeq a replay would re-send
 messages already applied or skipped):
-` + settingsServiceBus + settingsStorage + `  OrdersQueueName (orders), OrdersTableName (orders), ReplayScanLimit (5000)
+` + settingsServiceBus + settingsStorage + `  OrdersQueueName (` + settings.DefaultOrdersQueue + `), OrdersTableName (` + settings.DefaultOrdersTable + `), ReplayScanLimit (` + strconv.Itoa(settings.DefaultReplayScanLimit) + `)
 ` + settingsSource,
 	"skip": `usage: convoy skip [--settings FILE] ORDERID SEQ
 
@@ -102,7 +108,7 @@ flags:
   --settings FILE  file whose Values fill in settings missing from the environment
 
 settings:
-` + settingsStorage + `  OrdersTableName (orders), TransientRetrySeconds (20)
+` + settingsStorage + `  OrdersTableName (` + settings.DefaultOrdersTable + `), TransientRetrySeconds (` + strconv.Itoa(int(settings.DefaultRetryBudget/time.Second)) + `)
   (Service Bus is not used: a dead-lettered copy of the skipped seq stays dead-lettered,
   and a replay later completes it as a duplicate)
 ` + settingsSource,
