@@ -82,7 +82,10 @@ func publish(args []string) error {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			answer := map[string]any{"ledgerId": l.ID, "stream": l.Stream, "queue": cfg.LedgersQueue, "transactions": len(l.Entries),
-				"orders": len(l.Orders()), "bytes": len(doc), "outcome": d.outcome, "note": d.note}
+				"orders": len(l.Orders()), "bytes": len(doc), "outcome": d.outcome}
+			if d.note != "" {
+				answer["note"] = d.note
+			}
 			if d.send {
 				sender, err := c.sender(cfg.LedgersQueue)
 				if err != nil {
@@ -132,16 +135,16 @@ type queued struct {
 func decideQueued(l *ledger.Ledger, rec *ledger.Record, checked bool, checkErr error, now time.Time) (queued, error) {
 	id := convoy.Quote(l.ID)
 	window := fmt.Sprintf("its duplicate-detection window (%s, as deployed)", minutes(ledgersDuplicateWindow))
-	note := fmt.Sprintf("the ledgers queue drops, without a word, a message whose MessageId (the ledgerId, %s) it already accepted within %s: "+
-		"a changed ledger must get a new ledgerId", id, window)
 	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	// Each note is one line: what happens to this copy.
+	dropped := fmt.Sprintf("the queue drops this copy if ledger %s was sent in the last %s", id, minutes(ledgersDuplicateWindow))
 	switch {
 	case !checked:
-		return queued{send: true, outcome: "sent", note: note + "; not checked against the ledger records: StateStorage is not set"}, nil
+		return queued{send: true, outcome: "sent", note: "not checked against earlier publishes (StateStorage is not set): " + dropped}, nil
 	case checkErr != nil:
-		return queued{send: true, outcome: "sent", note: note + "; not checked against the ledger records: " + checkErr.Error()}, nil
+		return queued{send: true, outcome: "sent", note: "not checked against earlier publishes (" + checkErr.Error() + "): " + dropped}, nil
 	case rec == nil:
-		return queued{send: true, outcome: "sent", note: note}, nil
+		return queued{send: true, outcome: "sent"}, nil
 	case rec.Status == ledger.StatusRejected:
 		if until := rec.UpdatedAt.Add(ledgersDuplicateWindow); now.Before(until) {
 			return queued{}, fmt.Errorf("ledger %s was rejected at %s, less than the ledgers queue's duplicate-detection window (%s) ago, "+
@@ -149,19 +152,16 @@ func decideQueued(l *ledger.Ledger, rec *ledger.Record, checked bool, checkErr e
 				"Publish it again after %s, or now with --direct or an upload (POST /api/ledgers), which take the place of a rejected ledger",
 				id, at(rec.UpdatedAt), minutes(ledgersDuplicateWindow), at(until))
 		}
-		return queued{send: true, outcome: "sent", note: note + fmt.Sprintf("; it takes the place of the ledger rejected under this id at %s", at(rec.UpdatedAt))}, nil
+		return queued{send: true, outcome: "sent", note: fmt.Sprintf("it takes the place of the ledger rejected under this id at %s", at(rec.UpdatedAt))}, nil
 	case !l.SameContent(rec.Hash):
 		return queued{}, fmt.Errorf("ledger %s was already received with other content (recorded %s at %s): not sent. "+
 			"The ledgers queue would drop it as a duplicate (MessageId = ledgerId) within %s, and LedgerIngest would reject it after that, "+
 			"as an upload is refused with 409: give the changed ledger a new ledgerId", id, rec.Status, at(rec.UpdatedAt), window)
 	case rec.Status == ledger.StatusPublished:
-		return queued{outcome: ledger.OutcomeAlreadyPublished, note: fmt.Sprintf("ledger %s was already published (recorded at %s): not sent again "+
-			"(the ledgers queue would drop it as a duplicate within %s, and LedgerIngest would acknowledge it as already published after that); "+
-			"a changed ledger must get a new ledgerId", id, at(rec.UpdatedAt), window)}, nil
+		return queued{outcome: ledger.OutcomeAlreadyPublished, note: fmt.Sprintf("already published at %s: not sent again", at(rec.UpdatedAt))}, nil
 	default: // publishing: a delivery is de-batching it, or failed part-way
-		return queued{send: true, outcome: "sent", note: note + fmt.Sprintf("; ledger %s is recorded as being published (%d of its messages sent, last at %s): "+
-			"if the first copy was sent within the window this one is dropped and that one resumes on its next delivery, "+
-			"otherwise this one resumes from the checkpoint with the same seqs", id, rec.Sent, at(rec.UpdatedAt))}, nil
+		return queued{send: true, outcome: "sent", note: fmt.Sprintf("being published (%d sent, the last at %s): this copy resumes it, unless the first was sent "+
+			"in the last %s (then that one resumes)", rec.Sent, at(rec.UpdatedAt), minutes(ledgersDuplicateWindow))}, nil
 	}
 }
 

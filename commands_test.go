@@ -48,13 +48,13 @@ func TestDecideQueued(t *testing.T) {
 		outcome  string
 		says     []string // in the note, or in the error when outcome is ""
 	}{
-		{name: "no StateStorage", send: true, outcome: "sent", says: []string{window, "new ledgerId", "StateStorage is not set"}},
-		{name: "records unreadable", checked: true, checkErr: errors.New("403 forbidden"), send: true, outcome: "sent", says: []string{window, "403 forbidden"}},
-		{name: "new", checked: true, send: true, outcome: "sent", says: []string{window, `"L-1"`, "a changed ledger must get a new ledgerId"}},
+		{name: "no StateStorage", send: true, outcome: "sent", says: []string{`not checked against earlier publishes (StateStorage is not set): the queue drops this copy if ledger "L-1" was sent in the last 10 minutes`}},
+		{name: "records unreadable", checked: true, checkErr: errors.New("403 forbidden"), send: true, outcome: "sent", says: []string{"(403 forbidden)", "drops this copy"}},
+		{name: "new", checked: true, send: true, outcome: "sent"},
 		{name: "same, published", checked: true, rec: rec(ledger.StatusPublished, l.Hash, time.Hour), outcome: "already published",
-			says: []string{"already published (recorded at 2026-05-01T11:00:00Z): not sent again", window}},
+			says: []string{"already published at 2026-05-01T11:00:00Z: not sent again"}},
 		{name: "same, publishing", checked: true, rec: rec(ledger.StatusPublishing, l.Hash, time.Minute), send: true, outcome: "sent",
-			says: []string{window, "recorded as being published (1 of its messages sent", "resumes"}},
+			says: []string{"being published (1 sent, the last at 2026-05-01T11:59:00Z)", "this copy resumes it", "last 10 minutes"}},
 		{name: "other content, published", checked: true, rec: rec(ledger.StatusPublished, other.Hash, time.Hour),
 			says: []string{`ledger "L-1" was already received with other content (recorded published at 2026-05-01T11:00:00Z): not sent`, window, "give the changed ledger a new ledgerId"}},
 		{name: "other content, publishing", checked: true, rec: rec(ledger.StatusPublishing, other.Hash, time.Minute),
@@ -62,7 +62,7 @@ func TestDecideQueued(t *testing.T) {
 		{name: "rejected within the window", checked: true, rec: rec(ledger.StatusRejected, other.Hash, 4*time.Minute),
 			says: []string{`ledger "L-1" was rejected at 2026-05-01T11:56:00Z`, "not sent", "after 2026-05-01T12:06:00Z", "--direct"}},
 		{name: "rejected before the window", checked: true, rec: rec(ledger.StatusRejected, other.Hash, 11*time.Minute), send: true, outcome: "sent",
-			says: []string{window, "takes the place of the ledger rejected under this id at 2026-05-01T11:49:00Z"}},
+			says: []string{"takes the place of the ledger rejected under this id at 2026-05-01T11:49:00Z"}},
 	} {
 		d, err := decideQueued(l, c.rec, c.checked, c.checkErr, now)
 		text := d.note
@@ -80,6 +80,12 @@ func TestDecideQueued(t *testing.T) {
 			if !strings.Contains(text, s) {
 				t.Errorf("%s: %q does not say %q", c.name, text, s)
 			}
+		}
+		if c.says == nil && text != "" {
+			t.Errorf("%s: a note %q where nothing needs saying", c.name, text)
+		}
+		if c.outcome != "" && (strings.Contains(text, "\n") || len(text) > 200) {
+			t.Errorf("%s: the note is not one short line (%d characters): %q", c.name, len(text), text)
 		}
 	}
 }
