@@ -25,7 +25,8 @@ tools: $(AZURITE_TABLE) $(SERVICEBUS_JS) ## install project-local tools (Azurite
 
 $(AZURITE_TABLE) $(SERVICEBUS_JS) &:
 	@mkdir -p $(TOOLS)
-	npm install --prefix $(TOOLS) --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION) @azure/service-bus@$(SERVICEBUS_JS_VERSION)
+	@echo "installing Azurite $(AZURITE_VERSION) and @azure/service-bus $(SERVICEBUS_JS_VERSION) from npm into .tools/ (once; about half a minute on a fresh machine)"
+	@npm install --prefix $(TOOLS) --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION) @azure/service-bus@$(SERVICEBUS_JS_VERSION)
 	@touch $(AZURITE_TABLE) $(SERVICEBUS_JS)
 
 .PHONY: build
@@ -41,6 +42,7 @@ $(BINARY): $(GO_SOURCES)
 DEVHOST_CMD := bin/convoy-devhost
 
 $(DEVHOST_CMD): $(GO_SOURCES)
+	@echo "building $@"
 	@go build -o $@ ./handler/internal/devhost/cmd/convoy-devhost
 
 # Where stage lays the app out: dist/ (what deploy publishes); make devhost
