@@ -52,10 +52,6 @@ func metricsAttrs(s heal.Summary) []any {
 	if lag == nil {
 		lag = &heal.LagFigures{}
 	}
-	crit := lag.CriticalTime
-	if crit == nil {
-		crit = &heal.CriticalTimeFigures{}
-	}
 	var oldest, oldestSurvey int64
 	if len(lag.OldestHeads) > 0 {
 		oldest = int64(lag.OldestHeads[0].HeadAgeSeconds)
@@ -63,7 +59,7 @@ func metricsAttrs(s heal.Summary) []any {
 	if !lag.OldestSurveyAt.IsZero() {
 		oldestSurvey = int64(lag.At.Sub(lag.OldestSurveyAt) / time.Second)
 	}
-	return []any{
+	attrs := []any{
 		"blockedOrders", s.BlockedOrders,
 		"oldestBlockedSeconds", s.OldestBlockedSeconds,
 		"parkedMessages", s.ParkedMessages,
@@ -82,15 +78,17 @@ func metricsAttrs(s heal.Summary) []any {
 		"lagBlocked", lag.ByStatus[convoy.LagBlocked],
 		"lagStalledTwoWindows", lag.StalledTwoWindows,
 		"oldestHeadSeconds", oldest,
-		"criticalTimeP50Ms", crit.P50Ms,
-		"criticalTimeP99Ms", crit.P99Ms,
-		"criticalTimeMaxMs", crit.MaxMs,
-		// The survey's coverage (issue 37): orders surveyed this period, how
-		// long ago the oldest survey counted was, how long a pass took.
+	}
+	// Critical times only over something applied: 0 would read as instant.
+	if crit := lag.CriticalTime; crit != nil {
+		attrs = append(attrs, "criticalTimeP50Ms", crit.P50Ms, "criticalTimeP99Ms", crit.P99Ms, "criticalTimeMaxMs", crit.MaxMs)
+	}
+	// The survey's coverage (issue 37): orders surveyed this period, how
+	// long ago the oldest survey counted was, how long a pass took.
+	return append(attrs,
 		"lagSurveyedThisPeriod", lag.SurveyedThisPeriod,
 		"lagOldestSurveySeconds", oldestSurvey,
-		"lagPeriodSeconds", lag.PeriodSeconds,
-	}
+		"lagPeriodSeconds", lag.PeriodSeconds)
 }
 
 // autoReplay is AutoReplay, the timer function: one run of automatic

@@ -61,6 +61,12 @@ func TestAutoReplayInvocation(t *testing.T) {
 	if strings.Join(out.Logs, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("Logs:\n%s\nwant:\n%s", strings.Join(out.Logs, "\n"), strings.Join(want, "\n"))
 	}
+	// Nothing applied in the recent window: no critical times (0 ms would
+	// read as instant).
+	idle := heal.LagFigures{Orders: 1, ByStatus: map[convoy.LagStatus]int{convoy.LagOK: 1}}
+	if line := handler.MetricsLine(heal.Summary{Lag: &idle}); strings.Contains(line, "criticalTime") || !strings.Contains(line, "lagOrders=1") {
+		t.Fatalf("metrics line with nothing applied: %s", line)
+	}
 }
 
 // TestSummaryAndDashboard: the summary is JSON and takes no query; the
