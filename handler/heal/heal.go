@@ -313,7 +313,7 @@ type AutoReplay struct {
 }
 
 // notRunYet is DeadLettersUnreadable before the first run.
-const notRunYet = "not read yet: each AutoReplay run reads the dead-letter queue once, and none has run"
+const notRunYet = "not read yet: AutoReplay reads the dead-letter queue on each run, and none has run yet"
 
 // Summarize is the summary from the Health record and the first page of the
 // blocked index: two reads of storage (plus one per index entry a crash

@@ -301,6 +301,20 @@ func TestDashboardShowsLag(t *testing.T) {
 		}
 	}
 
+	// Before the first run: the dead letters not read yet is said, not in
+	// red (a healthy app shows it for its first minute).
+	const notRead = "not read yet: AutoReplay reads the dead-letter queue on each run, and none has run yet"
+	first := `{"at": "2026-11-25T19:00:01Z", "blockedOrders": 0, "blockedComplete": true, "parkedMessages": 0,
+		"deadLettersUnreadable": "` + notRead + `", "autoReplay": {"enabled": true, "replayed": 0, "pending": 0, "retrying": 0, "unreached": 0, "deferred": 0, "breakerOpen": false}}`
+	dom = render(first)
+	if !strings.Contains(dom, `<div id="status" class="">`+notRead+`</div>`) {
+		t.Errorf("before the first run: the status line is not the plain %q:\n%s", notRead, statusLine.FindString(dom))
+	}
+	dom = render(strings.Replace(first, `"deadLettersUnreadable"`, `"figuresAt": "2026-11-25T19:00:00Z", "deadLettersUnreadable"`, 1))
+	if !strings.Contains(dom, `<div id="status" class="error">`) {
+		t.Errorf("a run that could not read the dead letters: the status line is not an error: %s", statusLine.FindString(dom))
+	}
+
 	for _, sum := range []string{lagSummary("null"), strings.Replace(lagSummary("null"), `,
 		"lag": null`, "", 1)} {
 		dom = render(sum)
