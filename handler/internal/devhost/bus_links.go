@@ -3,6 +3,7 @@ package devhost
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +24,8 @@ const (
 	sessionFilter  amqp.Symbol = "com.microsoft:session-filter"
 	lockedUntilUTC amqp.Symbol = "com.microsoft:locked-until-utc"
 	linkTimeout    amqp.Symbol = "com.microsoft:timeout"
+	// scheduledEnqueueTime is the annotation of a scheduled message.
+	scheduledEnqueueTime amqp.Symbol = "x-opt-scheduled-enqueue-time"
 
 	// acceptTimeout is how long Service Bus waits for a next available
 	// session when the client names no timeout (its operation timeout).
@@ -193,7 +196,17 @@ func fromAMQP(m *amqp.Message) Message {
 	case []byte:
 		out.MessageID = fmt.Sprintf("%x", id)
 	}
-	out.SessionID, _ = m.Prop(amqp.PropGroupID).(string)
+	// A group-id present and empty is the empty SessionId (accepted by
+	// Service Bus: TestSessionReceiver_blankSessionIDs); absent (null) is none.
+	if gid, ok := m.Prop(amqp.PropGroupID).(string); ok {
+		out.SessionID, out.EmptySessionID = gid, gid == ""
+	}
+	// A send that carries x-opt-scheduled-enqueue-time schedules the message
+	// (message-sequencing.md: "set the ScheduledEnqueueTimeUtc property on
+	// the message before sending"; azservicebus's testScheduleMessages).
+	if at, ok := m.MessageAnnotations[scheduledEnqueueTime].(time.Time); ok {
+		out.ScheduledEnqueueTime = at
+	}
 	if ct, ok := m.Prop(amqp.PropContentType).(amqp.Symbol); ok {
 		out.ContentType = string(ct)
 	}
@@ -218,7 +231,7 @@ func toAMQP(m *Message, lockedUntil time.Time, token *amqp.UUID) ([]byte, error)
 	} else {
 		out.Data = [][]byte{m.Body}
 		out.SetProp(amqp.PropMessageID, m.MessageID)
-		if m.SessionID != "" {
+		if m.hasSessionID() {
 			out.SetProp(amqp.PropGroupID, m.SessionID)
 		}
 		if m.ContentType != "" {
@@ -254,6 +267,14 @@ func toAMQP(m *Message, lockedUntil time.Time, token *amqp.UUID) ([]byte, error)
 	if !lockedUntil.IsZero() {
 		ann[amqp.Symbol("x-opt-locked-until")] = lockedUntil
 	}
+	if m.State != StateActive {
+		// x-opt-message-state: 1 deferred, 2 scheduled (azservicebus
+		// message.go, newReceivedMessage; @azure/service-bus likewise).
+		ann[amqp.Symbol("x-opt-message-state")] = int32(m.State)
+	}
+	if !m.ScheduledEnqueueTime.IsZero() {
+		ann[scheduledEnqueueTime] = m.ScheduledEnqueueTime
+	}
 	out.MessageAnnotations = ann
 	if token != nil {
 		out.DeliveryAnnotations = amqp.Map{amqp.Symbol("x-opt-lock-token"): *token}
@@ -288,6 +309,7 @@ type receiverLink struct {
 	accept     bool
 	sessionID  *string
 	acceptWait time.Duration
+	name       string // the link's name
 
 	mu   sync.Mutex
 	done chan struct{}
@@ -295,17 +317,41 @@ type receiverLink struct {
 
 type delivered struct{ lock, seq int64 }
 
+// receivers are the receiver links by connection and link name: a
+// $management request names the receiver it is for in its
+// associated-link-name application property (azservicebus's mgmt.go:
+// addAssociatedLinkName; its ReceiveDeferred sends no session-id), and on a
+// session queue that receiver's session is the one the request acts in.
+var receivers sync.Map // receiverKey → *receiverLink
+
+type receiverKey struct {
+	c    *busConn
+	name string
+}
+
+// receiverNamed is the connection's receiver link called name, or nil.
+func (c *busConn) receiverNamed(name string) *receiverLink {
+	if v, ok := receivers.Load(receiverKey{c, name}); ok {
+		return v.(*receiverLink)
+	}
+	return nil
+}
+
 func (c *busConn) attachReceiver(l *amqp.Link, q *Queue, dead bool) (amqp.LinkHandler, *amqp.Error) {
-	r := &receiverLink{c: c, q: q, dead: dead, deletes: l.SndSettle == 1, done: make(chan struct{})}
+	r := &receiverLink{c: c, q: q, dead: dead, deletes: l.SndSettle == 1, name: l.Name, done: make(chan struct{})}
+	receivers.Store(receiverKey{c, l.Name}, r)
 	filters, _ := l.Source.Field(7).(amqp.Map)
 	want, isSession := filters[sessionFilter]
 	switch {
 	case isSession && (dead || !q.Properties().RequiresSession):
+		receivers.CompareAndDelete(receiverKey{c, l.Name}, r)
 		return nil, &amqp.Error{Condition: amqp.ErrNotAllowed, Description: fmt.Sprintf("It is not possible for an entity that does not require sessions to create a session receiver: %s", l.Address())}
 	case !isSession && !dead && q.Properties().RequiresSession:
+		receivers.CompareAndDelete(receiverKey{c, l.Name}, r)
 		return nil, &amqp.Error{Condition: amqp.ErrNotAllowed, Description: fmt.Sprintf("It is not possible for an entity that requires sessions to create a non-sessionful message receiver: %s", l.Address())}
 	case !isSession:
 		if err := l.AttachReply(l.Source, l.Target, 0, nil); err != nil {
+			receivers.CompareAndDelete(receiverKey{c, l.Name}, r)
 			return nil, &amqp.Error{Condition: amqp.ErrInternal, Description: err.Error()}
 		}
 		return r, nil
@@ -379,7 +425,15 @@ func (r *receiverLink) acceptSession(l *amqp.Link, id *string, wait time.Duratio
 	r.deliver(l)
 }
 
-// deliver sends messages while the link has credit, until it goes.
+// deliver sends messages while the link has credit, until it goes. A
+// session receiver's link is detached with com.microsoft:session-lock-lost
+// as soon as its session lock expires, credit or not, as Service Bus does
+// ("when a sessionful entity's lock expired, the service would send a
+// detach frame indicating the session lock is lost": azure-uamqp-python
+// issue 183; azure-service-bus-dotnet PR 226 handles "the scenario where
+// session link is closed from the broker due to Session timing out"). A
+// settlement the client then tries can only go through $management, where
+// the lock is lost too.
 func (r *receiverLink) deliver(l *amqp.Link) {
 	for {
 		credit, drain, changed := l.Credit()
@@ -387,6 +441,10 @@ func (r *receiverLink) deliver(l *amqp.Link) {
 		case <-r.done:
 			return
 		default:
+		}
+		if s := r.lockedSession(); s != nil && !s.Held() {
+			_ = l.Detach(sessionLockLost())
+			return
 		}
 		sent := 0
 		for ; credit > 0; credit-- {
@@ -429,7 +487,7 @@ func (r *receiverLink) sendOne(l *amqp.Link) (bool, *amqp.Error) {
 	case r.lockedSession() != nil:
 		msgs, err := r.session.TryNext(1)
 		if err != nil {
-			return false, &amqp.Error{Condition: CondSessionLockLost, Description: "The session lock has expired on the MessageSession. Accept a new MessageSession."}
+			return false, sessionLockLost()
 		}
 		if len(msgs) == 0 {
 			return false, nil
@@ -450,7 +508,7 @@ func (r *receiverLink) sendOne(l *amqp.Link) (bool, *amqp.Error) {
 	}
 	token := amqp.UUID(LockToken(lock, m.SequenceNumber))
 	if r.deletes {
-		r.settle(delivered{lock, m.SequenceNumber}, settleComplete, "", "")
+		_ = r.settle(delivered{lock, m.SequenceNumber}, SettleComplete, SettleOptions{})
 		until = time.Time{}
 	}
 	payload, err := toAMQP(m, until, &token)
@@ -463,80 +521,116 @@ func (r *receiverLink) sendOne(l *amqp.Link) (bool, *amqp.Error) {
 	return true, nil
 }
 
-type settlement int
-
-const (
-	settleComplete settlement = iota
-	settleAbandon
-	settleRelease // abandoned without counting the delivery (a receiver gave back a message it did not take)
-	settleDeadLetter
-)
-
-// settle applies a settlement to a message this link (or, through
-// $management, any link of the queue) delivered.
-func (r *receiverLink) settle(d delivered, how settlement, reason, description string) error {
-	return settleOn(r.q, r.dead, r.c.sessionByToken(d.lock), d, how, reason, description)
+// sessionLockLost is Service Bus's error for a session whose lock expired.
+func sessionLockLost() *amqp.Error {
+	return &amqp.Error{Condition: CondSessionLockLost, Description: "The session lock has expired on the MessageSession. Accept a new MessageSession."}
 }
 
-func settleOn(q *Queue, dead bool, session *SessionLock, d delivered, how settlement, reason, description string) error {
+// settle applies a settlement to a message this link delivered.
+func (r *receiverLink) settle(d delivered, how Settlement, o SettleOptions) error {
+	return settleOn(r.q, r.dead, r.c.sessionByToken(d.lock), d, how, o)
+}
+
+// settleOn settles message d of q (its dead-letter sub-queue when dead). On
+// a session queue the session lock d was delivered under must be held
+// (session is the connection's lock of that token, nil when it has none):
+// a session's messages are settled only under their session's lock, so a
+// token whose session lock expired or was given up is lost whatever path it
+// comes by, the link or $management. Without sessions, any receiver settles
+// by lock token while the message's own lock holds.
+func settleOn(q *Queue, dead bool, session *SessionLock, d delivered, how Settlement, o SettleOptions) error {
 	switch {
-	case dead && how == settleComplete:
+	case dead && how == SettleComplete:
 		return q.CompleteDeadLetter(d.seq, d.lock)
-	case dead && how == settleDeadLetter:
-		return errors.New("a dead letter cannot be dead-lettered again")
-	case dead:
+	case dead && (how == SettleAbandon || how == SettleRelease):
 		return q.AbandonDeadLetter(d.seq, d.lock)
-	case session != nil:
-		switch how {
-		case settleDeadLetter:
-			return session.DeadLetter(d.seq, reason, description)
-		case settleRelease:
-			q.uncount(d.seq)
+	case dead:
+		return errNotOnDeadLetters
+	case q.Properties().RequiresSession:
+		if session == nil {
+			return ErrLockLost
 		}
-		return session.SettleOne(d.seq, how == settleComplete)
-	case how == settleDeadLetter:
-		return q.DeadLetterReceived(d.seq, d.lock, reason, description)
-	case how == settleRelease:
-		q.uncount(d.seq)
+		return session.SettleAs(d.seq, how, o)
 	}
-	return q.SettleReceived(d.seq, d.lock, how == settleComplete)
+	return q.SettleMessage(d.seq, d.lock, how, o)
+}
+
+// errNotOnDeadLetters: dead-lettering a dead letter, or deferring one (not
+// emulated), is refused.
+var errNotOnDeadLetters = errors.New("a dead letter cannot be dead-lettered again, and deferring one is not emulated")
+
+// propertiesToModify is a settlement's map of application properties to
+// modify (the modified outcome's message-annotations, update-disposition's
+// properties-to-modify, the dead-letter error's info less its reason and
+// description), with string keys.
+func propertiesToModify(m amqp.Map, skip ...string) map[string]any {
+	var out map[string]any
+	for k, v := range m {
+		var key string
+		switch k := k.(type) {
+		case string:
+			key = k
+		case amqp.Symbol:
+			key = string(k)
+		default:
+			continue
+		}
+		if slices.Contains(skip, key) {
+			continue
+		}
+		if out == nil {
+			out = map[string]any{}
+		}
+		out[key] = v
+	}
+	return out
 }
 
 // Disposition implements amqp.LinkHandler: complete (accepted), abandon
-// (modified), release (released), dead-letter (rejected with
-// com.microsoft:dead-letter); a lost lock answers with the SDKs' lock-lost error.
+// (modified), defer (modified with undeliverable-here, as azservicebus's
+// DeferMessage and @azure/service-bus's deferMessage send it), release
+// (released), dead-letter (rejected with com.microsoft:dead-letter); the
+// modified outcome's message-annotations and the dead-letter error's other
+// info are properties to modify. A lost lock answers with the SDKs'
+// lock-lost error.
 func (r *receiverLink) Disposition(_ *amqp.Link, _ uint32, tag []byte, state *amqp.Performative) *amqp.Performative {
 	if len(tag) != 16 || state == nil {
 		return nil
 	}
 	lock, seq := ParseLockToken([16]byte(netGUID([16]byte(tag))))
-	how := settleAbandon
-	var reason, description string
+	how := SettleAbandon
+	var o SettleOptions
 	switch state.Code {
 	case amqp.CodeAccepted:
-		how = settleComplete
+		how = SettleComplete
 	case amqp.CodeReleased:
-		how = settleRelease
+		how = SettleRelease
 	case amqp.CodeModified:
 		if undeliverable, _ := state.Field(1).(bool); undeliverable {
-			return rejected(amqp.ErrNotImplemented, "deferral is not emulated")
+			how = SettleDefer
 		}
+		ann, _ := state.Field(2).(amqp.Map)
+		o.Properties = propertiesToModify(ann)
 	case amqp.CodeRejected:
-		how = settleDeadLetter
+		how = SettleDeadLetter
 		if e := amqp.AsError(state.Field(0)); e != nil {
-			reason, _ = e.Info["DeadLetterReason"].(string)
-			description, _ = e.Info["DeadLetterErrorDescription"].(string)
+			o.Reason, _ = e.Info["DeadLetterReason"].(string)
+			o.Description, _ = e.Info["DeadLetterErrorDescription"].(string)
+			o.Properties = propertiesToModify(e.Info, "DeadLetterReason", "DeadLetterErrorDescription")
 		}
 	default:
 		return nil
 	}
-	if err := r.settle(delivered{lock, seq}, how, reason, description); err != nil {
-		if r.lockedSession() != nil {
+	if err := r.settle(delivered{lock, seq}, how, o); err != nil {
+		switch {
+		case errors.Is(err, errNotOnDeadLetters):
+			return rejected(amqp.ErrNotImplemented, "%v", err)
+		case r.lockedSession() != nil:
 			return rejected(CondSessionLockLost, "The session lock has expired on the MessageSession. Accept a new MessageSession.")
 		}
 		return rejected(CondMessageLockLost, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.")
 	}
-	if how == settleDeadLetter {
+	if how == SettleDeadLetter {
 		// Done: the answer must carry no error (both SDKs read an error in
 		// the answer's state as a failed settlement).
 		return amqp.New(amqp.CodeRejected)
@@ -556,6 +650,7 @@ func (r *receiverLink) Flow(*amqp.Link)                                       {}
 // Detached: a session receiver gives its session up (what it delivered and
 // did not settle becomes available again, its delivery counted).
 func (r *receiverLink) Detached(*amqp.Link, *amqp.Error) {
+	receivers.CompareAndDelete(receiverKey{r.c, r.name}, r)
 	r.mu.Lock()
 	select {
 	case <-r.done:

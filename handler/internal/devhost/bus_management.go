@@ -2,6 +2,7 @@ package devhost
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -44,13 +45,33 @@ func (requestLink) Detached(*amqp.Link, *amqp.Error) {}
 type response struct {
 	status      int32
 	description string
-	body        amqp.Map // nil: no body
+	// condition, when set, is the AMQP error condition of a failure, in the
+	// errorCondition application property (read by @azure/core-amqp's
+	// getCodeDescriptionAndError before it falls back on the status code,
+	// which for 410 cannot tell a message lock from a session lock).
+	condition amqp.Symbol
+	body      amqp.Map // nil: no body
 }
 
 func okWith(body amqp.Map) response { return response{status: 200, description: "OK", body: body} }
 
 func failed(status int32, format string, args ...any) response {
 	return response{status: status, description: fmt.Sprintf(format, args...)}
+}
+
+func (r response) because(cond amqp.Symbol) response {
+	r.condition = cond
+	return r
+}
+
+// Lock-lost answers: 410, which azservicebus reads as lock lost
+// (internal/errors.go, isLockLostError: RPCResponseCodeLockLost).
+func messageLockLost() response {
+	return failed(410, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.").because(CondMessageLockLost)
+}
+
+func sessionLockLostResponse(id string) response {
+	return failed(410, "The session lock has expired on the MessageSession, or the session '%s' is not held by this receiver. Accept a new MessageSession.", id).because(CondSessionLockLost)
 }
 
 var replyTags atomic.Uint64
@@ -82,9 +103,13 @@ func (r requestLink) Transfer(_ *amqp.Link, d amqp.Delivery) *amqp.Performative 
 		res = failed(status, "The server is busy (emulated fault: %s).", f.Condition)
 	} else {
 		body, _ := req.Value.(amqp.Map)
-		res = r.manage(op, body)
+		linkName, _ := req.ApplicationProperties["associated-link-name"].(string)
+		res = r.manage(op, body, linkName)
 	}
 	out := &amqp.Message{ApplicationProperties: amqp.Map{statusKey: res.status, descKey: res.description}}
+	if res.condition != "" {
+		out.ApplicationProperties["errorCondition"] = res.condition
+	}
 	out.SetProp(amqp.PropCorrelationID, req.Prop(amqp.PropMessageID))
 	if res.body != nil {
 		out.Value, out.HasValue = res.body, true
@@ -125,8 +150,9 @@ func (r requestLink) putToken(op string, req *amqp.Message) response {
 	return response{status: 202, description: "Accepted"}
 }
 
-// manage runs one $management operation.
-func (r requestLink) manage(op string, body amqp.Map) response {
+// manage runs one $management operation; linkName is the receiver or
+// sender the request is for (associated-link-name), "" when it names none.
+func (r requestLink) manage(op string, body amqp.Map, linkName string) response {
 	switch op {
 	case "com.microsoft:peek-message":
 		return r.peek(body)
@@ -136,8 +162,14 @@ func (r requestLink) manage(op string, body amqp.Map) response {
 		return r.sessionOp(op, body)
 	case "com.microsoft:update-disposition":
 		return r.updateDisposition(body)
+	case "com.microsoft:receive-by-sequence-number":
+		return r.receiveBySequenceNumber(body, linkName)
+	case "com.microsoft:schedule-message":
+		return r.schedule(body)
+	case "com.microsoft:cancel-scheduled-message":
+		return r.cancelScheduled(body)
 	}
-	return failed(501, "The operation %q is not implemented by the local emulation (scheduled and deferred messages, rules and session listing are not emulated).", op)
+	return failed(501, "The operation %q is not implemented by the local emulation (rules and session listing are not emulated).", op)
 }
 
 func (r requestLink) peek(body amqp.Map) response {
@@ -194,7 +226,7 @@ func (r requestLink) renewLocks(body amqp.Map) response {
 	for i, t := range tokens {
 		until, err := r.q.RenewMessageLock(t.seq, t.lock)
 		if err != nil {
-			return failed(410, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.")
+			return messageLockLost()
 		}
 		exp[i] = until
 	}
@@ -205,19 +237,19 @@ func (r requestLink) sessionOp(op string, body amqp.Map) response {
 	id, _ := body["session-id"].(string)
 	s := r.c.heldSession(r.q, id)
 	if s == nil {
-		return failed(410, "The session lock has expired on the MessageSession, or the session '%s' is not held by this connection.", id)
+		return sessionLockLostResponse(id)
 	}
 	switch op {
 	case "com.microsoft:renew-session-lock":
 		until, err := s.Renew()
 		if err != nil {
-			return failed(410, "The session lock has expired on the MessageSession. Accept a new MessageSession.")
+			return sessionLockLostResponse(id)
 		}
 		return okWith(amqp.Map{"expiration": until})
 	case "com.microsoft:get-session-state":
 		state, err := s.State()
 		if err != nil {
-			return failed(410, "The session lock has expired on the MessageSession. Accept a new MessageSession.")
+			return sessionLockLostResponse(id)
 		}
 		var v any
 		if state != nil {
@@ -230,25 +262,211 @@ func (r requestLink) sessionOp(op string, body amqp.Map) response {
 		state = nil // an empty state clears it (azservicebus sends an empty binary)
 	}
 	if err := s.SetState(state); err != nil {
-		return failed(410, "The session lock has expired on the MessageSession. Accept a new MessageSession.")
+		return sessionLockLostResponse(id)
 	}
 	return response{status: 200, description: "OK"}
 }
 
-// updateDisposition settles by lock token, for a receiver whose link is gone.
+// updateDisposition settles by lock token: a message received by sequence
+// number (which azservicebus and @azure/service-bus settle only here), or
+// one whose receiving link is gone (azservicebus falls back here when the
+// link fails: messageSettler.go, shouldSettleOnMgmtLink). Statuses as the
+// SDKs send them: completed, abandoned, suspended (dead-letter), defered
+// (azservicebus internal/mgmt.go DeferredDisposition, spelt so). On a
+// session queue the token's session lock must still be held by a receiver
+// of this connection, and be the session-id the request names (JS and .NET
+// send one; azservicebus does not): otherwise, as after the lock expired,
+// the lock is lost (410).
 func (r requestLink) updateDisposition(body amqp.Map) response {
 	status, _ := body["disposition-status"].(string)
-	how := map[string]settlement{"completed": settleComplete, "abandoned": settleAbandon, "suspended": settleDeadLetter}
+	how := map[string]Settlement{"completed": SettleComplete, "abandoned": SettleAbandon, "suspended": SettleDeadLetter, "defered": SettleDefer}
 	h, known := how[status]
 	if !known {
-		return failed(501, "disposition-status %q is not emulated (deferral is not)", status)
+		return failed(400, "disposition-status %q is not one of completed, abandoned, suspended, defered", status)
 	}
-	reason, _ := body["deadletter-reason"].(string)
-	description, _ := body["deadletter-description"].(string)
-	for _, t := range lockTokens(body) {
-		if err := settleOn(r.q, r.dead, r.c.sessionByToken(t.lock), t, h, reason, description); err != nil {
-			return failed(410, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.")
+	var o SettleOptions
+	o.Reason, _ = body["deadletter-reason"].(string)
+	o.Description, _ = body["deadletter-description"].(string)
+	props, _ := body["properties-to-modify"].(amqp.Map)
+	o.Properties = propertiesToModify(props)
+	sessionID, named := body["session-id"].(string)
+	tokens := lockTokens(body)
+	if len(tokens) == 0 {
+		return failed(400, "lock-tokens is missing")
+	}
+	for _, t := range tokens {
+		session := r.c.sessionByToken(t.lock)
+		if session != nil && named && session.SessionID() != sessionID {
+			session = nil
 		}
+		if err := settleOn(r.q, r.dead, session, t, h, o); err != nil {
+			switch {
+			case errors.Is(err, errNotOnDeadLetters):
+				return failed(400, "%v", err)
+			case r.q.Properties().RequiresSession && !r.dead:
+				if session != nil {
+					sessionID = session.SessionID()
+				}
+				return sessionLockLostResponse(sessionID)
+			}
+			return messageLockLost()
+		}
+	}
+	return response{status: 200, description: "OK"}
+}
+
+// sequenceNumbers reads a request's sequence-numbers: an array of long
+// (azservicebus sends []int64; @azure/service-bus an array of long built
+// from 8-byte big-endian buffers).
+func sequenceNumbers(body amqp.Map) ([]int64, bool) {
+	var list []any
+	switch v := body["sequence-numbers"].(type) {
+	case amqp.Array:
+		list = v
+	case []any:
+		list = v
+	default:
+		return nil, false
+	}
+	out := make([]int64, 0, len(list))
+	for _, v := range list {
+		n, ok := amqp.Int(v)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, n)
+	}
+	return out, len(out) > 0
+}
+
+// receiveBySequenceNumber receives deferred messages (service-bus-amqp-
+// request-response.md, "Receive by sequence number"): the answer's
+// messages are maps of the encoded message and, in peek-lock
+// (receiver-settle-mode 1), its lock-token; the encoded message carries the
+// token too, as x-opt-lock-token (azservicebus reads it there, having no
+// delivery tag: message.go, newReceivedMessage). On a session queue the
+// messages are those of the session the request's receiver holds: named
+// by session-id (@azure/service-bus, .NET), or the session of the receiver
+// link named by associated-link-name (azservicebus); that session's lock
+// must be held (410 otherwise). A number that is not a deferred message is
+// not found (404, com.microsoft:message-not-found: .NET's
+// ReceiveDeferredMessageAsync, reason MessageNotFound).
+func (r requestLink) receiveBySequenceNumber(body amqp.Map, linkName string) response {
+	if r.dead {
+		return failed(400, "deferred messages of a dead-letter sub-queue are not emulated")
+	}
+	seqs, ok := sequenceNumbers(body)
+	if !ok {
+		return failed(400, "sequence-numbers is missing or not an array of long")
+	}
+	peekLock := true
+	if mode, ok := amqp.Uint(body["receiver-settle-mode"]); ok && mode == 0 {
+		peekLock = false
+	}
+	var session *SessionLock
+	if r.q.Properties().RequiresSession {
+		id, named := body["session-id"].(string)
+		switch rl := r.c.receiverNamed(linkName); {
+		case named:
+			session = r.c.heldSession(r.q, id)
+		case rl != nil && rl.q == r.q:
+			session = rl.lockedSession()
+			if session != nil {
+				id = session.SessionID()
+			}
+		default:
+			return failed(400, "The messages of a session entity are received by sequence number in a session: name the session-id, or the session receiver's link in associated-link-name.")
+		}
+		if session == nil {
+			return sessionLockLostResponse(id)
+		}
+	}
+	got, err := r.q.ReceiveDeferred(seqs, session, peekLock)
+	switch {
+	case errors.Is(err, ErrLockLost):
+		return sessionLockLostResponse(session.SessionID())
+	case err != nil:
+		return failed(404, "Failed to lock one or more specified messages. Either the message is not deferred, or another receiver holds it (sequence numbers %v).", seqs).because(CondMessageNotFound)
+	}
+	list := make([]any, len(got))
+	for i, m := range got {
+		entry := amqp.Map{}
+		var token *amqp.UUID
+		if peekLock {
+			u := amqp.UUID(LockToken(m.Token, m.SequenceNumber))
+			token, entry["lock-token"] = &u, u
+		}
+		payload, err := toAMQP(m.Message, m.LockedUntil, token)
+		if err != nil {
+			return failed(500, "%v", err)
+		}
+		entry["message"] = payload
+		list[i] = entry
+	}
+	return okWith(amqp.Map{"messages": list})
+}
+
+// schedule schedules messages (service-bus-amqp-request-response.md,
+// "Schedule Message"): each entry's message is the encoded message, whose
+// x-opt-scheduled-enqueue-time the SDKs set to the time asked for
+// (azservicebus mgmt.go ScheduleMessages; @azure/service-bus
+// scheduleMessages). The answer's sequence-numbers (array of long) are
+// those cancel-scheduled-message takes. A send Service Bus refuses (no
+// SessionId on a session queue…) is refused whole, as on a sender link.
+func (r requestLink) schedule(body amqp.Map) response {
+	if r.dead {
+		return failed(400, "Cannot schedule messages on a dead-letter queue.")
+	}
+	var entries []any
+	switch v := body["messages"].(type) {
+	case []any:
+		entries = v
+	case amqp.Array:
+		entries = v
+	}
+	if len(entries) == 0 {
+		return failed(400, "messages is missing or empty")
+	}
+	msgs := make([]Message, len(entries))
+	for i, e := range entries {
+		entry, _ := e.(amqp.Map)
+		encoded, _ := entry["message"].([]byte)
+		if encoded == nil {
+			return failed(400, "messages[%d] has no message", i)
+		}
+		m, err := amqp.UnmarshalMessage(encoded)
+		if err != nil {
+			return failed(400, "messages[%d]: %v", i, err)
+		}
+		msgs[i] = fromAMQP(m)
+		if msgs[i].ScheduledEnqueueTime.IsZero() {
+			return failed(400, "messages[%d] has no x-opt-scheduled-enqueue-time", i)
+		}
+	}
+	seqs, err := r.q.enqueue(msgs)
+	if err != nil {
+		var se *SendError
+		if errors.As(err, &se) {
+			return failed(400, "%s", se.Text).because(se.Condition)
+		}
+		return failed(500, "%v", err)
+	}
+	out := make(amqp.Array, len(seqs))
+	for i, seq := range seqs {
+		out[i] = seq
+	}
+	return okWith(amqp.Map{"sequence-numbers": out})
+}
+
+// cancelScheduled cancels scheduled messages by sequence number
+// (service-bus-amqp-request-response.md, "Cancel Scheduled Message").
+func (r requestLink) cancelScheduled(body amqp.Map) response {
+	seqs, ok := sequenceNumbers(body)
+	if !ok {
+		return failed(400, "sequence-numbers is missing or not an array of long")
+	}
+	if !r.dead {
+		r.q.CancelScheduled(seqs)
 	}
 	return response{status: 200, description: "OK"}
 }

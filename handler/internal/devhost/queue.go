@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/internal/amqp"
@@ -25,9 +27,14 @@ type QueueProperties struct {
 
 // Message is a message in an emulated queue.
 type Message struct {
-	SequenceNumber   int64 // queue-wide, from 1
-	MessageID        string
+	SequenceNumber int64 // queue-wide, from 1
+	MessageID      string
+	// SessionID is the message's SessionId; "" is a SessionId of its own
+	// when EmptySessionID is set (Service Bus accepts an empty SessionId:
+	// azservicebus's live test TestSessionReceiver_blankSessionIDs), and no
+	// SessionId at all without it (refused on a session queue).
 	SessionID        string
+	EmptySessionID   bool
 	ContentType      string
 	Properties       map[string]any
 	Body             []byte
@@ -39,13 +46,35 @@ type Message struct {
 	// DeadLetterDescription is the receiver's description of why it
 	// dead-lettered the message (empty for the broker's own reasons).
 	DeadLetterDescription string
+	// State is the message's state as a peek (and a receive by sequence
+	// number) reports it in x-opt-message-state: active, deferred or
+	// scheduled.
+	State MessageState
+	// ScheduledEnqueueTime is when a scheduled message becomes active
+	// (zero: sent to be active at once).
+	ScheduledEnqueueTime time.Time
 	// AMQP is the message as an AMQP client sent it (nil when it came from
 	// the emulation itself): the AMQP face delivers it with the broker's
 	// annotations added, every other section as sent.
 	AMQP *amqp.Message
 
-	properties json.RawMessage // Properties as JSON, written once when the queue accepts the message
+	properties json.RawMessage // Properties as JSON, written when the queue accepts the message (and when a settlement modifies them)
 }
+
+// hasSessionID reports whether the message carries a SessionId ("" included
+// when EmptySessionID is set).
+func (m *Message) hasSessionID() bool { return m.SessionID != "" || m.EmptySessionID }
+
+// MessageState is a message's state as Service Bus reports it in the
+// x-opt-message-state annotation (azservicebus message.go: MessageState).
+type MessageState int32
+
+// Message states (azservicebus MessageStateActive, …Deferred, …Scheduled).
+const (
+	StateActive    MessageState = 0
+	StateDeferred  MessageState = 1
+	StateScheduled MessageState = 2
+)
 
 // Dead-letter reasons, as Service Bus writes them.
 const (
@@ -57,6 +86,11 @@ const (
 // receiver after it expired); completing fails and the messages come back.
 var ErrLockLost = errors.New("lock lost: the lock expired before the messages were settled")
 
+// ErrMessageNotFound: no deferred message has the sequence number asked for
+// (.NET's ReceiveDeferredMessageAsync: "The specified sequence number does not
+// correspond to a message that has been deferred", reason MessageNotFound).
+var ErrMessageNotFound = errors.New("message not found: no deferred message has that sequence number")
+
 // Queue emulates a Service Bus queue (docs/host-contract.md, "What the host does
 // with the message"): FIFO per session; a session locked by one receiver at a
 // time for a limited time; peek-lock with abandon (the same message comes back
@@ -66,7 +100,11 @@ var ErrLockLost = errors.New("lock lost: the lock expired before the messages we
 // MaxDeliveryCount; message expiry (one expired message of a session expires
 // the whole session); duplicate detection by MessageId within a window; and a
 // dead-letter sub-queue. Without sessions each message is locked on its own.
-// Not modelled: throttling, partitions, scheduled and deferred messages.
+// Deferred messages (set aside by a receiver, received only by sequence
+// number, holding no session back) and scheduled ones (held aside until
+// their time, then enqueued with a new sequence number): queue_receivers.go
+// and activateScheduled.
+// Not modelled: throttling, partitions.
 type Queue struct {
 	Name  string
 	props QueueProperties
@@ -74,9 +112,12 @@ type Queue struct {
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on every change
 	seq      int64
-	tokens   int64               // lock tokens handed out
-	sessions map[string]*session // by SessionId ("" without sessions)
+	sessions map[string]*session // by SessionId ("" without sessions, or the empty SessionId)
 	dead     []*Message
+	// scheduled are the messages waiting for their ScheduledEnqueueTime, in
+	// sequence-number order; nextScheduled is the earliest of their times.
+	scheduled     []*Message
+	nextScheduled time.Time
 	// deadLocks are the dead-letter sub-queue's message locks by sequence number.
 	deadLocks map[int64]*lock
 	seen      map[string]time.Time // MessageId → when first accepted
@@ -99,6 +140,13 @@ type session struct {
 	lock       lock            // the session lock (session queues)
 	locks      map[int64]*lock // message locks by sequence number (queues without sessions)
 }
+
+// lockCounter numbers the locks handed out, across every queue: a lock
+// token names one lock wherever it comes back (a connection's receivers
+// may hold sessions of several queues, looked up by token).
+var lockCounter atomic.Int64
+
+func nextToken() int64 { return lockCounter.Add(1) }
 
 // lock is a peek-lock: who holds it (a token; 0 for nobody), until when
 // (zero: renewed for as long as it is held), and what it delivered.
@@ -138,58 +186,89 @@ func (q *Queue) notify() {
 // Send enqueues msgs in order; a MessageId seen within the duplicate
 // detection window is dropped. It returns how many were accepted. As Service
 // Bus does, it refuses the whole send when a message has no SessionId and
-// the queue requires sessions, or a MessageId longer than 128 characters.
+// the queue requires sessions, or a MessageId longer than 128 characters. A
+// message whose ScheduledEnqueueTime is still to come is scheduled
+// (message-sequencing.md, "Scheduled messages").
 func (q *Queue) Send(msgs []Message) (accepted, duplicates int, err error) {
+	seqs, err := q.enqueue(msgs)
+	for _, seq := range seqs {
+		if seq == 0 {
+			duplicates++
+		} else {
+			accepted++
+		}
+	}
+	return accepted, duplicates, err
+}
+
+// enqueue accepts msgs and returns their sequence numbers (0 for a
+// duplicate dropped), or refuses them all.
+func (q *Queue) enqueue(msgs []Message) ([]int64, error) {
 	for i, m := range msgs {
 		switch {
-		case q.props.RequiresSession && m.SessionID == "":
-			return 0, 0, &SendError{Condition: amqp.ErrNotAllowed, Text: fmt.Sprintf("message %d: The SessionId was not set on a message, and it cannot be sent to the entity. Entities that have session support enabled can only receive messages that have the SessionId set to a valid value (queue %s).", i, q.Name)}
+		case q.props.RequiresSession && !m.hasSessionID():
+			return nil, &SendError{Condition: amqp.ErrNotAllowed, Text: fmt.Sprintf("message %d: The SessionId was not set on a message, and it cannot be sent to the entity. Entities that have session support enabled can only receive messages that have the SessionId set to a valid value (queue %s).", i, q.Name)}
 		case len(m.MessageID) > MaxMessageIDLength:
-			return 0, 0, &SendError{Condition: CondArgumentOutOfRange, Text: fmt.Sprintf("message %d: MessageId of %d characters; Service Bus allows %d", i, len(m.MessageID), MaxMessageIDLength)}
+			return nil, &SendError{Condition: CondArgumentOutOfRange, Text: fmt.Sprintf("message %d: MessageId of %d characters; Service Bus allows %d", i, len(m.MessageID), MaxMessageIDLength)}
 		}
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.now()
-	for _, m := range msgs {
+	seqs := make([]int64, len(msgs))
+	for i, m := range msgs {
 		if q.props.RequiresDuplicateDetection && m.MessageID != "" {
 			if at, ok := q.seen[m.MessageID]; ok && now.Sub(at) < q.props.DuplicateDetectionWindow {
-				duplicates++
 				continue
 			}
 			q.seen[m.MessageID] = now
 		}
 		if !q.props.RequiresSession {
-			m.SessionID = ""
+			m.SessionID, m.EmptySessionID = "", false
 		}
 		q.seq++
-		m.SequenceNumber, m.EnqueuedTime, m.DeliveryCount, m.DeadLetterReason = q.seq, now, 0, ""
+		m.SequenceNumber, m.DeliveryCount, m.DeadLetterReason = q.seq, 0, ""
 		m.properties = propertiesJSON(m.Properties)
-		if ttl := m.TimeToLive; ttl > 0 || q.props.DefaultMessageTimeToLive > 0 {
-			if ttl <= 0 || (q.props.DefaultMessageTimeToLive > 0 && q.props.DefaultMessageTimeToLive < ttl) {
-				ttl = q.props.DefaultMessageTimeToLive // the queue's default caps a message's own TTL
-			}
-			m.ExpiresAt = now.Add(ttl)
-		}
-		s := q.sessions[m.SessionID]
-		if s == nil {
-			s = &session{id: m.SessionID, locks: map[int64]*lock{}}
-			q.sessions[m.SessionID] = s
-		}
+		seqs[i] = m.SequenceNumber
 		msg := m
-		s.msgs = append(s.msgs, &msg)
-		s.noteExpiry(&msg)
-		if len(q.sent) < maxJournal {
-			j := m
-			j.Body, j.AMQP = nil, nil
-			q.sent = append(q.sent, j)
+		if msg.ScheduledEnqueueTime.After(now) {
+			// Held aside until its time, with a sequence number of its own
+			// (the one schedule-message answers and cancel takes).
+			msg.State, msg.EnqueuedTime = StateScheduled, now
+			q.scheduled = append(q.scheduled, &msg)
+			if q.nextScheduled.IsZero() || msg.ScheduledEnqueueTime.Before(q.nextScheduled) {
+				q.nextScheduled = msg.ScheduledEnqueueTime
+			}
+			continue
 		}
-		accepted++
+		q.materialize(&msg, now)
 	}
-	if accepted > 0 {
-		q.notify()
+	q.notify()
+	return seqs, nil
+}
+
+// materialize appends m to its session as an active message enqueued now:
+// its time to live starts, and the journal records it. Under q.mu.
+func (q *Queue) materialize(m *Message, now time.Time) {
+	m.State, m.EnqueuedTime, m.ExpiresAt = StateActive, now, time.Time{}
+	if ttl := m.TimeToLive; ttl > 0 || q.props.DefaultMessageTimeToLive > 0 {
+		if ttl <= 0 || (q.props.DefaultMessageTimeToLive > 0 && q.props.DefaultMessageTimeToLive < ttl) {
+			ttl = q.props.DefaultMessageTimeToLive // the queue's default caps a message's own TTL
+		}
+		m.ExpiresAt = now.Add(ttl)
 	}
-	return accepted, duplicates, nil
+	s := q.sessions[m.SessionID]
+	if s == nil {
+		s = &session{id: m.SessionID, locks: map[int64]*lock{}}
+		q.sessions[m.SessionID] = s
+	}
+	s.msgs = append(s.msgs, m)
+	s.noteExpiry(m)
+	if len(q.sent) < maxJournal {
+		j := *m
+		j.Body, j.AMQP = nil, nil
+		q.sent = append(q.sent, j)
+	}
 }
 
 // SendError is a send Service Bus refuses, with the AMQP error condition it
@@ -202,20 +281,6 @@ type SendError struct {
 }
 
 func (e *SendError) Error() string { return e.Text }
-
-// uncount takes back the delivery counted for message seq: a receiver
-// released it without taking it (azservicebus's releaser answers messages
-// that arrived between two receive calls with released).
-func (q *Queue) uncount(seq int64) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, s := range q.sessions {
-		if i := indexOf(s.msgs, seq); i >= 0 && s.msgs[i].DeliveryCount > 0 {
-			s.msgs[i].DeliveryCount--
-			return
-		}
-	}
-}
 
 // wait blocks until the queue changes, timeout passes or ctx ends; false when ctx ended.
 func (q *Queue) wait(ctx context.Context, ch chan struct{}, timeout time.Duration) bool {
@@ -237,7 +302,7 @@ const pollEvery = 20 * time.Millisecond
 // messages (dead-lettering those that used up their deliveries), and expired
 // messages leave the queue. Service Bus does both lazily, when receivers ask.
 func (q *Queue) sweep(now time.Time) {
-	changed := false
+	changed := q.activateScheduled(now)
 	for id, s := range q.sessions {
 		if s.lock.token != 0 && !s.lock.heldAt(now) {
 			q.release(s, &s.lock)
@@ -281,7 +346,11 @@ func (q *Queue) expire(s *session, now time.Time) bool {
 		return false
 	}
 	defer s.updateNextExpiry()
-	waiting := func(m *Message) bool { return !s.lock.delivered[m.SequenceNumber] && s.locks[m.SequenceNumber] == nil }
+	// A deferred message is not expired here: Service Bus checks it when a
+	// receiver asks for it by sequence number (message-deferral.md).
+	waiting := func(m *Message) bool {
+		return m.State == StateActive && !s.lock.delivered[m.SequenceNumber] && s.locks[m.SequenceNumber] == nil
+	}
 	expired := func(m *Message) bool { return waiting(m) && !m.ExpiresAt.IsZero() && !now.Before(m.ExpiresAt) }
 	hit := false
 	for _, m := range s.msgs {
@@ -306,6 +375,51 @@ func (q *Queue) expire(s *session, now time.Time) bool {
 	return true
 }
 
+// head is the session's first message a receive can take (nil: none).
+func (s *session) head() *Message {
+	for _, m := range s.msgs {
+		if m.State == StateActive {
+			return m
+		}
+	}
+	return nil
+}
+
+// activateScheduled makes the scheduled messages whose time has come
+// active, under q.mu: each is appended to the queue as if enqueued now,
+// with a new sequence number (message-sequencing.md: "The SequenceNumber for
+// a scheduled message is only valid while the message is in this state. As
+// the message transitions to the active state, the message is appended to
+// the queue as if had been enqueued at the current instant, which includes
+// assigning a new SequenceNumber"). It reports whether any became active.
+func (q *Queue) activateScheduled(now time.Time) bool {
+	if q.nextScheduled.IsZero() || now.Before(q.nextScheduled) {
+		return false
+	}
+	var due []*Message
+	left := q.scheduled[:0]
+	q.nextScheduled = time.Time{}
+	for _, m := range q.scheduled {
+		if !now.Before(m.ScheduledEnqueueTime) {
+			due = append(due, m)
+			continue
+		}
+		left = append(left, m)
+		if q.nextScheduled.IsZero() || m.ScheduledEnqueueTime.Before(q.nextScheduled) {
+			q.nextScheduled = m.ScheduledEnqueueTime
+		}
+	}
+	clear(q.scheduled[len(left):])
+	q.scheduled = left
+	sort.SliceStable(due, func(a, b int) bool { return due[a].ScheduledEnqueueTime.Before(due[b].ScheduledEnqueueTime) })
+	for _, m := range due {
+		q.seq++
+		m.SequenceNumber = q.seq
+		q.materialize(m, now)
+	}
+	return len(due) > 0
+}
+
 // updateNextExpiry recomputes nextExpiry from the session's messages.
 func (s *session) updateNextExpiry() {
 	s.nextExpiry = time.Time{}
@@ -315,7 +429,7 @@ func (s *session) updateNextExpiry() {
 }
 
 func (s *session) noteExpiry(m *Message) {
-	if !m.ExpiresAt.IsZero() && (s.nextExpiry.IsZero() || m.ExpiresAt.Before(s.nextExpiry)) {
+	if m.State == StateActive && !m.ExpiresAt.IsZero() && (s.nextExpiry.IsZero() || m.ExpiresAt.Before(s.nextExpiry)) {
 		s.nextExpiry = m.ExpiresAt
 	}
 }
@@ -347,16 +461,18 @@ func (q *Queue) AcceptSession(ctx context.Context, renewFor time.Duration) *Sess
 		q.mu.Lock()
 		now := q.now()
 		q.sweep(now)
+		// A session is available when it has a message a receive can take
+		// (deferred ones are received only by sequence number).
 		var best *session
+		var bestHead *Message
 		for _, s := range q.sessions {
-			if s.lock.token == 0 && len(s.msgs) > 0 && (best == nil || s.msgs[0].SequenceNumber < best.msgs[0].SequenceNumber) {
-				best = s
+			if head := s.head(); s.lock.token == 0 && head != nil && (best == nil || head.SequenceNumber < bestHead.SequenceNumber) {
+				best, bestHead = s, head
 			}
 		}
 		ch := q.changed
 		if best != nil {
-			q.tokens++
-			token := q.tokens
+			token := nextToken()
 			best.lock = lock{token: token, until: q.lockUntil(now, renewFor), delivered: map[int64]bool{}}
 			q.mu.Unlock()
 			return &SessionLock{q: q, s: best, token: token}
@@ -397,13 +513,15 @@ func (l *SessionLock) Next(ctx context.Context, max int, idle time.Duration) ([]
 			return nil, ErrLockLost
 		}
 		// The head of the session, less what this lock delivered and has
-		// not settled (a receiver with more credit than one message).
+		// not settled (a receiver with more credit than one message), and
+		// less the deferred messages: they do not hold the session's order
+		// back, being received only by sequence number (message-deferral.md).
 		var out []*Message
 		for _, m := range l.s.msgs {
 			if len(out) == max {
 				break
 			}
-			if l.s.lock.delivered[m.SequenceNumber] {
+			if l.s.lock.delivered[m.SequenceNumber] || m.State != StateActive {
 				continue
 			}
 			m.DeliveryCount++
@@ -440,22 +558,78 @@ func (l *SessionLock) Settle(msgs []*Message, ok bool) error {
 	}
 	for _, d := range msgs {
 		delete(l.s.lock.delivered, d.SequenceNumber)
-		l.q.settle(l.s, d.SequenceNumber, ok)
+		l.q.dispose(l.s, d.SequenceNumber, completeOrAbandon(ok), SettleOptions{})
 	}
 	l.q.notify()
 	return nil
 }
 
-// settle completes or abandons one delivered message, under q.mu.
-func (q *Queue) settle(s *session, seq int64, ok bool) {
+func completeOrAbandon(ok bool) Settlement {
+	if ok {
+		return SettleComplete
+	}
+	return SettleAbandon
+}
+
+// Settlement is what a receiver does with a message it holds under a lock.
+type Settlement int
+
+const (
+	// SettleComplete removes the message.
+	SettleComplete Settlement = iota
+	// SettleAbandon gives it back, its delivery counted: it is delivered
+	// again next, or dead-lettered once it used up MaxDeliveryCount.
+	SettleAbandon
+	// SettleRelease gives it back without counting the delivery (a
+	// receiver released a message it did not take: azservicebus's releaser).
+	SettleRelease
+	// SettleDefer sets it aside: it stays in the queue, deferred, received
+	// only by its sequence number (message-deferral.md); the delivery is
+	// not counted (.NET ServiceBusReceivedMessage.DeliveryCount: the count
+	// goes up when a lock expires or a message is abandoned).
+	SettleDefer
+	// SettleDeadLetter moves it to the dead-letter sub-queue.
+	SettleDeadLetter
+)
+
+// SettleOptions go with a settlement: the receiver's dead-letter reason and
+// description, and the application properties it modifies (abandon, defer
+// and dead-letter take propertiesToModify).
+type SettleOptions struct {
+	Reason, Description string
+	Properties          map[string]any
+}
+
+// dispose settles message seq of s, delivered under a lock the caller has
+// checked and let go, under q.mu.
+func (q *Queue) dispose(s *session, seq int64, how Settlement, o SettleOptions) {
 	i := indexOf(s.msgs, seq)
-	switch {
-	case i < 0:
-	case ok:
+	if i < 0 {
+		return
+	}
+	m := s.msgs[i]
+	if len(o.Properties) > 0 {
+		props := make(map[string]any, len(m.Properties)+len(o.Properties))
+		maps.Copy(props, m.Properties)
+		maps.Copy(props, o.Properties)
+		m.Properties, m.properties = props, propertiesJSON(props)
+	}
+	switch how {
+	case SettleComplete:
 		s.msgs = append(s.msgs[:i], s.msgs[i+1:]...)
-	case s.msgs[i].DeliveryCount >= q.props.MaxDeliveryCount:
-		q.deadLetter(s, i, ReasonMaxDelivery)
-	} // else abandoned: it stays where it is and is delivered again next
+	case SettleDeadLetter:
+		q.deadLetterAs(s, i, o.Reason, o.Description)
+	case SettleDefer:
+		m.State = StateDeferred
+		m.DeliveryCount = max(m.DeliveryCount-1, 0)
+	case SettleRelease:
+		m.DeliveryCount = max(m.DeliveryCount-1, 0)
+		fallthrough
+	default: // abandoned: it stays where it is (deferred if it was) and is delivered again next
+		if m.DeliveryCount >= q.props.MaxDeliveryCount {
+			q.deadLetter(s, i, ReasonMaxDelivery)
+		}
+	}
 }
 
 // Release closes the session receiver: the lock is given up if still held.
@@ -479,11 +653,10 @@ func (q *Queue) Receive(ctx context.Context, renewFor time.Duration) (m *Message
 		q.sweep(now)
 		if s := q.sessions[""]; s != nil {
 			for _, m := range s.msgs {
-				if s.locks[m.SequenceNumber] != nil {
+				if s.locks[m.SequenceNumber] != nil || m.State != StateActive {
 					continue
 				}
-				q.tokens++
-				token := q.tokens
+				token := nextToken()
 				s.locks[m.SequenceNumber] = &lock{token: token, until: q.lockUntil(now, renewFor), delivered: map[int64]bool{m.SequenceNumber: true}}
 				m.DeliveryCount++
 				c := *m
@@ -508,7 +681,7 @@ func (q *Queue) settleMessage(s *session, seq, token int64, ok bool) error {
 		return ErrLockLost
 	}
 	delete(s.locks, seq)
-	q.settle(s, seq, ok)
+	q.dispose(s, seq, completeOrAbandon(ok), SettleOptions{})
 	q.notify()
 	return nil
 }
@@ -532,11 +705,13 @@ func (q *Queue) Sent() []Message {
 // QueueStats is a snapshot of a queue.
 type QueueStats struct {
 	Name         string `json:"name"`
-	Active       int    `json:"active"`   // waiting or in flight
+	Active       int    `json:"active"`   // waiting or in flight, deferred ones aside
 	InFlight     int    `json:"inFlight"` // delivered under a lock that still holds, not yet settled
+	Deferred     int    `json:"deferred"` // set aside, received only by sequence number
+	Scheduled    int    `json:"scheduled"`
 	DeadLettered int    `json:"deadLettered"`
 	Expired      int    `json:"expired"`  // messages that outlived their time to live
-	Sessions     int    `json:"sessions"` // sessions with messages
+	Sessions     int    `json:"sessions"` // sessions with messages a receive can take or has taken
 }
 
 // Stats returns the queue's counts.
@@ -544,11 +719,19 @@ func (q *Queue) Stats() QueueStats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.sweep(q.now())
-	st := QueueStats{Name: q.Name, DeadLettered: len(q.dead), Expired: q.expired}
+	st := QueueStats{Name: q.Name, DeadLettered: len(q.dead), Expired: q.expired, Scheduled: len(q.scheduled)}
 	for _, s := range q.sessions {
-		st.Active += len(s.msgs)
+		active := 0
+		for _, m := range s.msgs {
+			if m.State == StateDeferred {
+				st.Deferred++
+			} else {
+				active++
+			}
+		}
+		st.Active += active
 		st.InFlight += len(s.lock.delivered) + len(s.locks)
-		if len(s.msgs) > 0 {
+		if active > 0 {
 			st.Sessions++
 		}
 	}
@@ -612,8 +795,7 @@ func (q *Queue) ReceiveDeadLetters(max int) []LockedDeadLetter {
 		if q.deadLocks[m.SequenceNumber] != nil {
 			continue
 		}
-		q.tokens++
-		l := &lock{token: q.tokens, until: now.Add(q.props.LockDuration)}
+		l := &lock{token: nextToken(), until: now.Add(q.props.LockDuration)}
 		q.deadLocks[m.SequenceNumber] = l
 		out = append(out, LockedDeadLetter{Message: *m, LockToken: l.token, LockedUntil: l.until})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"sort"
 	"time"
 )
 
@@ -15,7 +16,8 @@ import (
 // messages; a session's state lives as long as the session is known to the
 // queue, with or without messages (message-sessions.md, "Message session
 // state"); a message received from a queue without sessions is locked on its
-// own and renewed with renew-lock.
+// own and renewed with renew-lock. Deferred messages (received by sequence
+// number) and scheduled ones (held aside until their time) are here too.
 
 // ErrSessionCannotBeLocked: another receiver holds the session.
 var ErrSessionCannotBeLocked = errors.New("the session is locked by another receiver")
@@ -49,13 +51,21 @@ func (q *Queue) AcceptNamedSession(id string) (*SessionLock, error) {
 	if s.lock.heldAt(now) {
 		return nil, ErrSessionCannotBeLocked
 	}
-	q.tokens++
-	s.lock = lock{token: q.tokens, until: q.lockUntil(now, 0), delivered: map[int64]bool{}}
-	return &SessionLock{q: q, s: s, token: q.tokens}, nil
+	token := nextToken()
+	s.lock = lock{token: token, until: q.lockUntil(now, 0), delivered: map[int64]bool{}}
+	return &SessionLock{q: q, s: s, token: token}, nil
 }
 
 // Token is the lock's token.
 func (l *SessionLock) Token() int64 { return l.token }
+
+// Held reports whether this receiver still holds the session lock (cheap:
+// no sweep, for a receiver link that checks it every few milliseconds).
+func (l *SessionLock) Held() bool {
+	l.q.mu.Lock()
+	defer l.q.mu.Unlock()
+	return l.held(l.q.now())
+}
 
 // LockedUntil is when the lock ends unless renewed (zero: renewed without end).
 func (l *SessionLock) LockedUntil() time.Time {
@@ -85,12 +95,21 @@ func (l *SessionLock) TryNext(max int) ([]*Message, error) {
 
 // SettleOne completes (ok) or abandons one delivered message.
 func (l *SessionLock) SettleOne(seq int64, ok bool) error {
-	return l.Settle([]*Message{{SequenceNumber: seq}}, ok)
+	return l.SettleAs(seq, completeOrAbandon(ok), SettleOptions{})
 }
 
 // DeadLetter moves a delivered message to the dead-letter sub-queue with the
 // receiver's reason and description.
 func (l *SessionLock) DeadLetter(seq int64, reason, description string) error {
+	return l.SettleAs(seq, SettleDeadLetter, SettleOptions{Reason: reason, Description: description})
+}
+
+// SettleAs settles one message this lock delivered (by a receive or by
+// sequence number): ErrLockLost when the lock is no longer held, or did
+// not deliver it. A session's messages are settled only while its lock is
+// held by the receiver that took them (message-sessions.md: the session
+// lock holds the session's messages).
+func (l *SessionLock) SettleAs(seq int64, how Settlement, o SettleOptions) error {
 	l.q.mu.Lock()
 	defer l.q.mu.Unlock()
 	now := l.q.now()
@@ -99,9 +118,7 @@ func (l *SessionLock) DeadLetter(seq int64, reason, description string) error {
 		return ErrLockLost
 	}
 	delete(l.s.lock.delivered, seq)
-	if i := indexOf(l.s.msgs, seq); i >= 0 {
-		l.q.deadLetterAs(l.s, i, reason, description)
-	}
+	l.q.dispose(l.s, seq, how, o)
 	l.q.notify()
 	return nil
 }
@@ -150,11 +167,10 @@ func (q *Queue) TryReceive() *ReceivedMessage {
 		return nil
 	}
 	for _, m := range s.msgs {
-		if s.locks[m.SequenceNumber] != nil {
+		if s.locks[m.SequenceNumber] != nil || m.State != StateActive {
 			continue
 		}
-		q.tokens++
-		l := &lock{token: q.tokens, until: q.lockUntil(now, 0), delivered: map[int64]bool{m.SequenceNumber: true}}
+		l := &lock{token: nextToken(), until: q.lockUntil(now, 0), delivered: map[int64]bool{m.SequenceNumber: true}}
 		s.locks[m.SequenceNumber] = l
 		m.DeliveryCount++
 		c := *m
@@ -177,17 +193,20 @@ func (q *Queue) messageLock(seq, token int64) (*session, *lock, error) {
 
 // SettleReceived completes (ok) or abandons a message TryReceive locked.
 func (q *Queue) SettleReceived(seq, token int64, ok bool) error {
-	q.mu.Lock()
-	s := q.sessions[""]
-	q.mu.Unlock()
-	if s == nil {
-		return ErrLockLost
-	}
-	return q.settleMessage(s, seq, token, ok)
+	return q.SettleMessage(seq, token, completeOrAbandon(ok), SettleOptions{})
 }
 
 // DeadLetterReceived dead-letters a message TryReceive locked.
 func (q *Queue) DeadLetterReceived(seq, token int64, reason, description string) error {
+	return q.SettleMessage(seq, token, SettleDeadLetter, SettleOptions{Reason: reason, Description: description})
+}
+
+// SettleMessage settles a message locked on its own (queues without
+// sessions: TryReceive, or ReceiveDeferred) by its lock token, from any
+// receiver (azservicebus's live test TestReceiver_SettleWithOnlyLockToken
+// settles with a new receiver): ErrLockLost when the lock expired or is
+// not this one.
+func (q *Queue) SettleMessage(seq, token int64, how Settlement, o SettleOptions) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	s, _, err := q.messageLock(seq, token)
@@ -195,9 +214,7 @@ func (q *Queue) DeadLetterReceived(seq, token int64, reason, description string)
 		return err
 	}
 	delete(s.locks, seq)
-	if i := indexOf(s.msgs, seq); i >= 0 {
-		q.deadLetterAs(s, i, reason, description)
-	}
+	q.dispose(s, seq, how, o)
 	q.notify()
 	return nil
 }
@@ -214,29 +231,169 @@ func (q *Queue) RenewMessageLock(seq, token int64) (time.Time, error) {
 	return l.until, nil
 }
 
-// Peek returns copies of up to max active messages (of session id only when
-// sessionID is not nil) whose sequence number is at least from, locked or
-// not, in sequence-number order, locking none (message-browsing.md).
+// Peek returns copies of up to max messages (of session id only when
+// sessionID is not nil) whose sequence number is at least from, in
+// sequence-number order, locking none: active ones, locked or not, deferred
+// and scheduled ones, each with its State (message-browsing.md: a peek on a
+// queue returns active, locked, deferred and scheduled messages, not dead
+// letters). A peeked message's DeliveryCount is what Service Bus reports:
+// the deliveries that ended unsettled (abandoned, or their lock expired),
+// plus the one under way when it is locked (azservicebus's live test
+// TestDeferredMessages/Abandon: an abandon shows in a peek as one delivery
+// more).
 func (q *Queue) Peek(from int64, max int, sessionID *string) []Message {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.sweep(q.now())
-	var all []*Message
+	var all []Message
 	for id, s := range q.sessions {
 		if sessionID != nil && *sessionID != id {
 			continue
 		}
-		all = append(all, s.msgs...)
+		for _, m := range s.msgs {
+			c := *m
+			if !s.lock.delivered[m.SequenceNumber] && s.locks[m.SequenceNumber] == nil {
+				c.DeliveryCount++ // as the next delivery would report it
+			}
+			all = append(all, c)
+		}
 	}
-	sortBySeq(all)
+	for _, m := range q.scheduled {
+		if sessionID == nil || *sessionID == m.SessionID {
+			c := *m
+			c.DeliveryCount++
+			all = append(all, c)
+		}
+	}
+	sort.Slice(all, func(a, b int) bool { return all[a].SequenceNumber < all[b].SequenceNumber })
 	var out []Message
 	for _, m := range all {
 		if len(out) >= max {
 			break
 		}
 		if m.SequenceNumber >= from {
-			out = append(out, *m)
+			out = append(out, m)
 		}
 	}
 	return out
+}
+
+// Schedule enqueues msgs to become active at `at` (schedule-message): each
+// gets a sequence number now, the one it is peeked and cancelled by, and a
+// new one when it becomes active (message-sequencing.md, "Scheduled
+// messages"). A time already past enqueues them at once. It refuses what
+// Send refuses; a duplicate dropped has sequence number 0.
+func (q *Queue) Schedule(msgs []Message, at time.Time) ([]int64, error) {
+	msgs = append([]Message(nil), msgs...)
+	for i := range msgs {
+		msgs[i].ScheduledEnqueueTime = at
+	}
+	return q.enqueue(msgs)
+}
+
+// CancelScheduled deletes the scheduled messages with these sequence
+// numbers ("Cancellation deletes the message", message-sequencing.md); a
+// number that is not a scheduled message (unknown, cancelled already, or
+// active by now) is passed over. It returns how many it deleted.
+func (q *Queue) CancelScheduled(seqs []int64) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.sweep(q.now())
+	cancel := map[int64]bool{}
+	for _, seq := range seqs {
+		cancel[seq] = true
+	}
+	left := q.scheduled[:0]
+	for _, m := range q.scheduled {
+		if !cancel[m.SequenceNumber] {
+			left = append(left, m)
+		}
+	}
+	n := len(q.scheduled) - len(left)
+	clear(q.scheduled[len(left):])
+	q.scheduled = left
+	if n > 0 {
+		q.notify()
+	}
+	return n
+}
+
+// ReceiveDeferred receives the deferred messages with these sequence
+// numbers (receive-by-sequence-number, message-deferral.md): locked for
+// LockDuration each when peekLock, removed at once otherwise (azservicebus's
+// live test TestReceiverDeferWithReceiveAndDelete). A message keeps its
+// deferred state (x-opt-message-state 1: TestDeferredMessages/Defer), is
+// settled by its lock token, and an abandon or a lost lock leaves it
+// deferred, its delivery counted. On a session queue the messages must be
+// of the session sl holds: ErrLockLost when it no longer holds it.
+// A deferred message whose time to live ran out is expired when asked for
+// ("When a client tries to retrieve a deferred message, it's checked for
+// expired condition and moved to a dead-letter queue if it's already
+// expired", message-deferral.md), and is not found. ErrMessageNotFound, for
+// the whole request, when a number is not a deferred message of the queue
+// (or of the session), or another receive by sequence number holds it.
+func (q *Queue) ReceiveDeferred(seqs []int64, sl *SessionLock, peekLock bool) ([]*ReceivedMessage, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.now()
+	q.sweep(now)
+	s := q.sessions[""]
+	if q.props.RequiresSession {
+		if sl == nil || sl.q != q || !sl.held(now) {
+			return nil, ErrLockLost
+		}
+		s = sl.s
+	}
+	missing, changed := false, false
+	for _, seq := range seqs {
+		i := -1
+		if s != nil {
+			i = indexOf(s.msgs, seq)
+		}
+		switch {
+		case i < 0 || s.msgs[i].State != StateDeferred:
+			missing = true
+		case !s.msgs[i].ExpiresAt.IsZero() && !now.Before(s.msgs[i].ExpiresAt) && !s.lock.delivered[seq] && s.locks[seq] == nil:
+			q.expired++
+			if q.props.DeadLetteringOnMessageExpiration {
+				q.deadLetter(s, i, ReasonExpired)
+			} else {
+				s.msgs = append(s.msgs[:i], s.msgs[i+1:]...)
+			}
+			missing, changed = true, true
+		case s.lock.delivered[seq] || s.locks[seq] != nil:
+			missing = true
+		}
+	}
+	if changed {
+		q.notify()
+	}
+	if missing {
+		return nil, ErrMessageNotFound
+	}
+	out := make([]*ReceivedMessage, 0, len(seqs))
+	for _, seq := range seqs {
+		i := indexOf(s.msgs, seq)
+		if i < 0 {
+			continue // asked for twice
+		}
+		m := s.msgs[i]
+		m.DeliveryCount++
+		c := *m
+		got := &ReceivedMessage{Message: &c}
+		switch {
+		case !peekLock:
+			s.msgs = append(s.msgs[:i], s.msgs[i+1:]...)
+		case sl != nil:
+			s.lock.delivered[seq] = true
+			got.Token, got.LockedUntil = sl.token, s.lock.until
+		default:
+			l := &lock{token: nextToken(), until: q.lockUntil(now, 0), delivered: map[int64]bool{seq: true}}
+			s.locks[seq] = l
+			got.Token, got.LockedUntil = l.token, l.until
+		}
+		out = append(out, got)
+	}
+	q.notify()
+	return out, nil
 }

@@ -226,3 +226,183 @@ func TestSendRefusals(t *testing.T) {
 		t.Fatalf("a refused send left %d messages", st.Active)
 	}
 }
+
+// A deferred message stays in its session, set aside: the session's next
+// message is the one after it ("Message deferral": deferred messages "can
+// no longer be received using the regular receive operations"); a peek
+// shows it, deferred; a session holding only deferred messages is not
+// offered to a receiver asking for the next available session; the
+// deferral is not a delivery counted (.NET DeliveryCount: counted when a
+// lock expires or a message is abandoned).
+func TestDeferredMessageDoesNotBlockItsSession(t *testing.T) {
+	q := sessionQueue(QueueProperties{})
+	send(q, "s", 2)
+	l := q.AcceptSession(ctx(t), -1)
+	a := next(t, l)
+	if err := l.SettleAs(a.SequenceNumber, SettleDefer, SettleOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b := next(t, l); b.MessageID != "s:b" {
+		t.Fatalf("after deferring s:a the session gives %s, want s:b", b.MessageID)
+	} else if err := l.SettleAs(b.SequenceNumber, SettleComplete, SettleOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if msgs, err := l.Next(ctx(t), 1, 50*time.Millisecond); err != nil || len(msgs) != 0 {
+		t.Fatalf("with only a deferred message left, Next gives %v, %v", msgs, err)
+	}
+	peeked := q.Peek(0, 10, nil)
+	if len(peeked) != 1 || peeked[0].MessageID != "s:a" || peeked[0].State != StateDeferred || peeked[0].DeliveryCount != 1 {
+		t.Fatalf("peek: %+v, want s:a deferred, its first delivery not counted", peeked)
+	}
+	if st := q.Stats(); st.Active != 0 || st.Deferred != 1 || st.Sessions != 0 {
+		t.Fatalf("stats: %+v", st)
+	}
+	l.Release()
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if other := q.AcceptSession(short, 0); other != nil {
+		t.Fatalf("a session holding only a deferred message was offered to a receiver")
+	}
+}
+
+// A deferred message is received by sequence number only by the receiver
+// holding its session's lock; after that lock expired neither the receive
+// nor the settlement of what it received succeeds.
+func TestReceiveDeferredNeedsItsSessionLock(t *testing.T) {
+	q := sessionQueue(QueueProperties{})
+	send(q, "s", 1)
+	send(q, "t", 1)
+	l := q.AcceptSession(ctx(t), 0)
+	a := next(t, l)
+	if err := l.SettleAs(a.SequenceNumber, SettleDefer, SettleOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.ReceiveDeferred([]int64{a.SequenceNumber}, nil, true); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("ReceiveDeferred without a session: %v, want ErrLockLost", err)
+	}
+	other, err := q.AcceptNamedSession("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.ReceiveDeferred([]int64{a.SequenceNumber}, other, true); !errors.Is(err, ErrMessageNotFound) {
+		t.Fatalf("ReceiveDeferred in another session: %v, want ErrMessageNotFound", err)
+	}
+	got, err := q.ReceiveDeferred([]int64{a.SequenceNumber}, l, true)
+	if err != nil || len(got) != 1 || got[0].Token != l.Token() || got[0].State != StateDeferred || got[0].DeliveryCount != 1 {
+		t.Fatalf("ReceiveDeferred in its session: %+v, %v", got, err)
+	}
+	time.Sleep(lockFor + 50*time.Millisecond)
+	if err := l.SettleAs(a.SequenceNumber, SettleComplete, SettleOptions{}); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("completing after the session lock expired: %v, want ErrLockLost", err)
+	}
+	if _, err := q.ReceiveDeferred([]int64{a.SequenceNumber}, l, true); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("ReceiveDeferred after the session lock expired: %v, want ErrLockLost", err)
+	}
+	if st := q.Stats(); st.Deferred != 1 {
+		t.Fatalf("stats: %+v, want s:a still deferred", st)
+	}
+}
+
+// Deferred messages are not expired while set aside; one asked for after
+// its time to live is expired then (dead-lettered here) and not found
+// ("Message deferral": "When a client tries to retrieve a deferred message,
+// it's checked for expired condition and moved to a dead-letter queue if
+// it's already expired").
+func TestDeferredMessageExpiresWhenAskedFor(t *testing.T) {
+	q := NewQueue("q", QueueProperties{LockDuration: lockFor, DeadLetteringOnMessageExpiration: true})
+	if _, _, err := q.Send([]Message{{MessageID: "a", TimeToLive: 100 * time.Millisecond}, {MessageID: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	a := q.TryReceive()
+	if err := q.SettleMessage(a.SequenceNumber, a.Token, SettleDefer, SettleOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if peeked := q.Peek(0, 10, nil); len(peeked) != 2 || peeked[0].State != StateDeferred {
+		t.Fatalf("peek after a's time to live: %+v, want a still there, deferred", peeked)
+	}
+	if st := q.Stats(); st.Expired != 0 || st.DeadLettered != 0 {
+		t.Fatalf("stats before asking for a: %+v, want nothing expired", st)
+	}
+	if _, err := q.ReceiveDeferred([]int64{a.SequenceNumber}, nil, true); !errors.Is(err, ErrMessageNotFound) {
+		t.Fatalf("ReceiveDeferred of an expired deferred message: %v, want ErrMessageNotFound", err)
+	}
+	if dead := q.DeadLetters(); len(dead) != 1 || dead[0].MessageID != "a" || dead[0].DeadLetterReason != ReasonExpired {
+		t.Fatalf("dead letters: %+v, want a, expired", dead)
+	}
+	if b := q.TryReceive(); b == nil || b.MessageID != "b" {
+		t.Fatalf("b: %+v", b)
+	}
+}
+
+// A scheduled message waits aside with the sequence number it was given,
+// peeked as scheduled; at its time it is appended as if enqueued then: a
+// new sequence number, its enqueued time and time to live from then
+// ("Message sequencing and timestamps", Scheduled messages); a cancelled
+// one is gone, and cancelling what is not scheduled does nothing.
+func TestScheduledMessageActivation(t *testing.T) {
+	q := NewQueue("q", QueueProperties{})
+	clock := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	q.now = func() time.Time { return clock }
+	at := clock.Add(time.Hour)
+	seqs, err := q.Schedule([]Message{{MessageID: "later", TimeToLive: time.Minute}, {MessageID: "cancelled"}}, at)
+	if err != nil || len(seqs) != 2 || seqs[0] != 1 || seqs[1] != 2 {
+		t.Fatalf("Schedule: %v, %v", seqs, err)
+	}
+	if _, _, err := q.Send([]Message{{MessageID: "now"}}); err != nil {
+		t.Fatal(err)
+	}
+	if peeked := q.Peek(0, 10, nil); len(peeked) != 3 || peeked[0].State != StateScheduled || peeked[2].State != StateActive {
+		t.Fatalf("peek: %+v", peeked)
+	}
+	if n := q.CancelScheduled([]int64{2, 3, 99}); n != 1 {
+		t.Fatalf("CancelScheduled cancelled %d, want 1", n)
+	}
+	if m := q.TryReceive(); m == nil || m.MessageID != "now" {
+		t.Fatalf("before its time: %+v, want now alone", m)
+	} else if err := q.SettleReceived(m.SequenceNumber, m.Token, true); err != nil {
+		t.Fatal(err)
+	}
+	if m := q.TryReceive(); m != nil {
+		t.Fatalf("%s received before its time", m.MessageID)
+	}
+	clock = at
+	m := q.TryReceive()
+	if m == nil || m.MessageID != "later" || m.SequenceNumber != 4 || m.State != StateActive || !m.EnqueuedTime.Equal(at) || !m.ExpiresAt.Equal(at.Add(time.Minute)) {
+		t.Fatalf("at its time: %+v, want later as seq 4, enqueued at %v", m, at)
+	}
+	if sent := q.Sent(); len(sent) != 2 || sent[1].SequenceNumber != 4 {
+		t.Fatalf("journal: %+v", sent)
+	}
+	if st := q.Stats(); st.Scheduled != 0 || st.Active != 1 {
+		t.Fatalf("stats: %+v", st)
+	}
+}
+
+// The empty SessionId is a SessionId (TestSessionReceiver_blankSessionIDs):
+// accepted on a session queue, its session accepted by name and as the
+// next available one; no SessionId at all is still refused.
+func TestEmptySessionID(t *testing.T) {
+	q := sessionQueue(QueueProperties{})
+	if _, _, err := q.Send([]Message{{MessageID: "x"}}); err == nil {
+		t.Fatal("a message without SessionId was accepted on a session queue")
+	}
+	if n, _, err := q.Send([]Message{{MessageID: "a", EmptySessionID: true}, {MessageID: "b", EmptySessionID: true}}); err != nil || n != 2 {
+		t.Fatalf("messages with the empty SessionId: %d, %v", n, err)
+	}
+	l := q.AcceptSession(ctx(t), 0)
+	if l == nil || l.SessionID() != "" {
+		t.Fatalf("next available session: %+v", l)
+	}
+	if m := next(t, l); m.MessageID != "a" || !m.EmptySessionID {
+		t.Fatalf("session \"\" gives %+v", m)
+	}
+	l.Release()
+	named, err := q.AcceptNamedSession("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := next(t, named); m.MessageID != "a" || m.DeliveryCount != 2 {
+		t.Fatalf("session \"\" by name gives %s (delivery %d)", m.MessageID, m.DeliveryCount)
+	}
+}
