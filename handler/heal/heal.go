@@ -673,7 +673,7 @@ func (h *Healer) survey(ctx context.Context, dls *DeadLetters, dlErr error, stat
 	}
 	cutShort := n < len(entries) || err != nil
 	pass.advance(to, counts, nil, end && !cutShort, now)
-	all, _, _ := pass.rolling()
+	all, _ := pass.rolling()
 	f.BlockedPass = &pass
 	f.BlockedComplete = pass.Last != nil && !cutShort
 	f.BlockedOrders, f.ParkedMessages, f.MissingBy = int(all["n"]), all[blockedParked], map[string]int{}

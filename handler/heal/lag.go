@@ -28,7 +28,8 @@ type LagFigures struct {
 	// (nor the wait begun) for two windows or more: the alert's figure.
 	StalledTwoWindows int `json:"stalledTwoWindows"`
 	// Coverage: the orders surveyed in the current period (the pass under
-	// way, begun at PeriodStartedAt), the earliest survey the figures hold,
+	// way, begun at PeriodStartedAt; the one this run ended, if it ended
+	// one), the earliest survey the figures hold,
 	// how long the last whole pass took (PeriodSeconds, 0 before one ended:
 	// every active order is looked at that often), and the orders one run
 	// surveys at most.
@@ -239,12 +240,13 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time,
 	}
 	pass.advance(to, counts, heads.list(), end && n == len(entries) && f.Complete, now)
 
-	all, oldest, surveyed := pass.rolling()
+	all, oldest := pass.rolling()
+	surveyed, since := pass.current(now)
 	f.Orders, f.StalledTwoWindows = int(all["n"]), int(all[lagStalled2W])
 	for s := range f.ByStatus {
 		f.ByStatus[s] = int(all[string(s)])
 	}
-	f.SurveyedThisPeriod, f.PeriodStartedAt, f.OldestSurveyAt = int(surveyed), pass.StartedAt.UTC(), oldest.UTC()
+	f.SurveyedThisPeriod, f.PeriodStartedAt, f.OldestSurveyAt = int(surveyed), since.UTC(), oldest.UTC()
 	f.PeriodSeconds = int64(pass.period() / time.Second)
 	f.Complete = f.Complete && pass.Last != nil
 	f.OldestHeads = pass.shownHeads()

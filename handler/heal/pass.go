@@ -104,9 +104,8 @@ func (p *Pass) advance(to string, c Counts, heads []OldestHead, end bool, now ti
 // of the last pass's, the part beyond the cursor (a segment that holds the
 // cursor, less this pass's segments within it: exact when both passes
 // stopped at the same keys, which they do over an index that did not
-// change). oldest is the earliest survey counted; surveyed, the entries
-// this pass surveyed.
-func (p *Pass) rolling() (c Counts, oldest time.Time, surveyed int64) {
+// change). oldest is the earliest survey counted.
+func (p *Pass) rolling() (c Counts, oldest time.Time) {
 	c = Counts{}
 	see := func(at time.Time) {
 		if oldest.IsZero() || at.Before(oldest) {
@@ -117,9 +116,8 @@ func (p *Pass) rolling() (c Counts, oldest time.Time, surveyed int64) {
 		c.add(s.Counts, 1)
 		see(s.At)
 	}
-	surveyed = c["n"]
 	if p.Last == nil {
-		return c, oldest, surveyed
+		return c, oldest
 	}
 	for i, s := range p.Last.Segments {
 		if p.After != "" && s.To <= p.After {
@@ -140,7 +138,23 @@ func (p *Pass) rolling() (c Counts, oldest time.Time, surveyed int64) {
 		}
 		see(s.At)
 	}
-	return c, oldest, surveyed
+	return c, oldest
+}
+
+// current is the period under way, as of a run at now: the entries this
+// pass surveyed and when it began, or, when that run ended a pass (and
+// began none yet), that pass's.
+func (p *Pass) current(now time.Time) (surveyed int64, since time.Time) {
+	if len(p.Segments) == 0 && p.Last != nil && p.Last.EndedAt.Equal(now) {
+		for _, s := range p.Last.Segments {
+			surveyed += s.Counts["n"]
+		}
+		return surveyed, p.Last.StartedAt
+	}
+	for _, s := range p.Segments {
+		surveyed += s.Counts["n"]
+	}
+	return surveyed, p.StartedAt
 }
 
 // from is where segment i of segs begins (after that key).

@@ -96,7 +96,7 @@ func TestLagSurveyGoesOnFromWhereTheLastRunStopped(t *testing.T) {
 	for i, w := range []want{
 		{read: all[:100], orders: 100, ok: 100, surveyed: 100},
 		{read: all[100:200], orders: 200, ok: 200, surveyed: 200},
-		{read: all[200:], orders: 250, ok: 200, catchUp: 50, complete: true, period: 120}, // the pass ends: a new one begins
+		{read: all[200:], orders: 250, ok: 200, catchUp: 50, complete: true, surveyed: 250, period: 120}, // the pass ends
 		{read: all[:100], orders: 250, ok: 200, catchUp: 50, complete: true, surveyed: 100, period: 120, oldest: time.Minute},
 	} {
 		lag := run(100)

@@ -39,7 +39,7 @@ func TestHealthRecordFitsOneProperty(t *testing.T) {
 	for i := range maxReasonsInSummaries {
 		dl.ByReason[strings.Repeat("r", 100)+fmt.Sprint(i)] = 1000
 	}
-	roll, _, _ := lag.rolling()
+	roll, _ := lag.rolling()
 	f := &Figures{At: now, DeadLetters: dl, MissingBy: map[string]int{"deadLetter/transient": 1, "deadLetter/permanent": 1, "notDeadLettered": 1, "unknown": 1},
 		OldestBlockedSince: now.Format(time.RFC3339Nano), LagPass: &lag, BlockedPass: &blocked,
 		Lag: &LagFigures{At: now, Orders: int(roll["n"]), OldestHeads: lag.shownHeads(), Unread: strings.Repeat("x", 240),
