@@ -240,6 +240,41 @@ func BenchmarkBlockedListAndSummary(b *testing.B) {
 		record(figure{name: "blocked_setup_seconds", value: setup.Seconds(), unit: "s",
 			what: fmt.Sprintf("setup: %d orders blocked by the processor (%.1f ms each), %d entries written directly (%.2f ms each)",
 				byProcessor, ms(viaProcessor)/byProcessor, blocked-byProcessor, ms(direct)/float64(blocked-byProcessor))})
+
+		// What the run's reads cost, without its replay pass (issue 37): a
+		// run that verifies AutoReplayBlockedPerRun entries (the default),
+		// against one that verifies the whole index, as every run did
+		// before. Both with every entry's note written (two runs over the
+		// whole index write them), each from the index's start (the second
+		// half's run ends the pass the first began), two hours on (the
+		// states of the orders the run replayed are over: the first run
+		// removes them).
+		later := time.Now().Add(2 * time.Hour)
+		readsOnly := func(perRun int) (time.Duration, int64, string) {
+			h := heal.New(operator, operator, operator, sb.open, heal.Options{Disabled: true, BlockedPerRun: perRun,
+				PeekTimeout: handler.DeadLetterPeekDeadline, PassTimeout: handler.AutoReplayPassDeadline,
+				Now: func() time.Time { return later }})
+			trips.reset()
+			runCtx, cancel := context.WithTimeout(ctx, handler.AutoReplayDeadline)
+			defer cancel()
+			t0 := time.Now()
+			r := h.RunOnce(runCtx)
+			if r.Summary == nil {
+				b.Fatalf("a run of %d a run: %+v", perRun, r)
+			}
+			return time.Since(t0), trips.trips.Load(), trips.breakdown()
+		}
+		readsOnly(blocked)
+		readsOnly(blocked) // the notes of the states the first removed
+		budgetTime, budgetTrips, budgetKinds := readsOnly(heal.DefaultBlockedPerRun)
+		readsOnly(heal.DefaultBlockedPerRun)
+		wholeTime, wholeTrips, wholeKinds := readsOnly(blocked)
+		record(figure{name: "autoreplay_reads_seconds", value: budgetTime.Seconds(), unit: "s",
+			what: fmt.Sprintf("a run's reads without its replay pass (AutoReplayEnabled=false), %d blocked entries verified of %d, their notes written: %d Table round trips (%s)",
+				heal.DefaultBlockedPerRun, blocked, budgetTrips, budgetKinds)})
+		ratio("autoreplay_reads_budget_vs_whole_index", float64(budgetTime)/float64(wholeTime),
+			fmt.Sprintf("that run's time / the same verifying the whole index of %d, as every run did before issue 37 (%s, %d Table round trips: %s)",
+				blocked, wholeTime.Round(10*time.Millisecond), wholeTrips, wholeKinds), target{})
 	}
 }
 
