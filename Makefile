@@ -119,7 +119,7 @@ soak: ## the healing simulation for as long as asked: make soak SEEDS=20000 (or 
 
 .PHONY: bench
 bench: tools ## the benchmark suite: BENCH lines and a table, each figure against a baseline measured in the same run
-	go test -run '^$$' -bench . -benchtime 1x -timeout 20m ./handler/internal/bench
+	go test -run '^$$' -bench . -benchtime 1x -timeout 30m ./handler/internal/bench
 
 # Azure: ENV names the environment (resource group rg-$(ENV)); LOCATION must offer Flex Consumption.
 ENV      ?= convoy-dev
