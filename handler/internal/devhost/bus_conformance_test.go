@@ -34,7 +34,7 @@ func jsModules(t *testing.T) string {
 
 // jsConformanceChecks is how many checks conformance.mjs runs when every
 // queue is set: fewer "ok" lines means a check was skipped or lost.
-const jsConformanceChecks = 19
+const jsConformanceChecks = 37
 
 // TestJavaScriptSDKConformance holds the emulation to Service Bus with a
 // client nobody here wrote: testdata/conformance/conformance.mjs drives
@@ -43,9 +43,18 @@ const jsConformanceChecks = 19
 // check names its source).
 func TestJavaScriptSDKConformance(t *testing.T) {
 	modules := jsModules(t)
+	// LockDuration 5 s on the lock-expiry queues: the shortest Service Bus
+	// takes (azservicebus live test TestReceiverMessageLockExpires: PT5S).
 	queues := map[string]*Queue{
-		"orders": NewQueue("orders", QueueProperties{RequiresSession: true, RequiresDuplicateDetection: true, LockDuration: 30 * time.Second}),
-		"plain":  NewQueue("plain", QueueProperties{LockDuration: 30 * time.Second}),
+		"orders":         NewQueue("orders", QueueProperties{RequiresSession: true, RequiresDuplicateDetection: true, LockDuration: 30 * time.Second}),
+		"plain":          NewQueue("plain", QueueProperties{LockDuration: 30 * time.Second}),
+		"lock":           NewQueue("lock", QueueProperties{LockDuration: 5 * time.Second}),
+		"session-lock":   NewQueue("session-lock", QueueProperties{RequiresSession: true, LockDuration: 5 * time.Second}),
+		"defer":          NewQueue("defer", QueueProperties{}),
+		"session-defer":  NewQueue("session-defer", QueueProperties{RequiresSession: true}),
+		"schedule":       NewQueue("schedule", QueueProperties{}),
+		"blank":          NewQueue("blank", QueueProperties{RequiresSession: true}),
+		"locked-session": NewQueue("locked-session", QueueProperties{RequiresSession: true}),
 	}
 	b, err := StartBus("127.0.0.1:0", queues, nil)
 	if err != nil {
@@ -65,12 +74,14 @@ func TestJavaScriptSDKConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The script gives up at 80 s (each check at 45 s); passing, it takes
-	// about 10 s.
+	// about 15 s.
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "conformance.mjs")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "SERVICEBUS_CONNECTION_STRING="+b.ConnectionString(), "QUEUE=orders", "PLAIN_QUEUE=plain")
+	cmd.Env = append(os.Environ(), "SERVICEBUS_CONNECTION_STRING="+b.ConnectionString(), "QUEUE=orders", "PLAIN_QUEUE=plain",
+		"LOCK_QUEUE=lock", "SESSION_LOCK_QUEUE=session-lock", "DEFER_QUEUE=defer", "SESSION_DEFER_QUEUE=session-defer",
+		"SCHEDULE_QUEUE=schedule", "BLANK_QUEUE=blank", "LOCKED_SESSION_QUEUE=locked-session")
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	t.Logf("conformance.mjs (%v):\n%s", time.Since(start).Round(time.Second), out)

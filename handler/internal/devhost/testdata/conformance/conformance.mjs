@@ -14,10 +14,17 @@
 //   SERVICEBUS_CONNECTION_STRING  e.g. Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=...;SharedAccessKey=...;UseDevelopmentEmulator=true;
 //   QUEUE                 session queue, duplicate detection on, max delivery count 10, 256 KiB limit
 //   PLAIN_QUEUE           queue without sessions (renewMessageLock, peek-does-not-lock)
+//   LOCK_QUEUE            queue without sessions, LockDuration 5 s (PT5S)
+//   SESSION_LOCK_QUEUE    session queue, LockDuration 5 s
+//   DEFER_QUEUE           queue without sessions
+//   SESSION_DEFER_QUEUE   session queue
+//   SCHEDULE_QUEUE        queue without sessions
+//   BLANK_QUEUE           session queue
+//   LOCKED_SESSION_QUEUE  session queue
 //
 // Each queue is assumed empty when the run starts; ids carry a per-run prefix. A check whose queue is
-// not set is skipped (the Go test that runs this script sets them all and fails on a skip). Groups of
-// checks run concurrently. Prints "ok <name>" / "FAIL <name>: <why>" / "skip <name>" per
+// not set is skipped (the Go test that runs this script sets them all and fails on a skip). The checks
+// of different queues run concurrently. Prints "ok <name>" / "FAIL <name>: <why>" / "skip <name>" per
 // check; exits non-zero if any check failed.
 import { ServiceBusClient } from "@azure/service-bus";
 import { isDeepStrictEqual } from "node:util";
@@ -30,6 +37,17 @@ if (!connectionString || !QUEUE) {
   process.exit(2);
 }
 const PLAIN_QUEUE = env("PLAIN_QUEUE");
+const LOCK_QUEUE = env("LOCK_QUEUE");
+const SESSION_LOCK_QUEUE = env("SESSION_LOCK_QUEUE");
+const DEFER_QUEUE = env("DEFER_QUEUE");
+const SESSION_DEFER_QUEUE = env("SESSION_DEFER_QUEUE");
+const SCHEDULE_QUEUE = env("SCHEDULE_QUEUE");
+const BLANK_QUEUE = env("BLANK_QUEUE");
+const LOCKED_SESSION_QUEUE = env("LOCKED_SESSION_QUEUE");
+
+// The lock duration of LOCK_QUEUE and SESSION_LOCK_QUEUE: 5 s, the shortest Service Bus takes
+// (azservicebus live test TestReceiverMessageLockExpires creates its queue with LockDuration PT5S).
+const LOCK_MS = 5000;
 const CHECK_MS = 45_000; // one check's budget; a check that retries past it fails by name
 setTimeout(() => { console.log("FAIL overall: not finished within 80 s"); process.exit(3); }, 80_000).unref();
 
@@ -78,6 +96,17 @@ async function receiveN(receiver, n, totalMs = 6000) {
   }
   return got;
 }
+// Nothing is received for ms.
+async function expectNothing(receiver, ms, when) {
+  const got = await receiver.receiveMessages(1, { maxWaitTimeInMs: ms });
+  expect(got.length === 0, `received ${show(got.map((m) => m.body))} (seq ${got[0]?.sequenceNumber}, deliveryCount ${got[0]?.deliveryCount}) ${when}`);
+}
+// The peeked message with sequence number seq (a Long), or undefined: a peek from seq skips a gap.
+async function peekSeq(receiver, seq) {
+  const got = await receiver.peekMessages(10, { fromSequenceNumber: seq });
+  return got.find((m) => m.sequenceNumber.equals(seq));
+}
+
 const started = Date.now();
 const run = `cf${started.toString(36)}${Math.floor(Math.random() * 1e4)}`;
 // The SDK's defaults, as users run it.
@@ -330,12 +359,228 @@ async function modelled() {
   }
 }
 
-// (x) Refusals. Missing entity: azservicebus live test TestNewClientNewReceiverNotFound (a missing
-// topic/subscription: the emulation has no topics); the service's text "The messaging entity '...' could not be
+// ---------------------------------------------------------------------------------------------------
+// (l) Lock expiry. "Message transfers, locks, and settlement" (Settling receive operations): when the
+// lock expires the message becomes available again, its delivery count up; settling with the expired
+// lock fails. azservicebus live test TestReceiverMessageLockExpires: a completion 6 s into a 5 s lock
+// fails with lock lost. The JS SDK settles on the receiving link while it is open, and on $management
+// (com.microsoft:update-disposition) once it is closed (settleMessageOperation, for messages without
+// a session); both paths must answer lock lost.
+async function messageLockExpiry() {
+  const names = ["l1 complete on the link after the message lock expired: MessageLockLost",
+    "l2 complete on $management after the message lock expired: MessageLockLost",
+    "l3 a message whose lock expired is delivered again, delivery counted"];
+  if (!LOCK_QUEUE) return names.forEach((n) => skip(n, "LOCK_QUEUE not set"));
+  const s = client.createSender(LOCK_QUEUE);
+  const r = client.createReceiver(LOCK_QUEUE, noRenew);
+  let got = [];
+  await check(names[0], async () => {
+    await s.sendMessages([1, 2].map((i) => ({ body: `lock ${i}`, messageId: `${run}-lock${i}` })));
+    got = await receiveN(r, 2);
+    expect(got.length === 2, `received ${got.length} of 2`);
+    await sleep(LOCK_MS + 1000);
+    await expectCode("MessageLockLost", () => r.completeMessage(got[0]), "completeMessage 6 s into a 5 s lock");
+  });
+  await check(names[1], async () => {
+    expect(got.length === 2, "needs the messages of l1");
+    await r.close(); // the link is gone: the SDK settles on $management, through any receiver of the queue
+    const other = client.createReceiver(LOCK_QUEUE, noRenew);
+    try {
+      await expectCode("MessageLockLost", () => other.completeMessage(got[1]), "completeMessage (on $management) 6 s into a 5 s lock");
+    } finally { await other.close(); }
+  });
+  await check(names[2], async () => {
+    const r2 = client.createReceiver(LOCK_QUEUE, noRenew);
+    try {
+      const again = await receiveN(r2, 2);
+      expect(again.length === 2, `received ${again.length} of 2 again (a failed completion must not have removed them)`);
+      for (const m of again) {
+        expect(got.some((g) => g.sequenceNumber.equals(m.sequenceNumber)), `unexpected seq ${m.sequenceNumber}`);
+        expect(m.deliveryCount === 1, `${m.messageId}: deliveryCount ${m.deliveryCount}, want 1 (second delivery)`);
+        await r2.completeMessage(m);
+      }
+    } finally { await r2.close(); }
+  });
+  await s.close();
+}
+
+// (m) "Message sessions": a session's messages are locked by the session lock; once it expires,
+// settling fails and the session (with its unsettled messages) can be accepted again.
+async function sessionLockExpiry() {
+  const names = ["m1 complete after the session lock expired: SessionLockLost",
+    "m2 the message is still in its session, delivery counted"];
+  if (!SESSION_LOCK_QUEUE) return names.forEach((n) => skip(n, "SESSION_LOCK_QUEUE not set"));
+  const sid = `${run}-M`;
+  let m;
+  await check(names[0], async () => {
+    const s = client.createSender(SESSION_LOCK_QUEUE);
+    await s.sendMessages({ body: "session lock", messageId: `${run}-slock`, sessionId: sid });
+    await s.close();
+    const r = await client.acceptSession(SESSION_LOCK_QUEUE, sid, noRenew);
+    try {
+      [m] = await receiveN(r, 1);
+      expect(m, "nothing received");
+      await sleep(LOCK_MS + 1000);
+      await expectCode("SessionLockLost", () => r.completeMessage(m), "completeMessage 6 s into a 5 s session lock");
+    } finally { await r.close().catch(() => {}); } // the lost session's link may be gone already
+  });
+  await check(names[1], async () => {
+    expect(m, "needs the message of m1");
+    const r = await client.acceptSession(SESSION_LOCK_QUEUE, sid, noRenew);
+    try {
+      const [again] = await receiveN(r, 1);
+      expect(again?.sequenceNumber.equals(m.sequenceNumber), `received ${again?.sequenceNumber ?? "nothing"}, want seq ${m.sequenceNumber} again (not completed)`);
+      expect(again.deliveryCount === 1, `deliveryCount ${again.deliveryCount}, want 1 (second delivery)`);
+      await r.completeMessage(again);
+    } finally { await r.close(); }
+  });
+}
+
+// (n) "Message deferral": a deferred message stays in the queue, set aside: a plain receive no longer
+// gets it, only a receive by its sequence number, after which it is settled as usual (azservicebus live
+// test TestReceiverDeferAndReceiveDeferredMessages). "Message browsing": peek includes deferred messages
+// (state "deferred", x-opt-message-state 1: serviceBusMessage.js).
+async function deferral(prefix, queue, sessionQueue) {
+  const names = [`${prefix}1 a deferred message is not received again by a plain receive`,
+    `${prefix}2 a deferred message is peeked, state "deferred"`,
+    `${prefix}3 receiveDeferredMessages(seq) returns it; it completes and is gone`];
+  if (!queue) return names.forEach((n) => skip(n, "its queue is not set"));
+  const sid = sessionQueue ? `${run}-${prefix}` : undefined;
+  let r, seq;
+  try {
+    await check(names[0], async () => {
+      const s = client.createSender(queue);
+      await s.sendMessages({ body: "deferring a message", messageId: `${run}-${prefix}`, sessionId: sid });
+      await s.close();
+      r = sessionQueue ? await client.acceptSession(queue, sid, noRenew) : client.createReceiver(queue, noRenew);
+      const [m] = await receiveN(r, 1);
+      expect(m, "nothing received");
+      seq = m.sequenceNumber;
+      await r.deferMessage(m);
+      await expectNothing(r, 2000, "after deferral");
+    });
+    await check(names[1], async () => {
+      expect(r && seq, "needs the message of the first check");
+      const p = await peekSeq(r, seq);
+      expect(p?.state === "deferred", `peek of seq ${seq}: ${p ? `state ${show(p.state)}` : "not found"}; want state "deferred"`);
+    });
+    await check(names[2], async () => {
+      expect(r && seq, "needs the message of the first check");
+      const got = await r.receiveDeferredMessages(seq);
+      expect(got.length === 1 && got[0].body === "deferring a message", `receiveDeferredMessages(${seq}): ${show(got.map((m) => m.body))}`);
+      await r.completeMessage(got[0]);
+      expect(!(await peekSeq(r, seq)), `seq ${seq} still peeked after completion`);
+    });
+  } finally { await r?.close(); }
+}
+
+// (s) Scheduling. azservicebus live test testScheduleMessages (Test_Sender_ScheduleMessages):
+// scheduleMessages answers one sequence number per message; peek shows scheduled messages with state
+// "scheduled" ("Message browsing": included for queues); setting the scheduled enqueue time on a plain
+// send schedules too; a cancelled message disappears. "Message sequencing and timestamps" (Scheduled
+// messages): a scheduled message does not materialize in the queue before its time; cancelling deletes it.
+async function scheduling() {
+  const names = ["s1 scheduleMessages returns sequence numbers; peek shows them scheduled",
+    "s2 a scheduled message is not received before its time",
+    "s3 cancelScheduledMessages removes it",
+    "s4 scheduled messages are received at their time (scheduleMessages and scheduledEnqueueTimeUtc)"];
+  if (!SCHEDULE_QUEUE) return names.forEach((n) => skip(n, "SCHEDULE_QUEUE not set"));
+  const s = client.createSender(SCHEDULE_QUEUE);
+  const r = client.createReceiver(SCHEDULE_QUEUE, noRenew);
+  const at = new Date(Date.now() + 4000);
+  let soon, later;
+  try {
+    await check(names[0], async () => {
+      [soon] = await s.scheduleMessages({ body: "soon", messageId: `${run}-soon` }, at);
+      [later] = await s.scheduleMessages({ body: "cancelled", messageId: `${run}-later` }, new Date(Date.now() + 3600_000));
+      await s.sendMessages({ body: "by the field", messageId: `${run}-field`, scheduledEnqueueTimeUtc: at });
+      expect(soon && later && !soon.equals(later), `sequence numbers ${soon}, ${later}`);
+      for (const seq of [soon, later]) {
+        const p = await peekSeq(r, seq);
+        expect(p?.state === "scheduled", `peek of seq ${seq}: ${p ? `state ${show(p.state)}` : "not found"}; want state "scheduled"`);
+      }
+      const all = await r.peekMessages(10, { fromSequenceNumber: soon });
+      const field = all.find((m) => m.messageId === `${run}-field`);
+      expect(field?.state === "scheduled", `message sent with scheduledEnqueueTimeUtc peeked as ${field ? show(field.state) : "nothing"}; want "scheduled"`);
+    });
+    await check(names[1], async () => {
+      expect(soon, "needs the scheduled message of s1");
+      const left = at.getTime() - Date.now() - 500;
+      expect(left > 0, "no time left before the scheduled time");
+      await expectNothing(r, left, "before its scheduled time");
+    });
+    await check(names[2], async () => {
+      expect(later, "needs the sequence number of s1");
+      await s.cancelScheduledMessages(later);
+      expect(!(await peekSeq(r, later)), `cancelled seq ${later} still peeked`);
+    });
+    await check(names[3], async () => {
+      const got = await receiveN(r, 2, 8000);
+      expect(Date.now() >= at.getTime(), "received before the scheduled time");
+      const bodies = got.map((m) => m.body).sort();
+      expect(isDeepStrictEqual(bodies, ["by the field", "soon"]), `received ${show(bodies)}, want "by the field" and "soon"`);
+      for (const m of got) await r.completeMessage(m);
+      await expectNothing(r, 1500, "after the scheduled ones (the cancelled one must never come)");
+    });
+  } finally { await r.close(); await s.close(); }
+}
+
+// (k) Blank SessionId. azservicebus live test TestSessionReceiver_blankSessionIDs: "" is a session id
+// like any other: sent, scheduled, accepted by name, received with sessionId "". @azure/service-bus
+// 7.9.5 itself refuses acceptSession(queue, "") after the service attached the link
+// (createRheaLink tests !providedSessionId: "Failed to create a receiver. No unlocked sessions
+// available."); azure-sdk-for-js pull request 31736 fixed it (live test "acceptSession with empty
+// string" in sessionsTests.spec.ts). With such an SDK, k2 holds what the service did: it attached.
+async function blankSession() {
+  const names = ['k1 sessionId "" is accepted by send and scheduleMessages',
+    'k2 acceptSession(queue, "") receives them with sessionId ""'];
+  if (!BLANK_QUEUE) return names.forEach((n) => skip(n, "BLANK_QUEUE not set"));
+  const s = client.createSender(BLANK_QUEUE);
+  try {
+    await check(names[0], async () => {
+      await s.sendMessages({ body: "session-based message", messageId: `${run}-blank1`, sessionId: "" });
+      const seqs = await s.scheduleMessages({ body: "session-based message", messageId: `${run}-blank2`, sessionId: "" }, new Date());
+      expect(seqs.length === 1, `scheduleMessages: ${seqs}`);
+    });
+    await check(names[1], async () => {
+      let r;
+      try { r = await client.acceptSession(BLANK_QUEUE, "", noRenew); }
+      catch (e) {
+        if (e.code === "SessionCannotBeLocked" && e.message === "Failed to create a receiver. No unlocked sessions available.") {
+          console.log('   note: this SDK refuses sessionId "" itself after the link was attached (fixed by azure-sdk-for-js#31736); the service side held');
+          return;
+        }
+        throw e;
+      }
+      try {
+        expect(r.sessionId === "", `sessionId ${show(r.sessionId)}`);
+        const got = await receiveN(r, 2);
+        expect(got.length === 2 && got.every((m) => m.sessionId === "" && m.body === "session-based message"), `received ${show(got.map((m) => [m.sessionId, m.body]))}`);
+        for (const m of got) await r.completeMessage(m);
+      } finally { await r.close(); }
+    });
+  } finally { await s.close(); }
+}
+
+// (x) Refusals. Session cannot be locked: azservicebus live test
+// TestSessionReceiver_acceptSessionButAlreadyLocked (com.microsoft:session-cannot-be-locked, "It may be
+// locked by another receiver"). Missing entity: azservicebus live tests TestNewClientNewSenderNotFound,
+// TestNewClientNewReceiverNotFound (a missing topic/subscription too: the emulation has no topics),
+// TestClientNewSessionReceiverNotFound; the service's text "The messaging entity '...' could not be
 // found" is what core-amqp turns into MessagingEntityNotFound. Wrong key: azservicebus live tests
 // TestClientUnauthorizedCreds / TestReceiverUnauthorizedCreds ($cbs answers 401 → UnauthorizedAccess);
 // "Service Bus authentication with Shared Access Signatures".
 async function refusals() {
+  if (!LOCKED_SESSION_QUEUE) skip("x1", "LOCKED_SESSION_QUEUE not set");
+  else await check("x1 a second acceptSession of a locked session: SessionCannotBeLocked", async () => {
+    const sid = `${run}-X`;
+    const r = await client.acceptSession(LOCKED_SESSION_QUEUE, sid, noRenew);
+    try {
+      const t0 = Date.now();
+      await expectCode("SessionCannotBeLocked", () => client.acceptSession(LOCKED_SESSION_QUEUE, sid, noRenew), "a second acceptSession");
+      expect(Date.now() - t0 < 5000, `the refusal took ${Date.now() - t0} ms (not retriable)`);
+    } finally { await r.close(); }
+  });
   await check("x3 topics are not modelled: a topic and a subscription are missing entities", async () => {
     const s = client.createSender("mytopic");
     await expectCode("MessagingEntityNotFound", () => s.sendMessages({ body: "hello" }), "send to a topic");
@@ -364,7 +609,9 @@ async function refusals() {
 
 // A group that throws outside its checks fails by name too.
 const group = (name, p) => p.catch((e) => { failures++; console.log(`FAIL group ${name}: ${e?.code ? `[${e.code}] ` : ""}${e?.message ?? e}`); });
-await Promise.all([group("modelled", modelled()), group("x", refusals())]);
+await Promise.all([group("modelled", modelled()), group("l", messageLockExpiry()), group("m", sessionLockExpiry()),
+  group("n", deferral("n", DEFER_QUEUE, false)), group("o", deferral("o", SESSION_DEFER_QUEUE, true)),
+  group("s", scheduling()), group("k", blankSession()), group("x", refusals())]);
 await Promise.race([client.close(), sleep(3000)]);
 console.log(failures ? `${failures} check(s) failed` : "all checks passed");
 process.exit(failures ? 1 : 0);
