@@ -380,6 +380,21 @@ func (b *Bus) entity(address string) (q *Queue, rest string, err *amqp.Error) {
 	return q, strings.ToLower(rest), nil
 }
 
+// missingEntity is the not-found error of an address that names no queue
+// or no part of one (a subscription under a queue's name, say), nil when
+// the address is an entity of the namespace.
+func (b *Bus) missingEntity(address string) *amqp.Error {
+	_, rest, err := b.entity(address)
+	if err != nil {
+		return err
+	}
+	switch rest {
+	case "", "$deadletterqueue", "$management", "$deadletterqueue/$management":
+		return nil
+	}
+	return &amqp.Error{Condition: amqp.ErrNotFound, Description: fmt.Sprintf("The messaging entity '%s' could not be found.", strings.Trim(address, "/"))}
+}
+
 // authorized: a put-token for the address (or a path above it) that has not
 // expired.
 func (c *busConn) authorized(address string) bool {

@@ -144,6 +144,14 @@ func (r requestLink) putToken(op string, req *amqp.Message) response {
 	if p := audiencePath(name); p != aud && !strings.HasPrefix(p, aud+"/") && aud != "" {
 		return failed(401, "InvalidAudience: the token's audience %q does not cover %q", aud, name)
 	}
+	// A token for an entity that does not exist is answered 404, as Service
+	// Bus does (azure-service-bus issue 451): azservicebus reports
+	// CodeNotFound only from this answer, not from a refused attach.
+	if p := audiencePath(name); p != "" {
+		if missing := r.c.bus.missingEntity(p); missing != nil {
+			return failed(404, "%s", missing.Description).because(amqp.ErrNotFound)
+		}
+	}
 	r.c.mu.Lock()
 	r.c.claims[audiencePath(name)] = until
 	r.c.mu.Unlock()
