@@ -34,7 +34,7 @@ func jsModules(t *testing.T) string {
 
 // jsConformanceChecks is how many checks conformance.mjs runs when every
 // queue is set: fewer "ok" lines means a check was skipped or lost.
-const jsConformanceChecks = 37
+const jsConformanceChecks = 38
 
 // TestJavaScriptSDKConformance holds the emulation to Service Bus with a
 // client nobody here wrote: testdata/conformance/conformance.mjs drives

@@ -466,6 +466,15 @@ func TestSDKConformance(t *testing.T) {
 		})
 	})
 
+	// azservicebus live tests TestNewClientNewSenderNotFound,
+	// TestNewClientNewReceiverNotFound and TestClientNewSessionReceiverNotFound:
+	// an entity that does not exist fails with CodeNotFound, not retried.
+	t.Run("missing entity", func(t *testing.T) {
+		t.Parallel()
+		c := sbcClient(t, cs)
+		sbcRequireNotFound(t, c, "no-such-queue", "")
+	})
+
 	t.Run("size and sessions", func(t *testing.T) {
 		// "Service Bus quotas": 256 KB per message on Standard; azservicebus
 		// live test Test_Sender_Send_MessageTooBig: ErrMessageTooLarge, not retried.
@@ -552,6 +561,18 @@ func TestSDKConformance(t *testing.T) {
 	// tries it: a clear error, never a silent success, never a dropped
 	// connection (issue 34).
 	t.Run("unmodelled", func(t *testing.T) {
+		// Topics and subscriptions: there are none, so an address of one is
+		// an entity that does not exist (azservicebus live test
+		// TestNewClientNewReceiverNotFound uses exactly a missing topic and
+		// subscription: CodeNotFound). A subscription path under a queue's
+		// name must not read the queue.
+		t.Run("topic", func(t *testing.T) {
+			t.Parallel()
+			c := sbcClient(t, cs)
+			sbcRequireNotFound(t, c, "mytopic", "")  // a sender to the topic
+			sbcRequireNotFound(t, c, "mytopic", "x") // mytopic/subscriptions/x
+			sbcRequireNotFound(t, c, "plain", "x")   // plain/subscriptions/x: not the queue plain
+		})
 		// Partitioned entities cannot be asked for over AMQP (partitioning
 		// is a property the entity is created with); the emulated queues are
 		// not partitioned and, as such a queue in Azure, carry a
@@ -839,6 +860,50 @@ func sbcRequireUnauthorized(t *testing.T, cs string) {
 	sbcRequireCode(t, "ReceiveMessages", err, azservicebus.CodeUnauthorizedAccess)
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the refusals took %v: not retriable (401 is RecoveryKindFatal)", d)
+	}
+}
+
+// sbcRequireNotFound: sending to, receiving from, peeking and accepting
+// sessions of queue (or of queue's subscription sub) fail with CodeNotFound.
+func sbcRequireNotFound(t *testing.T, c *azservicebus.Client, queue, sub string) {
+	t.Helper()
+	ctx := sbcContext(t, 30*time.Second)
+	start := time.Now()
+	var r *azservicebus.Receiver
+	var err error
+	if sub == "" {
+		var s *azservicebus.Sender
+		if s, err = c.NewSender(queue, nil); err != nil {
+			t.Fatal(err)
+		}
+		sbcRequireCode(t, "SendMessage to "+queue, s.SendMessage(ctx, &azservicebus.Message{Body: []byte("hello")}, nil), azservicebus.CodeNotFound)
+		_ = s.Close(ctx)
+		_, err = c.AcceptSessionForQueue(ctx, queue, "session-id", nil)
+		sbcRequireCode(t, "AcceptSessionForQueue on "+queue, err, azservicebus.CodeNotFound)
+		_, err = c.AcceptNextSessionForQueue(ctx, queue, nil)
+		sbcRequireCode(t, "AcceptNextSessionForQueue on "+queue, err, azservicebus.CodeNotFound)
+		r, err = c.NewReceiverForQueue(queue, nil)
+	} else {
+		_, err = c.AcceptSessionForSubscription(ctx, queue, sub, "session-id", nil)
+		sbcRequireCode(t, "AcceptSessionForSubscription on "+queue+"/subscriptions/"+sub, err, azservicebus.CodeNotFound)
+		r, err = c.NewReceiverForSubscription(queue, sub, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	ms, err := r.ReceiveMessages(ctx, 1, nil)
+	if len(ms) > 0 {
+		t.Fatalf("received %q from a missing entity", ms[0].Body)
+	}
+	sbcRequireCode(t, "ReceiveMessages", err, azservicebus.CodeNotFound)
+	ms, err = r.PeekMessages(ctx, 1, nil)
+	if len(ms) > 0 {
+		t.Fatalf("peeked %q from a missing entity", ms[0].Body)
+	}
+	sbcRequireCode(t, "PeekMessages", err, azservicebus.CodeNotFound)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the refusals took %v: not retriable (amqp:not-found is RecoveryKindFatal)", d)
 	}
 }
 

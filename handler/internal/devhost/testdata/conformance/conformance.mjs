@@ -581,6 +581,17 @@ async function refusals() {
       expect(Date.now() - t0 < 5000, `the refusal took ${Date.now() - t0} ms (not retriable)`);
     } finally { await r.close(); }
   });
+  await check("x2 missing queue: MessagingEntityNotFound (send, receive, peek, acceptSession)", async () => {
+    const q = `${run}-no-such-queue`;
+    const s = client.createSender(q);
+    await expectCode("MessagingEntityNotFound", () => s.sendMessages({ body: "hello" }), "send to a missing queue");
+    await s.close();
+    const r = client.createReceiver(q, noRenew);
+    await expectCode("MessagingEntityNotFound", () => r.receiveMessages(1, { maxWaitTimeInMs: 2000 }), "receive from a missing queue");
+    await expectCode("MessagingEntityNotFound", () => r.peekMessages(1), "peek a missing queue");
+    await r.close();
+    await expectCode("MessagingEntityNotFound", () => client.acceptSession(q, "x", noRenew), "acceptSession on a missing queue");
+  });
   await check("x3 topics are not modelled: a topic and a subscription are missing entities", async () => {
     const s = client.createSender("mytopic");
     await expectCode("MessagingEntityNotFound", () => s.sendMessages({ body: "hello" }), "send to a topic");
