@@ -61,7 +61,13 @@ stage: $(BINARY) ## stage the function app in dist/ (what `func azure functionap
 
 .PHONY: test
 test: tools chromium lint ## lint, then every test (installs Azurite and Chromium, starts and stops its own servers)
-	go test -race -count=1 -timeout 9m ./...
+	go test -race -count=1 -parallel 3 -timeout 9m ./...
+
+# -short leaves out, by name and saying why, the tests that start servers or
+# wait on real time for long (handler/internal/testenv).
+.PHONY: unit
+unit: ## the tests that need no server, in about a minute (go test -short); make test runs them all
+	go test -short ./...
 
 # The dashboard test renders the page in headless Chromium (Debian's chromium
 # package); it is installed here when missing, never skipped by the test.

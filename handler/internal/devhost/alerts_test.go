@@ -94,6 +94,7 @@ func alertRows(t *testing.T, traces []devhost.Trace, threshold int) map[string]i
 // windows yet, fire nothing; nor does a metrics line written before the lag
 // fields existed.
 func TestAlertQueriesMatchWhatArrives(t *testing.T) {
+	t.Parallel()
 	user := devhost.CategoryUser("AutoReplay")
 	const lagHealthy = " lagOrders=1234 lagOk=10 lagCatchingUp=1200 lagStalled=20 lagBlocked=4 lagStalledTwoWindows=0 oldestHeadSeconds=290 criticalTimeP50Ms=120 criticalTimeP99Ms=2300 criticalTimeMaxMs=4100"
 	healthy := []devhost.Trace{

@@ -55,6 +55,8 @@ func freePort(t *testing.T) int {
 }
 
 func TestFailsFastOnBadSettings(t *testing.T) {
+	t.Parallel()
+	binaryNeeded(t)
 	cmd := exec.Command(binary)
 	cmd.Env = hostEnv(freePort(t), map[string]string{"ServiceBusConnection__fullyQualifiedNamespace": "https://bad", "MaxRequestBytes": "lots"})
 	out, err := cmd.CombinedOutput()
@@ -69,6 +71,8 @@ func TestFailsFastOnBadSettings(t *testing.T) {
 }
 
 func TestStartedLikeTheHost(t *testing.T) {
+	t.Parallel()
+	binaryNeeded(t)
 	az, err := azurite.Start(azurite.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -177,6 +181,8 @@ func TestStartedLikeTheHost(t *testing.T) {
 // (here: storage is unreachable, so it retries for its 2 s budget and then
 // fails) before the process exits.
 func TestShutdownFinishesInFlight(t *testing.T) {
+	t.Parallel()
+	binaryNeeded(t)
 	port := freePort(t)
 	deadStorage := fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=%s;TableEndpoint=http://127.0.0.1:%d/devstoreaccount1;",
 		azurite.AccountKey, freePort(t))
@@ -250,6 +256,8 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 // TestCommands runs `convoy publish` and `convoy replay` as a user would,
 // against the local emulation and Azurite.
 func TestCommands(t *testing.T) {
+	t.Parallel()
+	binaryNeeded(t)
 	az, err := azurite.Start(azurite.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -50,6 +50,7 @@ func orderMessage(order string, seq int64, body string) convoy.OrderMessage {
 // MessageId seen within the window is dropped; a ledger over the entity's
 // size is refused as too large.
 func TestSenderAdapter(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, _, client := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true, RequiresDuplicateDetection: true}})
@@ -121,6 +122,7 @@ func TestSenderAdapter(t *testing.T) {
 // sequence number without locking, completes and abandons by lock, and reads
 // the reason Service Bus wrote.
 func TestDeadLetterAdapter(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true, MaxDeliveryCount: 2}})
@@ -188,6 +190,7 @@ func TestDeadLetterAdapter(t *testing.T) {
 // TestDeadLetterLockExpiry: a dead letter held past its lock cannot be
 // completed (Service Bus's lock lost) and stays in the sub-queue.
 func TestDeadLetterLockExpiry(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true, MaxDeliveryCount: 1, LockDuration: time.Second}})
@@ -223,6 +226,7 @@ func TestDeadLetterLockExpiry(t *testing.T) {
 // TestWrongKeyRefused: a SAS token signed with another key is refused on
 // $cbs (401), which azservicebus reports as unauthorized access, at once.
 func TestWrongKeyRefused(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	b, _, _ := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true}})
@@ -247,6 +251,7 @@ func TestWrongKeyRefused(t *testing.T) {
 // receiver removes what it receives at once; a peek-lock one leaves it
 // locked until completed.
 func TestReceiveAndDelete(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"plain": {}})

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/convoy-dev/convoy/handler/internal/testenv"
 )
 
 // jsModules is the node_modules folder holding @azure/service-bus:
@@ -15,6 +17,7 @@ import (
 // Makefile's tools target).
 func jsModules(t *testing.T) string {
 	t.Helper()
+	testenv.NeedsServers(t, "Node.js and @azure/service-bus")
 	dir := os.Getenv("SERVICEBUS_JS_MODULES")
 	if dir == "" {
 		root, err := filepath.Abs("../../..")
@@ -42,6 +45,7 @@ const jsConformanceChecks = 38
 // taken from Service Bus's documentation and the SDKs' live tests (each
 // check names its source).
 func TestJavaScriptSDKConformance(t *testing.T) {
+	t.Parallel()
 	modules := jsModules(t)
 	// LockDuration 5 s on the lock-expiry queues: the shortest Service Bus
 	// takes (azservicebus live test TestReceiverMessageLockExpires: PT5S).

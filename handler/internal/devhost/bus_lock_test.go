@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/testenv"
 )
 
 // Lock expiry with the real azservicebus client and its default retry
@@ -69,6 +70,8 @@ type settler interface {
 // four run at once. The messages stay in the session, delivered again with
 // their delivery counted.
 func TestSessionLockExpiryOnEveryPath(t *testing.T) {
+	t.Parallel()
+	testenv.Long(t, "about a minute: azservicebus retries a lost session lock three times, 40 s in all")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true, LockDuration: shortLock}})
@@ -141,6 +144,7 @@ func TestSessionLockExpiryOnEveryPath(t *testing.T) {
 // by lock token with a new receiver (as TestReceiver_SettleWithOnlyLockToken
 // does, but after the lock expired).
 func TestMessageLockExpiryOnEveryPath(t *testing.T) {
+	t.Parallel()
 	for name, settle := range settleAll {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -85,6 +85,7 @@ func receivable(q *devhost.Queue) []devhost.LockedDeadLetter {
 // so with a replay of that seq alone): the second finds it unlocked, and so
 // does another receiver right after the first replay.
 func TestReplayReleasesOtherOrders(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true, RequiresDuplicateDetection: true, MaxDeliveryCount: 1}})
@@ -127,6 +128,7 @@ func TestReplayReleasesOtherOrders(t *testing.T) {
 // order twice, each see every dead letter of their order (none answers
 // "locked by another reader"), and leave the rest receivable.
 func TestReplaysInARow(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true, RequiresDuplicateDetection: true, MaxDeliveryCount: 1}})

@@ -23,6 +23,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/convoy-dev/convoy/handler/internal/amqp"
+	"github.com/convoy-dev/convoy/handler/internal/testenv"
 )
 
 // Limits the emulated namespace holds on the wire against a client that
@@ -289,6 +290,8 @@ func (c *wireClient) sendUnfinished(handle uint32, total, frame, perDelivery int
 // refused with amqp:link:message-size-exceeded and its whole size
 // (service-bus-quotas.md: "rejected, and an exception is received by the
 // calling code").
+//
+// Not parallel: it measures the heap, which other tests would move.
 func TestWireUnfinishedDeliveriesBounded(t *testing.T) {
 	b, _ := startWireBus(t, map[string]QueueProperties{"orders": {}})
 	before := heapInUse()
@@ -359,6 +362,8 @@ func (c *wireClient) until(ch uint16, code uint64, d time.Duration) []amqp.Frame
 // each is kept (none crossed its limit), so the connection holds at most
 // 200 half-limits; the links' detach and the connection's close give it
 // all back.
+//
+// Not parallel: it measures the heap, which other tests would move.
 func TestWireManyPartlyFilledLinksBounded(t *testing.T) {
 	b, _ := startWireBus(t, map[string]QueueProperties{"orders": {}})
 	before := heapInUse()
@@ -406,6 +411,7 @@ func TestWireManyPartlyFilledLinksBounded(t *testing.T) {
 // their links still needing a token; EXTERNAL (TLS client certificates)
 // is not offered.
 func TestWireSASLPlainChecked(t *testing.T) {
+	t.Parallel()
 	b, qs := startWireBus(t, map[string]QueueProperties{"orders": {}})
 	for _, tc := range []struct {
 		name, mech string
@@ -476,6 +482,7 @@ func TestWireSASLPlainChecked(t *testing.T) {
 // dropped (AMQP 1.0 part 2, 2.6.7: a transfer with no link credit is an
 // error), and the bus goes on serving the connection.
 func TestWireTransferOnARefusedLink(t *testing.T) {
+	t.Parallel()
 	b, qs := startWireBus(t, map[string]QueueProperties{"orders": {}})
 	c := wireDial(t, b)
 	c.connect("ANONYMOUS", nil)
@@ -506,6 +513,7 @@ func TestWireTransferOnARefusedLink(t *testing.T) {
 // sends half a frame and goes silent is closed with
 // amqp:resource-limit-exceeded once the threshold passes (scaled down here).
 func TestWireIdleTimeout(t *testing.T) {
+	t.Parallel()
 	b, _ := startWireBus(t, map[string]QueueProperties{"orders": {}})
 	c := wireDial(t, b)
 	open := c.connect("ANONYMOUS", nil)
@@ -554,6 +562,8 @@ func TestWireIdleTimeout(t *testing.T) {
 // threshold scaled down to 1 s, a client quiet for 5 s (five thresholds)
 // keeps its one connection and goes on working.
 func TestWireSDKsStayConnectedWhenQuiet(t *testing.T) {
+	t.Parallel()
+	testenv.Long(t, "10 s: quiet connections across five idle thresholds")
 	const idle = time.Second
 	b, qs := startWireBus(t, map[string]QueueProperties{"orders": {}})
 	b.setLimits(busLimits{idle: idle})

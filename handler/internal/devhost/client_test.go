@@ -17,6 +17,7 @@ import (
 // (HttpClientHandler has no per-server limit): concurrent sessions each
 // reuse theirs instead of opening one per invocation.
 func TestInvocationsReuseConnections(t *testing.T) {
+	t.Parallel()
 	const sessions, perSession = 8, 25
 	var opened atomic.Int64
 	// Every round answers all sessions at once, so that all their
@@ -72,6 +73,7 @@ func TestInvocationsReuseConnections(t *testing.T) {
 // names in any case; Logs a list of strings, other scalars as their JSON text
 // (JsonTextReader.ReadAsString gives "true" for true, a number as written).
 func TestReadResult(t *testing.T) {
+	t.Parallel()
 	for answer, want := range map[string][]string{
 		`{"Logs":["a","b"]}`:                       {"a", "b"},
 		`{"logs":["a",5,1.5e3,true,false,null]}`:   {"a", "5", "1.5e3", "true", "false"},

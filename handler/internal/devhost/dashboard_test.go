@@ -21,6 +21,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/testenv"
 )
 
 // chromium returns Debian's chromium, which make test installs when it is
@@ -39,6 +40,7 @@ func chromium(t *testing.T) string {
 // headless runs chromium on url with args, after the page's scripts ran.
 func headless(t *testing.T, ctx context.Context, url string, args ...string) []byte {
 	t.Helper()
+	testenv.NeedsServers(t, "Chromium")
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
 		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=15000", "--window-size=1200,900"}
 	cmd := exec.CommandContext(ctx, chromium(t), append(append(base, args...), url)...)
@@ -134,6 +136,7 @@ func (k *keyedFront) requests() []seenRequest {
 // loads too. The orders' missing messages are unreadable (a permanent
 // cause): no row offers replay, each offers skip.
 func TestDashboardInChromium(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, 2*time.Minute)
 	e := start(t, stage(t, nil), azurite.Options{})
 	for _, id := range []string{"dash-a", "dash-b", "dash-c"} {
@@ -223,6 +226,7 @@ func lagSummary(lagJSON string) string {
 // yet through every order, says its counts are partial; with no survey yet
 // (lag null, or absent as from an earlier release) the page says so.
 func TestDashboardShowsLag(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, 2*time.Minute)
 	var summary atomic.Value
 	page := handler.New(handler.Deps{})

@@ -13,6 +13,7 @@ import (
 // lock expires; settling needs the lock's token; a peek sees everything and
 // locks nothing.
 func TestDeadLetterLocks(t *testing.T) {
+	t.Parallel()
 	q := NewQueue("q", QueueProperties{LockDuration: lockFor, DeadLetteringOnMessageExpiration: true})
 	for i := range 5 {
 		q.Send([]Message{{MessageID: string(rune('a' + i)), TimeToLive: time.Millisecond}})

@@ -65,6 +65,7 @@ func orderLock(d time.Duration) func(*devhost.Options) {
 // session overlap across instances, completions fail, messages come back.
 // Nothing is lost or applied twice.
 func TestBacklogOnThreeInstancesWithLockLoss(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, 3*time.Minute)
 	app := stage(t, hostJSON(map[string]any{"maxAutoLockRenewalDuration": "00:00:01", "maxConcurrentSessions": 4}, nil))
 	e := startWith(t, app, azurite.Options{}, func(o *devhost.Options) {
@@ -88,6 +89,7 @@ func TestBacklogOnThreeInstancesWithLockLoss(t *testing.T) {
 // accepts the session and goes on while the first call still runs, then the
 // first call reaches the handler late and its completion fails.
 func TestLockLostMidCall(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, time.Minute)
 	// One session per instance, so only the other instance can take it.
 	app := stage(t, hostJSON(map[string]any{"maxAutoLockRenewalDuration": "00:00:00.2", "maxConcurrentSessions": 1}, nil))
@@ -136,6 +138,7 @@ func TestLockLostMidCall(t *testing.T) {
 // to the dead-letter queue (deadLetteringOnMessageExpiration); the order
 // applied what came before and waits. A replay puts the rest back in order.
 func TestExpiredSession(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, time.Minute)
 	e := start(t, stage(t, nil), azurite.Options{})
 	doc := genLedger(rand.New(rand.NewPCG(9, 10)), "L-ttl", 6, []string{"expiring"}, true)
@@ -191,6 +194,7 @@ var blockedLine = regexp.MustCompile(`^order blocked .*sessionId=(\S+) missingSe
 // from stderr at Warning (Host.Function.Console); stdout's Information lines
 // are dropped.
 func TestLogsReachApplicationInsights(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, time.Minute)
 	e := start(t, stage(t, nil), azurite.Options{})
 	doc := genLedger(rand.New(rand.NewPCG(13, 14)), "L-logs", 4, []string{"logged"}, true)
@@ -240,6 +244,7 @@ func TestLogsReachApplicationInsights(t *testing.T) {
 // host forwards a body only when Content-Length > 0; a chunked upload
 // arrives empty and gets a 400 naming the cause, never a success.
 func TestChunkedUploadUnderForwarding(t *testing.T) {
+	t.Parallel()
 	e := start(t, stage(t, nil), azurite.Options{})
 	doc, _ := os.ReadFile(filepath.Join(root, "testdata", "ledgers", "01-morning.json"))
 	chunked := io.MultiReader(strings.NewReader(string(doc[:10])), strings.NewReader(string(doc[10:])))
@@ -271,6 +276,7 @@ func TestChunkedUploadUnderForwarding(t *testing.T) {
 // session lock, so a long session loses it every lockDuration; the batch in
 // flight comes back whole and the session still drains to its fold.
 func TestBatchModeLongSessionWithLockLoss(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, 3*time.Minute)
 	app := stage(t, hostJSON(map[string]any{"sessionIdleTimeout": "00:00:00.3", "maxMessageBatchSize": 20}, func(name string, fj map[string]any) {
 		if name == "OrderProcessor" {
@@ -291,6 +297,7 @@ func TestBatchModeLongSessionWithLockLoss(t *testing.T) {
 // TestChunkedUploadUnderProxying: with enableProxyingHttpRequest the request
 // is passed on as it is, so a chunked upload arrives whole.
 func TestChunkedUploadUnderProxying(t *testing.T) {
+	t.Parallel()
 	app := stage(t, func(name string, doc map[string]any) {
 		if name == "host.json" {
 			ch := doc["customHandler"].(map[string]any)

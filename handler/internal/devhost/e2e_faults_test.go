@@ -70,6 +70,7 @@ const pageBound = 2500 * time.Millisecond
 // paused and why, and each missing message's whereabouts say since when
 // they could not be checked. Once the fault clears, the next run closes it.
 func TestOperatorToolsUnderBusFaults(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, 3*time.Minute)
 	e := startWith(t, stage(t, nil), azurite.Options{}, faultSettings)
 	e.poison(t, "poisoned")
@@ -161,6 +162,7 @@ func TestOperatorToolsUnderBusFaults(t *testing.T) {
 // is applied twice; the same upload after it clears resumes from the
 // checkpoint with the same seqs, and every order matches its fold.
 func TestUploadUnderServerBusy(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, 2*time.Minute)
 	e := startWith(t, stage(t, nil), azurite.Options{}, faultSettings)
 	doc := workload(7, "busy", 1, 40, 4)[0]
@@ -196,6 +198,7 @@ func TestUploadUnderServerBusy(t *testing.T) {
 // the namespace drops every connection again and again; the SDK reconnects,
 // the publisher resumes, and every order matches its fold.
 func TestPublishThroughDroppedConnections(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, 3*time.Minute)
 	e := startWith(t, stage(t, nil), azurite.Options{}, faultSettings)
 	docs := workload(11, "drop", 6, 60, 8)

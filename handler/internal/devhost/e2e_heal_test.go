@@ -71,6 +71,7 @@ func (e *env) foldOf(ctx context.Context, ledgers []*ledger.Ledger) string {
 // listed with its reason. Two firings at once (a lost timer lock) replay
 // nothing twice.
 func TestAutoReplayHealsAfterOutage(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, 3*time.Minute)
 	dir := t.TempDir()
 	e := startWith(t, stage(t, nil), azurite.Options{Dir: dir}, healSettings)

@@ -92,6 +92,7 @@ func lagLedger(id string, create bool, orders map[string]int) []byte {
 // (seq 2 unreadable, dead-lettered; seq 3 parked), is counted blocked by the
 // summary too.
 func TestLagE2E(t *testing.T) {
+	t.Parallel()
 	const window = 4 * time.Second
 	ctx := timeout(t, 3*time.Minute)
 	e := startWith(t, stage(t, nil), azurite.Options{}, func(o *devhost.Options) {

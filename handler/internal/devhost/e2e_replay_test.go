@@ -102,6 +102,7 @@ func unlocked(t *testing.T, q *devhost.Queue) {
 // dead letter stays locked; the replay of every dead letter, two per call,
 // then restores every order to its fold.
 func TestReplayScanLimitE2E(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, 2*time.Minute)
 	e := startWith(t, stage(t, nil), azurite.Options{}, func(o *devhost.Options) { o.Settings["ReplayScanLimit"] = "3" })
 	e.failSeqs(func(_ *devhost.Message, seq int64) bool { return seq == 2 })
@@ -141,6 +142,7 @@ func TestReplayScanLimitE2E(t *testing.T) {
 // instead of "nothing to replay". Released, two replays run at once and
 // every order ends in its fold.
 func TestTwoReplaysAtOnce(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, 2*time.Minute)
 	e := start(t, stage(t, nil), azurite.Options{})
 	e.failSeqs(func(_ *devhost.Message, seq int64) bool { return seq == 3 || seq == 4 })
@@ -209,6 +211,7 @@ func TestTwoReplaysAtOnce(t *testing.T) {
 // the duplicate without re-sending it, replays the rest and every order ends
 // in the state of its independent fold.
 func TestReplayAllAfterOutage(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, 3*time.Minute)
 	e := start(t, stage(t, nil), azurite.Options{})
 	e.failSeqs(func(_ *devhost.Message, seq int64) bool { return seq%3 == 2 })
@@ -249,6 +252,7 @@ func TestReplayAllAfterOutage(t *testing.T) {
 // again: so does the test, on a lock duration of 15 s (longer than a
 // replay's scan, which ends with a 5 s wait for more).
 func TestReplayOfReplayMessageID(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, 2*time.Minute)
 	e := startWith(t, stage(t, nil), azurite.Options{}, func(o *devhost.Options) {
 		p := o.Queues["orders"]

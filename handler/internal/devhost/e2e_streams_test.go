@@ -266,6 +266,9 @@ func filter(calls []string, index map[string]int) []int {
 // Which instance takes a session is the scheduler's (and, on a loaded
 // machine, the clock's) choice: a run whose schedule kept every stream on
 // one or two instances proves less, so it is run again, up to three times.
+//
+// Not parallel: beside the package's other tests the scheduler rarely
+// spreads the streams (go test runs the serial tests first, alone).
 func TestLedgerStreamsInOrderAcrossInstances(t *testing.T) {
 	const attempts = 3
 	for range attempts {
@@ -285,6 +288,7 @@ func TestLedgerStreamsInOrderAcrossInstances(t *testing.T) {
 // take a stream's ledgers concurrently and a later one overtakes the one
 // that fails: the checks above must see it.
 func TestLedgerStreamsNeedSessions(t *testing.T) {
+	t.Parallel()
 	problems, _ := streamScenario(t, false)
 	if len(problems) == 0 {
 		t.Fatal("without sessions the scenario found nothing wrong: it cannot tell ordered streams from unordered ones")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/testenv"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/servicebus"
 )
@@ -37,6 +39,10 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(fakeHandlerMode); mode != "" {
 		runFakeHandler(mode) // started by the emulation as a custom handler
 		return
+	}
+	flag.Parse()
+	if testenv.Short() { // make unit: no handler binary; the tests that run it skip (stage, binaryNeeded)
+		os.Exit(m.Run())
 	}
 	dir, err := os.MkdirTemp("", "convoy-e2e")
 	if err != nil {
@@ -57,6 +63,7 @@ func TestMain(m *testing.M) {
 // stage stages the app into a temporary directory (devhost.Stage).
 func stage(t *testing.T, edit func(name string, doc map[string]any)) string {
 	t.Helper()
+	binaryNeeded(t)
 	dir := t.TempDir()
 	if err := devhost.Stage(root, binary, dir, edit); err != nil {
 		t.Fatal(err)
@@ -80,8 +87,16 @@ func start(t *testing.T, app string, az azurite.Options) *env {
 
 // startWith is start with the emulation's options edited on the way
 // (instances, time scale, queue properties).
+// binaryNeeded: the test runs the handler binary TestMain builds (not under
+// -short), with Azurite.
+func binaryNeeded(t *testing.T) {
+	t.Helper()
+	testenv.NeedsServers(t, "the handler binary under the emulation, with Azurite")
+}
+
 func startWith(t *testing.T, app string, az azurite.Options, edit func(*devhost.Options)) *env {
 	t.Helper()
+	testenv.NeedsServers(t, "Azurite")
 	queues, err := devhost.LoadQueueConfig(filepath.Join(root, "infra", "local", "servicebus-emulator-config.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -287,6 +302,7 @@ func timeout(t *testing.T, d time.Duration) context.Context {
 
 // TestDemo runs `make demo`'s scenario: sample ledgers, one pair out of order.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	err := devhost.RunDemo(timeout(t, time.Minute), devhost.DemoOptions{AppDir: stage(t, nil), LedgersDir: filepath.Join(root, "testdata", "ledgers"),
 		QueueConfig: filepath.Join(root, "infra", "local", "servicebus-emulator-config.json"), Late: "03-afternoon.json", Out: &out, Log: &bytes.Buffer{}})
@@ -304,6 +320,7 @@ func TestDemo(t *testing.T) {
 // detection; another MessageId: an idempotent no-op) and order messages
 // re-sent under new MessageIds (past duplicate detection) change nothing.
 func TestDuplicates(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, time.Minute)
 	e := start(t, stage(t, nil), azurite.Options{})
 	r := rand.New(rand.NewPCG(1, 2))
@@ -333,6 +350,7 @@ func TestDuplicates(t *testing.T) {
 // survives (the third crash in a row stops it: TestCrashBudget). Every order
 // still ends exactly right.
 func TestHandlerKilled(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, 2*time.Minute)
 	e := startWith(t, stage(t, nil), azurite.Options{}, func(o *devhost.Options) { o.MinInstances = 2 })
 	ledgers := e.publish(ctx, workload(3, "kill", 4, 150, 12)...)
@@ -354,6 +372,7 @@ func TestHandlerKilled(t *testing.T) {
 // TestStorageRestart: Azurite (on disk) is stopped mid-run and started again
 // on the same port; the handler rides out the outage.
 func TestStorageRestart(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, 2*time.Minute)
 	dir := t.TempDir()
 	e := start(t, stage(t, nil), azurite.Options{Dir: dir})
@@ -378,6 +397,7 @@ func TestStorageRestart(t *testing.T) {
 // MaxDeliveryCount times, dead-lettered, and its order waits behind the gap
 // with the later messages parked.
 func TestPoisonMessage(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, time.Minute)
 	e := start(t, stage(t, nil), azurite.Options{})
 	msg := func(seq int64, body string) *azservicebus.Message {
@@ -433,6 +453,7 @@ func TestPoisonMessage(t *testing.T) {
 // right missing seq; once the cause is fixed, a replay puts the message back
 // and the order ends in the state of its fold. Replaying again changes nothing.
 func TestReplayAfterFix(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, time.Minute)
 	e := start(t, stage(t, nil), azurite.Options{})
 	r := rand.New(rand.NewPCG(11, 12))
@@ -498,6 +519,7 @@ func (e *env) blocked(t *testing.T) []map[string]any {
 // one order are invoked at once, as when a session lock is lost and two
 // instances work the session; failed calls are redelivered. Exactly once.
 func TestConcurrentInvocationsOfOneSession(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, time.Minute)
 	e := start(t, stage(t, nil), azurite.Options{})
 	r := rand.New(rand.NewPCG(7, 8))
@@ -535,6 +557,7 @@ func TestConcurrentInvocationsOfOneSession(t *testing.T) {
 
 // TestBatchMode: the same guarantees with "cardinality": "many".
 func TestBatchMode(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, 2*time.Minute)
 	app := stage(t, func(name string, fj map[string]any) {
 		switch name {
@@ -557,6 +580,7 @@ func TestBatchMode(t *testing.T) {
 // request in an envelope (Data.req) and unwraps Outputs.res; the functions
 // answer the same through it.
 func TestHTTPEnvelopes(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, time.Minute)
 	app := stage(t, func(name string, fj map[string]any) {
 		if name == "host.json" {

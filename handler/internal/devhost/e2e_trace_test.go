@@ -147,6 +147,7 @@ func traceparent(sc trace.SpanContext) string {
 //   - a producer of our own that sets Diagnostic-Id only is continued;
 //   - an HTTP upload continues its request's traceparent header.
 func TestTraceFromLedgerToEveryApply(t *testing.T) {
+	t.Parallel()
 	ctx := timeout(t, 2*time.Minute)
 	recv := &otlpReceiver{}
 	otlp := httptest.NewServer(recv)

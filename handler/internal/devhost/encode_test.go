@@ -13,6 +13,7 @@ import (
 // Utility.ApplyBindingData): expectations written from the contract's
 // examples, not from the encoder.
 func TestBodyPropertyInjection(t *testing.T) {
+	t.Parallel()
 	f := Function{Name: "Fn", Trigger: Binding{Name: "message", IsSessionsEnabled: true}}
 	metadata := func(body string) map[string]json.RawMessage {
 		m := &Message{MessageID: "m-1", SessionID: "o-1", SequenceNumber: 7, DeliveryCount: 1, Body: []byte(body)}
@@ -59,6 +60,7 @@ func TestBodyPropertyInjection(t *testing.T) {
 // Batch values: JSON strings holding arrays; times without zone, full
 // precision, trailing zeros trimmed; the four action objects.
 func TestBatchEncoding(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2025, 1, 15, 10, 20, 30, 120_000_000, time.UTC)
 	msgs := []*Message{
 		{MessageID: "a", SessionID: "s", SequenceNumber: 17, DeliveryCount: 1, EnqueuedTime: at, Body: []byte(`{"x":1}`)},
@@ -115,6 +117,7 @@ func FuzzEncodingAsJSONMarshal(f *testing.F) {
 }
 
 func TestTimesAsJSONMarshal(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2025, 1, 15, 10, 20, 30, 120_000_000, time.FixedZone("x", 3600))
 	for got, want := range map[string]string{
 		string(netUTC(at)):      `"2025-01-15T09:20:30"`,

@@ -167,6 +167,7 @@ func waitFor(t *testing.T, what string, limit time.Duration, ok func() bool) {
 // three different processes, and each is the one its group reports, so
 // state one handler keeps in memory is invisible to the others.
 func TestFlexGroups(t *testing.T) {
+	t.Parallel()
 	h, log := flexHost(t, "", map[string]string{"TickSchedule": "*/1 * * * * *"}, nil)
 	if got := strings.Join(h.Groups(), " "); got != "http function:Tick function:Work" {
 		t.Fatalf("groups %q", got)
@@ -209,6 +210,7 @@ func TestFlexGroups(t *testing.T) {
 // keep one instance each, and the instances of all groups together stay
 // within MaxInstances (4: Work gets 2); once idle, Work scales back in.
 func TestFlexScaleOutAddsUp(t *testing.T) {
+	t.Parallel()
 	h, log := flexHost(t, "", map[string]string{"FAKE_WORK": "sleep:200"}, func(o *devhost.Options) {
 		o.MaxInstances, o.TimeScale = 4, 0.005 // scale-in after 1.5 s idle
 	})
@@ -246,6 +248,7 @@ func TestFlexScaleOutAddsUp(t *testing.T) {
 // call; its host stops at the third crash and is recycled later, while the
 // HTTP group's handler goes on answering, never restarted.
 func TestCrashBudgetTakesDownOnlyItsGroup(t *testing.T) {
+	t.Parallel()
 	h, _ := flexHost(t, "", map[string]string{"FAKE_WORK": "crash"}, func(o *devhost.Options) { o.RecycleDelay = 3 * time.Second })
 	httpIn, work := h.Group("http")[0], h.Group("function:Work")[0]
 	pid := httpIn.HandlerPID()
@@ -267,6 +270,7 @@ func TestCrashBudgetTakesDownOnlyItsGroup(t *testing.T) {
 // instance's other call in flight, which would have succeeded before its
 // own timeout; other groups are untouched.
 func TestForwardedHTTPTimeout(t *testing.T) {
+	t.Parallel()
 	h, _ := flexHost(t, "00:00:01.5", nil, nil)
 	httpIn, work := h.Group("http")[0], h.Group("function:Work")[0]
 	pid, workPID := httpIn.HandlerPID(), work.HandlerPID()
@@ -299,6 +303,7 @@ func TestForwardedHTTPTimeout(t *testing.T) {
 // (ScriptConstants.DefaultMaxRequestBodySize) with 413 before the handler
 // sees anything; smaller bodies are forwarded.
 func TestRequestBodyLimit(t *testing.T) {
+	t.Parallel()
 	h, log := flexHost(t, "", nil, nil)
 	post := func(n int64) int {
 		req, _ := http.NewRequest(http.MethodPost, h.URL()+"/api/sleep", io.LimitReader(zeros{}, n))
@@ -329,6 +334,7 @@ func (zeros) Read(p []byte) (int, error) {
 // host uses 30 minutes on Flex Consumption (functions-scale.md, "Function
 // app timeout duration"; ScriptJobHostOptionsSetup).
 func TestFunctionTimeoutDefault(t *testing.T) {
+	t.Parallel()
 	app, err := devhost.LoadApp(flexApp(t, ""), map[string]string{})
 	if err != nil {
 		t.Fatal(err)
@@ -344,6 +350,7 @@ func TestFunctionTimeoutDefault(t *testing.T) {
 // limit of 2), the HTTP group scales out instead, each process still
 // holding at most 2.
 func TestHTTPConcurrency(t *testing.T) {
+	t.Parallel()
 	burst := func(h *devhost.Host, n, ms int) []helloResult {
 		out := make([]helloResult, n)
 		var wg sync.WaitGroup

@@ -16,6 +16,7 @@ import (
 // contract), and the dashboard's page says that the emulation checks no keys
 // while every function answers without one.
 func TestFrontAnswersJSONAndSaysKeysAreNotChecked(t *testing.T) {
+	t.Parallel()
 	e := start(t, stage(t, nil), azurite.Options{})
 	for _, c := range []struct{ method, path string }{
 		{"GET", "/api/nope"}, {"PUT", "/api/orders/o-1"}, {"DELETE", "/api/ledgers"}, {"GET", "/"}, {"GET", "/api/orders/o-1/replay"},

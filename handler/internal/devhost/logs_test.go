@@ -9,6 +9,7 @@ import (
 // host.json's logging.logLevel as .NET applies it: the longest category
 // prefix at a dot wins, then "default" (Information when absent).
 func TestLogFilter(t *testing.T) {
+	t.Parallel()
 	f, err := NewLogFilter(map[string]string{"default": "Warning", "Function": "Information", "Host.Function.Console": "Error"})
 	if err != nil {
 		t.Fatal(err)
@@ -39,6 +40,7 @@ func TestLogFilter(t *testing.T) {
 
 // stdout → Information; stderr → Error, or Warning when the line says "warn".
 func TestConsoleLevel(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		stderr bool
 		line   string
@@ -54,6 +56,7 @@ func TestConsoleLevel(t *testing.T) {
 // from Application Insights is marked "(not to AI)", never "dropped" (a
 // newcomer read that as lost), and the first of its kind says which setting.
 func TestTraceMarksWhereALineGoes(t *testing.T) {
+	t.Parallel()
 	f, err := NewLogFilter(map[string]string{"Host.Function.Console": "Warning"})
 	if err != nil {
 		t.Fatal(err)

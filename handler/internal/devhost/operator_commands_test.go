@@ -31,6 +31,7 @@ import (
 //   - replay completes a dead letter whose seq the order already applied
 //     (here: skipped) without re-sending it, as POST /replay does.
 func TestOperatorCommands(t *testing.T) {
+	t.Parallel()
 	e := startWith(t, stage(t, nil), azurite.Options{}, func(o *devhost.Options) {
 		o.Settings["AutoReplayEnabled"] = "false"
 		o.Settings["TransientRetrySeconds"] = "1"

@@ -67,6 +67,7 @@ func peekOne(ctx context.Context, t *testing.T, r interface {
 // defer modified (TestDeferredMessages/Defer), and completed it is gone.
 // A sequence number that is not a deferred message is not found.
 func TestDeferral(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"plain": {LockDuration: 5 * time.Second}})
@@ -152,6 +153,7 @@ func TestDeferral(t *testing.T) {
 // receive by sequence number removes the message at once
 // (TestReceiverDeferWithReceiveAndDelete).
 func TestDeferredDeadLetterAndReceiveAndDelete(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"plain": {LockDuration: 5 * time.Second}})
@@ -204,6 +206,7 @@ func TestDeferredDeadLetterAndReceiveAndDelete(t *testing.T) {
 // token on $management. After the session lock expired, neither the
 // receive by sequence number nor the settlement succeeds.
 func TestSessionDeferral(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true, LockDuration: 3 * time.Second}})

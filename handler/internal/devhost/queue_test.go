@@ -50,6 +50,7 @@ func next(t *testing.T, l *SessionLock) *Message {
 // longer loses it; completion fails; the message comes back with
 // DeliveryCount +1 to whoever accepts the session next.
 func TestSessionLockRenewalIsPerAcceptance(t *testing.T) {
+	t.Parallel()
 	q := sessionQueue(QueueProperties{})
 	send(q, "s", 3)
 	renew := 150 * time.Millisecond
@@ -79,6 +80,7 @@ func TestSessionLockRenewalIsPerAcceptance(t *testing.T) {
 // A session can be taken by a second receiver while the first still works
 // on a message it received before its lock expired.
 func TestSessionTakenWhileFirstCallRuns(t *testing.T) {
+	t.Parallel()
 	q := sessionQueue(QueueProperties{})
 	send(q, "s", 1)
 	first := q.AcceptSession(ctx(t), 0)
@@ -107,6 +109,7 @@ func TestSessionTakenWhileFirstCallRuns(t *testing.T) {
 // Batch dispatch never renews: the lock lasts lockDuration from acceptance.
 // Infinite renewal (maxAutoLockRenewalDuration < 0) never loses it.
 func TestLockWithoutRenewalAndWithoutEnd(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		renew time.Duration
 		lost  bool
@@ -125,6 +128,7 @@ func TestLockWithoutRenewalAndWithoutEnd(t *testing.T) {
 
 // A lock lost on the last allowed delivery dead-letters the message.
 func TestLockLossUsesUpDeliveries(t *testing.T) {
+	t.Parallel()
 	q := sessionQueue(QueueProperties{MaxDeliveryCount: 2})
 	send(q, "s", 1)
 	for range 2 {
@@ -143,6 +147,7 @@ func TestLockLossUsesUpDeliveries(t *testing.T) {
 // deadLetteringOnMessageExpiration); other sessions are untouched; a message
 // locked for delivery does not expire.
 func TestExpiredMessageExpiresItsSession(t *testing.T) {
+	t.Parallel()
 	q := sessionQueue(QueueProperties{DeadLetteringOnMessageExpiration: true})
 	send(q, "held", 2, time.Hour, 100*time.Millisecond)
 	held := q.AcceptSession(ctx(t), -1)
@@ -176,6 +181,7 @@ func TestExpiredMessageExpiresItsSession(t *testing.T) {
 // Without sessions a message lock is renewed like a session lock and a lost
 // one fails completion; messages expire one by one.
 func TestMessageLocksWithoutSessions(t *testing.T) {
+	t.Parallel()
 	q := NewQueue("plain", QueueProperties{LockDuration: lockFor})
 	q.Send([]Message{{MessageID: "a"}, {MessageID: "b", TimeToLive: 10 * time.Millisecond}, {MessageID: "c"}})
 	m, settle := q.Receive(ctx(t), 0)
@@ -197,6 +203,7 @@ func TestMessageLocksWithoutSessions(t *testing.T) {
 
 // TimeSpans as host.json writes them, the infinite one included.
 func TestTimeSpan(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]time.Duration{
 		"00:05:00": 5 * time.Minute, "1.02:00:00": 26 * time.Hour, "00:00:00.5": 500 * time.Millisecond,
 		"-00:00:00.0010000": -time.Millisecond,
@@ -213,6 +220,7 @@ func TestTimeSpan(t *testing.T) {
 // Service Bus refuses a send with a message without SessionId on a session
 // queue, or a MessageId over 128 characters, whole.
 func TestSendRefusals(t *testing.T) {
+	t.Parallel()
 	q := sessionQueue(QueueProperties{})
 	for _, msgs := range [][]Message{
 		{{SessionID: "s", MessageID: "a"}, {MessageID: "b"}},
@@ -235,6 +243,7 @@ func TestSendRefusals(t *testing.T) {
 // deferral is not a delivery counted (.NET DeliveryCount: counted when a
 // lock expires or a message is abandoned).
 func TestDeferredMessageDoesNotBlockItsSession(t *testing.T) {
+	t.Parallel()
 	q := sessionQueue(QueueProperties{})
 	send(q, "s", 2)
 	l := q.AcceptSession(ctx(t), -1)
@@ -269,6 +278,7 @@ func TestDeferredMessageDoesNotBlockItsSession(t *testing.T) {
 // holding its session's lock; after that lock expired neither the receive
 // nor the settlement of what it received succeeds.
 func TestReceiveDeferredNeedsItsSessionLock(t *testing.T) {
+	t.Parallel()
 	q := sessionQueue(QueueProperties{})
 	send(q, "s", 1)
 	send(q, "t", 1)
@@ -309,6 +319,7 @@ func TestReceiveDeferredNeedsItsSessionLock(t *testing.T) {
 // it's checked for expired condition and moved to a dead-letter queue if
 // it's already expired").
 func TestDeferredMessageExpiresWhenAskedFor(t *testing.T) {
+	t.Parallel()
 	q := NewQueue("q", QueueProperties{LockDuration: lockFor, DeadLetteringOnMessageExpiration: true})
 	if _, _, err := q.Send([]Message{{MessageID: "a", TimeToLive: 100 * time.Millisecond}, {MessageID: "b"}}); err != nil {
 		t.Fatal(err)
@@ -341,6 +352,7 @@ func TestDeferredMessageExpiresWhenAskedFor(t *testing.T) {
 // ("Message sequencing and timestamps", Scheduled messages); a cancelled
 // one is gone, and cancelling what is not scheduled does nothing.
 func TestScheduledMessageActivation(t *testing.T) {
+	t.Parallel()
 	q := NewQueue("q", QueueProperties{})
 	clock := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	q.now = func() time.Time { return clock }
@@ -383,6 +395,7 @@ func TestScheduledMessageActivation(t *testing.T) {
 // accepted on a session queue, its session accepted by name and as the
 // next available one; no SessionId at all is still refused.
 func TestEmptySessionID(t *testing.T) {
+	t.Parallel()
 	q := sessionQueue(QueueProperties{})
 	if _, _, err := q.Send([]Message{{MessageID: "x"}}); err == nil {
 		t.Fatal("a message without SessionId was accepted on a session queue")

@@ -20,6 +20,7 @@ import (
 // only sys, since "TimerTrigger" ends with "trigger"); without useMonitor
 // ScheduleStatus is null.
 func TestEncodeTimer(t *testing.T) {
+	t.Parallel()
 	fixture, err := os.ReadFile(filepath.Join(root, "handler", "testdata", "timer-autoreplay.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +66,7 @@ func compact(t *testing.T, raw json.RawMessage) string {
 // timer's lock and fires, every second; the other never does (it would try
 // to take the lock again only after a minute).
 func TestTimerSingleton(t *testing.T) {
+	t.Parallel()
 	e := startWith(t, stage(t, nil), azurite.Options{}, func(o *devhost.Options) {
 		o.MinInstances, o.MaxInstances = 2, 2
 		o.Settings["AutoReplaySchedule"] = "*/1 * * * * *"
@@ -144,6 +146,7 @@ func near(a, b time.Time, within time.Duration) bool { return a.Sub(b).Abs() < w
 // the missed occurrence as Next and the first run's start as Last; then the
 // schedule resumes (Next the next whole second after the catch-up began).
 func TestTimerStatusAsSent(t *testing.T) {
+	t.Parallel()
 	_, log := flexHost(t, "", map[string]string{"TickSchedule": "*/1 * * * * *", "FAKE_TICK_SLOW_FIRST_MS": "2300"}, nil)
 	var runs []tickRun
 	waitFor(t, "four Tick runs", 10*time.Second, func() bool { runs = tickRuns(t, log.String()); return len(runs) >= 4 })
@@ -170,6 +173,7 @@ func TestTimerStatusAsSent(t *testing.T) {
 // finds the recorded next occurrence past and runs at once with IsPastDue,
 // the stopped holder's last run as Last and the missed occurrence as Next.
 func TestTimerTakeover(t *testing.T) {
+	t.Parallel()
 	h, log := flexHost(t, "", map[string]string{"TickSchedule": "*/1 * * * * *"}, func(o *devhost.Options) {
 		o.MinInstances, o.TimeScale, o.RecycleDelay = 2, 0.05, 10*time.Minute // lease and poll 3 s; no recycle within the test
 	})

@@ -90,6 +90,7 @@ func runFakeHandler(mode string) {
 // anything but a 2xx application/json JSON body fails the invocation, and the
 // message comes back until it is dead-lettered.
 func TestResponseValidation(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mode string
 		ok   bool
@@ -190,6 +191,7 @@ func drain(t *testing.T, h *devhost.Host) []devhost.Message {
 // invocation fails at once, and the message is dead-lettered after 3
 // deliveries.
 func TestExitZeroIsNotRestarted(t *testing.T) {
+	t.Parallel()
 	h := fakeHost(t, "exit0", "")
 	dead := drain(t, h)
 	in := h.Instances()[0]
@@ -204,6 +206,7 @@ func TestExitZeroIsNotRestarted(t *testing.T) {
 // redeliveries meet it down), is restarted more than three times and never
 // spends the crash budget of three.
 func TestExit200RestartsWithoutCounting(t *testing.T) {
+	t.Parallel()
 	h := fakeHost(t, "exit200", "", 10)
 	dead := drain(t, h)
 	in := h.Instances()[0]
@@ -218,6 +221,7 @@ func TestExit200RestartsWithoutCounting(t *testing.T) {
 // platform recycles the host after a delay (1 s here), with a fresh handler
 // and budget, and the message is delivered again.
 func TestCrashBudget(t *testing.T) {
+	t.Parallel()
 	h := fakeHostWith(t, "crash", "", func(o *devhost.Options) { o.RecycleDelay = time.Second }, 100)
 	in := h.Instances()[0]
 	deadline := time.Now().Add(20 * time.Second)
@@ -253,6 +257,7 @@ func TestCrashBudget(t *testing.T) {
 // grace) and restarts the handler; timeout restarts do not count towards the
 // crash budget, so three in a row leave the host running.
 func TestNoAnswerWaitsOutFunctionTimeout(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"empty", "null", "slow"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
@@ -298,6 +303,7 @@ func writeJSON(t *testing.T, path string, v any) {
 // TestStopKills: the host disposes of the handler with Process.Kill (SIGKILL)
 // on shutdown, never SIGTERM: the handler never sees a signal it could handle.
 func TestStopKills(t *testing.T) {
+	t.Parallel()
 	log := &lockedBuffer{b: &bytes.Buffer{}}
 	h := fakeHostLog(t, "good", "", log)
 	drain(t, h)
@@ -313,6 +319,7 @@ func TestStopKills(t *testing.T) {
 
 // TestTimeScale: Options.TimeScale compresses the modelled durations.
 func TestTimeScale(t *testing.T) {
+	t.Parallel()
 	app := fakeApp(t, "")
 	h, err := devhost.Start(devhost.Options{AppDir: app, Settings: map[string]string{fakeHandlerMode: "good"}, TimeScale: 0.002,
 		Queues: map[string]devhost.QueueProperties{"work": {LockDuration: time.Minute, DefaultMessageTimeToLive: time.Hour}}})
@@ -329,6 +336,7 @@ func TestTimeScale(t *testing.T) {
 // for up to 30 s) before it invokes: a handler that listens late still gets
 // its first message, on its first delivery.
 func TestReadinessProbe(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	h := fakeHost(t, "slowstart", "")
 	if waited := time.Since(start); waited < 700*time.Millisecond {
