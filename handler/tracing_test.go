@@ -205,7 +205,7 @@ func TestParkedAndDrainedStayInTheTrace(t *testing.T) {
 		}
 		attrs := map[string]string{}
 		for _, a := range s.Attributes() {
-			attrs[string(a.Key)] = a.Value.Emit()
+			attrs[string(a.Key)] = a.Value.String()
 		}
 		if attrs["messaging.message.id"] != "L:1" || attrs["faas.invocation_id"] == "" || attrs["convoy.seq"] != "2" {
 			t.Errorf("the drained apply span's attributes %v: want messaging.message.id L:1, seq 2 and the invocation id", attrs)
