@@ -197,8 +197,11 @@ func TestUploadUnderServerBusy(t *testing.T) {
 // TestPublishThroughDroppedConnections: queued ledgers are published while
 // the namespace drops every connection again and again; the SDK reconnects,
 // the publisher resumes, and every order matches its fold.
+//
+// Not parallel: a send gets through only when the client reconnects within
+// the 150 ms between drops, which beside the other tests it did not (on two
+// cores, all 21 tries failed twice).
 func TestPublishThroughDroppedConnections(t *testing.T) {
-	t.Parallel()
 	ctx := timeout(t, 3*time.Minute)
 	e := startWith(t, stage(t, nil), azurite.Options{}, faultSettings)
 	docs := workload(11, "drop", 6, 60, 8)
