@@ -81,7 +81,7 @@ func (b *Bus) setLimits(l busLimits) {
 	b.limits = l
 }
 
-// The emulator's well-known credentials (HOST-CONTRACT.md, "Connections").
+// The emulator's well-known credentials (docs/host-contract.md, "Connections").
 const (
 	BusKeyName = "RootManageSharedAccessKey"
 	BusKey     = "SAS_KEY_VALUE"
@@ -105,7 +105,7 @@ type Fault struct {
 	Condition amqp.Symbol
 }
 
-// Error conditions Service Bus uses (HOST-CONTRACT.md, "Service Bus on the
+// Error conditions Service Bus uses (docs/host-contract.md, "Service Bus on the
 // wire"; the SDKs' error tables).
 const (
 	CondServerBusy          amqp.Symbol = "com.microsoft:server-busy"

@@ -18,7 +18,7 @@ import (
 
 const (
 	// batchFormat is the message format of a batch: one envelope whose data
-	// sections are the encoded messages (HOST-CONTRACT.md).
+	// sections are the encoded messages (docs/host-contract.md).
 	batchFormat uint32 = 0x80013700
 
 	sessionFilter  amqp.Symbol = "com.microsoft:session-filter"

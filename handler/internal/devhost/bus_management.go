@@ -12,7 +12,7 @@ import (
 )
 
 // The request/response nodes: $cbs (claims) and <entity>/$management
-// (service-bus-amqp-request-response.md; HOST-CONTRACT.md). A request is a
+// (service-bus-amqp-request-response.md; docs/host-contract.md). A request is a
 // message with reply-to and message-id; the answer goes to the client's
 // reply link with the request's message-id as correlation-id and the status
 // in application properties: status-code on $cbs, statusCode on
