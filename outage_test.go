@@ -11,7 +11,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,10 +38,6 @@ var storage string
 // (which the root package may not import): $AZURITE_TABLE or the one `make
 // tools` installs, on a free loopback port, in memory.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() { // make unit: the tests that need Azurite skip (needsServers)
-		os.Exit(m.Run())
-	}
 	bin := os.Getenv("AZURITE_TABLE")
 	if bin == "" {
 		bin = filepath.Join(".tools", "node_modules", ".bin", "azurite-table")
@@ -78,15 +73,6 @@ func TestMain(m *testing.M) {
 	_ = cmd.Process.Signal(os.Interrupt)
 	_ = cmd.Wait()
 	os.Exit(code)
-}
-
-// needsServers skips t under -short (make unit), as handler/internal/testenv
-// does for the handler's packages (which this package may not import).
-func needsServers(t *testing.T, what string) {
-	t.Helper()
-	if testing.Short() {
-		t.Skipf("needs %s: left out by -short (make unit); make test runs it", what)
-	}
 }
 
 // outages are the two ways Service Bus is unreachable.
@@ -262,7 +248,6 @@ func checkBlocked(t *testing.T, status int, page map[string]any, why string, ord
 // each with where "unknown" and why (an AutoReplay run found the dead-letter
 // queue unreadable), within seconds.
 func TestBlockedListWithoutServiceBus(t *testing.T) {
-	needsServers(t, "Azurite")
 	for _, o := range outages {
 		t.Run(o.name, func(t *testing.T) {
 			a := startApp(t, o.port(t))
@@ -279,7 +264,6 @@ func TestBlockedListWithoutServiceBus(t *testing.T) {
 // dashboard's page and its data (the summary and the blocked list, fetched
 // at once as the page does) answer within seconds.
 func TestSummaryAndDashboardWithoutServiceBus(t *testing.T) {
-	needsServers(t, "Azurite")
 	for _, o := range outages {
 		t.Run(o.name, func(t *testing.T) {
 			a := startApp(t, o.port(t))
@@ -340,7 +324,6 @@ func headless(t *testing.T, url string) string {
 // letter answer 503, in the JSON error shape, with the report of what they
 // did (nothing) beside the error.
 func TestReplayWithoutServiceBus(t *testing.T) {
-	needsServers(t, "Azurite")
 	for _, o := range outages {
 		t.Run(o.name, func(t *testing.T) {
 			a := startApp(t, o.port(t))
@@ -360,7 +343,6 @@ func TestReplayWithoutServiceBus(t *testing.T) {
 // TestAutoReplayWithoutServiceBus: a timer run replays nothing, pauses (its
 // breaker opens) and says so in its Logs; so does the next run.
 func TestAutoReplayWithoutServiceBus(t *testing.T) {
-	needsServers(t, "Azurite")
 	const timer = `{"Data":{"timer":{"Schedule":{"AdjustForDST":true},"ScheduleStatus":null,"IsPastDue":false}},"Metadata":{"sys":{"MethodName":"AutoReplay"}}}`
 	for _, o := range outages {
 		t.Run(o.name, func(t *testing.T) {

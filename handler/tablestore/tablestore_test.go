@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -22,7 +21,6 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/healtest"
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/internal/storetest"
-	"github.com/convoy-dev/convoy/handler/internal/testenv"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
@@ -30,10 +28,6 @@ import (
 var server *azurite.Server
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testenv.Short() { // make unit: server stays nil, and its tables skip their tests
-		os.Exit(m.Run())
-	}
 	var err error
 	server, err = azurite.Start(azurite.Options{})
 	if err != nil {

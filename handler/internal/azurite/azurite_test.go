@@ -3,8 +3,6 @@ package azurite
 import (
 	"strings"
 	"testing"
-
-	"github.com/convoy-dev/convoy/handler/internal/testenv"
 )
 
 // TestTakenPortRefused: Azurite asked for a port another Azurite holds is
@@ -13,7 +11,6 @@ import (
 // other's lifetime: `make devhost` lost its storage when a second one
 // stopped.
 func TestTakenPortRefused(t *testing.T) {
-	testenv.NeedsServers(t, "Azurite")
 	first, err := Start(Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +31,6 @@ func TestTakenPortRefused(t *testing.T) {
 // seconds are): the one that loses the bind is an error, although the
 // winner answers on the port it asked for.
 func TestReadyOnlyWhenItsOwnProcessListens(t *testing.T) {
-	testenv.NeedsServers(t, "Azurite")
 	first, err := Start(Options{})
 	if err != nil {
 		t.Fatal(err)

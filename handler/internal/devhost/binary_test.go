@@ -56,7 +56,6 @@ func freePort(t *testing.T) int {
 
 func TestFailsFastOnBadSettings(t *testing.T) {
 	t.Parallel()
-	binaryNeeded(t)
 	cmd := exec.Command(binary)
 	cmd.Env = hostEnv(freePort(t), map[string]string{"ServiceBusConnection__fullyQualifiedNamespace": "https://bad", "MaxRequestBytes": "lots"})
 	out, err := cmd.CombinedOutput()
@@ -72,7 +71,6 @@ func TestFailsFastOnBadSettings(t *testing.T) {
 
 func TestStartedLikeTheHost(t *testing.T) {
 	t.Parallel()
-	binaryNeeded(t)
 	az, err := azurite.Start(azurite.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +180,6 @@ func TestStartedLikeTheHost(t *testing.T) {
 // fails) before the process exits.
 func TestShutdownFinishesInFlight(t *testing.T) {
 	t.Parallel()
-	binaryNeeded(t)
 	port := freePort(t)
 	deadStorage := fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=%s;TableEndpoint=http://127.0.0.1:%d/devstoreaccount1;",
 		azurite.AccountKey, freePort(t))
@@ -257,7 +254,6 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 // against the local emulation and Azurite.
 func TestCommands(t *testing.T) {
 	t.Parallel()
-	binaryNeeded(t)
 	az, err := azurite.Start(azurite.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
-	"github.com/convoy-dev/convoy/handler/internal/testenv"
 )
 
 // Lock expiry with the real azservicebus client and its default retry
@@ -71,7 +70,6 @@ type settler interface {
 // their delivery counted.
 func TestSessionLockExpiryOnEveryPath(t *testing.T) {
 	t.Parallel()
-	testenv.Long(t, "about a minute: azservicebus retries a lost session lock three times, 40 s in all")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true, LockDuration: shortLock}})

@@ -20,7 +20,6 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
-	"github.com/convoy-dev/convoy/handler/internal/testenv"
 )
 
 // TestSDKConformance holds the emulation to Service Bus with the real
@@ -68,7 +67,6 @@ var sbcQueues = map[string]devhost.QueueProperties{
 }
 
 func TestSDKConformance(t *testing.T) {
-	testenv.Long(t, "about a minute: azservicebus retries a lost session lock three times, 40 s in all")
 	// Most of its time is the SDK's back-off (a session lock lost: about
 	// 45 s of retries before CodeLockLost): it runs beside the other tests.
 	t.Parallel()

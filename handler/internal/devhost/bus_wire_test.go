@@ -23,7 +23,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/convoy-dev/convoy/handler/internal/amqp"
-	"github.com/convoy-dev/convoy/handler/internal/testenv"
 )
 
 // Limits the emulated namespace holds on the wire against a client that
@@ -563,7 +562,6 @@ func TestWireIdleTimeout(t *testing.T) {
 // keeps its one connection and goes on working.
 func TestWireSDKsStayConnectedWhenQuiet(t *testing.T) {
 	t.Parallel()
-	testenv.Long(t, "10 s: quiet connections across five idle thresholds")
 	const idle = time.Second
 	b, qs := startWireBus(t, map[string]QueueProperties{"orders": {}})
 	b.setLimits(busLimits{idle: idle})

@@ -21,7 +21,6 @@ import (
 
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
-	"github.com/convoy-dev/convoy/handler/internal/testenv"
 )
 
 // chromium returns Debian's chromium, which make test installs when it is
@@ -40,7 +39,6 @@ func chromium(t *testing.T) string {
 // headless runs chromium on url with args, after the page's scripts ran.
 func headless(t *testing.T, ctx context.Context, url string, args ...string) []byte {
 	t.Helper()
-	testenv.NeedsServers(t, "Chromium")
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
 		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=15000", "--window-size=1200,900"}
 	cmd := exec.CommandContext(ctx, chromium(t), append(append(base, args...), url)...)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -21,7 +20,6 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
-	"github.com/convoy-dev/convoy/handler/internal/testenv"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/servicebus"
 )
@@ -39,10 +37,6 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(fakeHandlerMode); mode != "" {
 		runFakeHandler(mode) // started by the emulation as a custom handler
 		return
-	}
-	flag.Parse()
-	if testenv.Short() { // make unit: no handler binary; the tests that run it skip (stage, binaryNeeded)
-		os.Exit(m.Run())
 	}
 	dir, err := os.MkdirTemp("", "convoy-e2e")
 	if err != nil {
@@ -63,7 +57,6 @@ func TestMain(m *testing.M) {
 // stage stages the app into a temporary directory (devhost.Stage).
 func stage(t *testing.T, edit func(name string, doc map[string]any)) string {
 	t.Helper()
-	binaryNeeded(t)
 	dir := t.TempDir()
 	if err := devhost.Stage(root, binary, dir, edit); err != nil {
 		t.Fatal(err)
@@ -87,16 +80,8 @@ func start(t *testing.T, app string, az azurite.Options) *env {
 
 // startWith is start with the emulation's options edited on the way
 // (instances, time scale, queue properties).
-// binaryNeeded: the test runs the handler binary TestMain builds (not under
-// -short), with Azurite.
-func binaryNeeded(t *testing.T) {
-	t.Helper()
-	testenv.NeedsServers(t, "the handler binary under the emulation, with Azurite")
-}
-
 func startWith(t *testing.T, app string, az azurite.Options, edit func(*devhost.Options)) *env {
 	t.Helper()
-	testenv.NeedsServers(t, "Azurite")
 	queues, err := devhost.LoadQueueConfig(filepath.Join(root, "infra", "local", "servicebus-emulator-config.json"))
 	if err != nil {
 		t.Fatal(err)

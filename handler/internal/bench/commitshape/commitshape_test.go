@@ -16,7 +16,6 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/bench/commitshape"
-	"github.com/convoy-dev/convoy/handler/internal/testenv"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
@@ -25,7 +24,6 @@ import (
 // store leaves in Azurite, and the rows Actions leaves there, have the same
 // keys' form and length and the same properties with the same types.
 func TestActionsAreTheProcessorsCommit(t *testing.T) {
-	testenv.NeedsServers(t, "Azurite")
 	az, err := azurite.Start(azurite.Options{})
 	if err != nil {
 		t.Fatalf("this test needs Azurite: %v", err)
