@@ -19,6 +19,10 @@ func (f publishedFunc) Published(ctx context.Context, orderID string, seq int64)
 	return f(ctx, orderID, seq)
 }
 
+func (f publishedFunc) ActiveEntry(context.Context, string) (convoy.ActiveOrder, bool, error) {
+	return convoy.ActiveOrder{}, false, nil
+}
+
 // TestOrderStatusLag: OrderStatus's lag, from the head and what the ledgers
 // table says was published (asked for the first unapplied seq); without a
 // ledgers table, or when it cannot be read, the lag says so instead of

@@ -229,7 +229,7 @@ func (s *server) orderLag(ctx context.Context, o *convoy.Order) convoy.Lag {
 	if s.Allocations == nil {
 		return convoy.Lag{Window: window, Unavailable: "the ledgers table is not configured: what was published to the order is unknown"}
 	}
-	p, err := s.Allocations.Published(ctx, o.ID, o.AppliedSeq+1)
+	p, err := convoy.PublishedTo(ctx, s.Allocations, o.ID, o.AppliedSeq+1)
 	if err != nil {
 		return convoy.Lag{Window: window, Unavailable: "the ledgers table could not be read: " + err.Error()}
 	}

@@ -36,11 +36,30 @@ type Published struct {
 
 // Allocations reads what publishing allocated to an order: a bounded number
 // of reads, whatever the order's history (tablestore.Ledgers: one query).
-// For an order nothing was published to (fed by a producer of the user's
-// own), what the processor noted in its active entry stands in
-// (Published.WithSeen): one read more.
+// Published is zero for an order nothing was published to (fed by a
+// producer of the user's own); its ActiveEntry tells what the processor
+// noted instead (PublishedTo joins the two).
 type Allocations interface {
 	Published(ctx context.Context, orderID string, seq int64) (Published, error)
+	// ActiveEntry is the order's entry in the active-orders index, one
+	// point read; false when it has none.
+	ActiveEntry(ctx context.Context, orderID string) (ActiveOrder, bool, error)
+}
+
+// PublishedTo is what was published to an order for its seq: what
+// publishing allocated, or for an order nothing was published to, what the
+// processor noted in its active entry (Published.WithSeen), one read more.
+// The lag survey, which has the entry from its scan, reads only Published.
+func PublishedTo(ctx context.Context, a Allocations, orderID string, seq int64) (Published, error) {
+	p, err := a.Published(ctx, orderID, seq)
+	if err != nil || p != (Published{}) {
+		return p, err
+	}
+	e, ok, err := a.ActiveEntry(ctx, orderID)
+	if err != nil || !ok {
+		return p, err
+	}
+	return p.WithSeen(e, seq), nil
 }
 
 // ActiveOrder is an entry of the active-orders index: an order publishing

@@ -272,10 +272,8 @@ func (s *Ledgers) Published(ctx context.Context, orderID string, seq int64) (con
 		if err != nil {
 			return convoy.Published{}, classify(err, "read the seqs published to order "+orderID)
 		}
-	case aztables.ResourceNotFound, aztables.EntityNotFound:
-		return s.publishedAsSeen(ctx, orderID, seq)
-	case aztables.TableNotFound:
-		return convoy.Published{}, nil
+	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+		return convoy.Published{}, nil // nothing published to it: convoy.PublishedTo reads its entry
 	default:
 		return convoy.Published{}, classify(err, "read the seqs published to order "+orderID)
 	}
@@ -306,27 +304,24 @@ func (s *Ledgers) Published(ctx context.Context, orderID string, seq int64) (con
 	return legacy, err
 }
 
-// publishedAsSeen is Published for an order nothing was published to (fed
-// by a producer of the user's own): what the processor noted in its active
-// entry (convoy.Published.WithSeen), one point read; none without an entry.
-func (s *Ledgers) publishedAsSeen(ctx context.Context, orderID string, seq int64) (convoy.Published, error) {
+// ActiveEntry implements convoy.Allocations: one point read.
+func (s *Ledgers) ActiveEntry(ctx context.Context, orderID string) (convoy.ActiveOrder, bool, error) {
 	resp, err := s.table.GetEntity(ctx, activePartition, orderID, nil)
 	switch tableCode(err) {
 	case "":
 		if err != nil {
-			return convoy.Published{}, classify(err, "read the active entry of order "+orderID)
+			return convoy.ActiveOrder{}, false, classify(err, "read the active entry of order "+orderID)
 		}
 	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
-		return convoy.Published{}, nil
+		return convoy.ActiveOrder{}, false, nil
 	default:
-		return convoy.Published{}, classify(err, "read the active entry of order "+orderID)
+		return convoy.ActiveOrder{}, false, classify(err, "read the active entry of order "+orderID)
 	}
 	_, p, err := decodeProps(resp.Value)
 	if err != nil {
-		return convoy.Published{}, fault.Wrap(fault.Internal, err, "decode the active entry of order "+orderID)
+		return convoy.ActiveOrder{}, false, fault.Wrap(fault.Internal, err, "decode the active entry of order "+orderID)
 	}
-	e := convoy.ActiveOrder{SeenSeq: p.int("SeenSeq"), SeenAt: p.time("SeenAt"), DeadLetteredSeq: p.int("DeadLetteredSeq")}
-	return convoy.Published{}.WithSeen(e, seq), nil
+	return convoy.ActiveOrder{OrderID: orderID, SeenSeq: p.int("SeenSeq"), SeenAt: p.time("SeenAt"), DeadLetteredSeq: p.int("DeadLetteredSeq")}, true, nil
 }
 
 // seqAllocatedAt finds seq's allocation among the seq rows: one query,

@@ -381,3 +381,31 @@ func TestPublishedLegacy(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishedOfAnOrderFedDirectly: for an order nothing was published to,
+// Published is one round trip (its counter, not found): the lag survey has
+// the order's active entry from its scan and must not read it again.
+// PublishedTo, for OrderStatus, reads the entry: one round trip more.
+func TestPublishedOfAnOrderFedDirectly(t *testing.T) {
+	ctx := context.Background()
+	var rt countingTransport
+	store := tablestore.NewLedgers(server.NewTable(t, &rt))
+	at := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	if err := store.MarkActive(ctx, "o-direct", convoy.Seen{Seq: 3, At: at}); err != nil {
+		t.Fatal(err)
+	}
+	before := rt.n.Load()
+	if p, err := store.Published(ctx, "o-direct", 3); err != nil || p != (convoy.Published{}) {
+		t.Fatalf("Published: %+v, %v; want nothing published", p, err)
+	}
+	if n := rt.n.Load() - before; n != 1 {
+		t.Fatalf("Published of an order fed directly made %d round trips, want 1", n)
+	}
+	before = rt.n.Load()
+	if p, err := convoy.PublishedTo(ctx, store, "o-direct", 3); err != nil || p.LastSeq != 3 || !p.SeqAllocatedAt.Equal(at) {
+		t.Fatalf("PublishedTo: %+v, %v; want seq 3 seen at %v", p, err, at)
+	}
+	if n := rt.n.Load() - before; n != 2 {
+		t.Fatalf("PublishedTo made %d round trips, want 2", n)
+	}
+}

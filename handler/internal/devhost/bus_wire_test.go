@@ -593,7 +593,7 @@ func TestWireSDKsStayConnectedWhenQuiet(t *testing.T) {
 	}
 
 	// rhea, through @azure/service-bus.
-	modules := wireJSModules(t)
+	modules := jsModules(t)
 	dir := t.TempDir()
 	script := `
 const { ServiceBusClient } = require("@azure/service-bus");
@@ -663,25 +663,4 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 			w.onLine(line)
 		}
 	}
-}
-
-// wireJSModules is the node_modules folder holding @azure/service-bus
-// ($SERVICEBUS_JS_MODULES, else .tools/node_modules).
-func wireJSModules(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("SERVICEBUS_JS_MODULES")
-	if dir == "" {
-		root, err := filepath.Abs("../../..")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir = filepath.Join(root, ".tools", "node_modules")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "@azure", "service-bus", "package.json")); err != nil {
-		t.Fatalf("@azure/service-bus not found in %s: run `make tools`", dir)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatal("node is not installed")
-	}
-	return dir
 }

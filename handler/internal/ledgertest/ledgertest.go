@@ -171,11 +171,15 @@ func testMarkActive(t *testing.T, s ledger.Store, idx convoy.ActiveIndex, prefix
 	if noted.DeadLetteredSeq != 8 || noted.SeenSeq != 7 {
 		t.Fatalf("after a note of seq 8 on an order nothing was published to: %+v, want it in the entry", noted)
 	}
-	// Published tells an order nothing was published to from its entry.
-	if p, err := idx.Published(ctx, order, 8); err != nil || p.LastSeq != 7 || p.DeadLetteredSeq != 8 || !p.SeqAllocatedAt.IsZero() {
+	// PublishedTo tells an order nothing was published to from its entry
+	// (Published itself reads only what publishing allocated: nothing).
+	if p, err := idx.Published(ctx, order, 8); err != nil || p != (convoy.Published{}) {
+		t.Fatalf("Published of an order nothing was published to: %+v, %v; want nothing", p, err)
+	}
+	if p, err := convoy.PublishedTo(ctx, idx, order, 8); err != nil || p.LastSeq != 7 || p.DeadLetteredSeq != 8 || !p.SeqAllocatedAt.IsZero() {
 		t.Fatalf("an order nothing was published to, seq 8: %+v, %v; want last 7 (seen), seq 8 noted dead-lettered", p, err)
 	}
-	if p, err := idx.Published(ctx, order, 7); err != nil || p.LastSeq != 7 || !p.SeqAllocatedAt.Equal(at) {
+	if p, err := convoy.PublishedTo(ctx, idx, order, 7); err != nil || p.LastSeq != 7 || !p.SeqAllocatedAt.Equal(at) {
 		t.Fatalf("an order nothing was published to, seq 7: %+v, %v; want last 7, enqueued at %v", p, err, at)
 	}
 	if err := idx.MarkActive(ctx, order, convoy.Seen{Seq: 9, At: at.Add(time.Second)}); err != nil {

@@ -176,6 +176,17 @@ func (s *Ledgers) ScanActive(_ context.Context, after string, limit int) ([]conv
 	return out, more, nil
 }
 
+// ActiveEntry implements convoy.Allocations.
+func (s *Ledgers) ActiveEntry(_ context.Context, orderID string) (convoy.ActiveOrder, bool, error) {
+	if err := s.fail("active entry"); err != nil {
+		return convoy.ActiveOrder{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.active[orderID]
+	return e, ok, nil
+}
+
 // Deactivate implements convoy.ActiveIndex.
 func (s *Ledgers) Deactivate(_ context.Context, e convoy.ActiveOrder) error {
 	if err := s.fail("deactivate"); err != nil {
@@ -239,8 +250,8 @@ func (s *Ledgers) Published(_ context.Context, orderID string, seq int64) (convo
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.next[orderID]; !ok { // nothing published to it: what the processor noted
-		return convoy.Published{}.WithSeen(s.active[orderID], seq), nil
+	if _, ok := s.next[orderID]; !ok { // nothing published to it: convoy.PublishedTo reads its entry
+		return convoy.Published{}, nil
 	}
 	out := convoy.Published{LastSeq: s.next[orderID], DeadLetteredSeq: s.dead[orderID]}
 	for _, a := range s.allocs[orderID] {
