@@ -222,14 +222,12 @@ func (h *Healer) deadLetters(ctx context.Context) (*DeadLetters, error) {
 			return
 		}
 		defer close()
-		d, err := ReadDeadLetters(ctx, src, 10*max(h.opts.MaxScan, replay.DefaultMaxScan))
+		d, err := ReadDeadLetters(ctx, src, peekPerScan*max(h.opts.MaxScan, replay.DefaultMaxScan))
 		done <- result{d, err}
 	}()
 	var r result
 	if deadline, ok := ctx.Deadline(); ok {
-		// A read that stops at the deadline by itself returns what it read
-		// (ReadDeadLetters): give it a moment to.
-		giveUp := time.NewTimer(time.Until(deadline) + 250*time.Millisecond)
+		giveUp := time.NewTimer(time.Until(deadline) + readGrace)
 		defer giveUp.Stop()
 		select {
 		case r = <-done:
@@ -245,6 +243,22 @@ func (h *Healer) deadLetters(ctx context.Context) (*DeadLetters, error) {
 	return r.d, nil
 }
 
+// The bounds of a run's one read of the dead-letter sub-queue.
+const (
+	// peekPerScan: the peek reads this many dead letters for each one the
+	// pass may receive (MaxScan), as replay's closing peek does, so that the
+	// figures see past the pass's window (what lies beyond it is reported,
+	// not replayed) while the peek stays bounded by the settings.
+	peekPerScan = 10
+	// readGrace: a read that stops at the deadline by itself returns what it
+	// read (ReadDeadLetters); it is given this moment to before it is given
+	// up.
+	readGrace = 250 * time.Millisecond
+	// maxUnreadableWhy: room for a queue name and the network error in the
+	// why of an UnreadableError.
+	maxUnreadableWhy = 240
+)
+
 // UnreadableError is a dead-letter sub-queue that could not be read at all:
 // Service Bus refused, failed or did not answer within PeekTimeout.
 type UnreadableError struct {
@@ -256,8 +270,8 @@ type UnreadableError struct {
 // order whose missing message cannot be looked for).
 func (e *UnreadableError) Error() string {
 	why := fault.MessageOf(e.Err)
-	if len(why) > 240 { // room for a queue name and the network error
-		why = why[:240] + "…"
+	if len(why) > maxUnreadableWhy {
+		why = why[:maxUnreadableWhy] + "…"
 	}
 	if errors.Is(e.Err, context.DeadlineExceeded) && e.Within > 0 {
 		why = fmt.Sprintf("Service Bus did not answer within %s", e.Within)

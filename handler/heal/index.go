@@ -39,6 +39,11 @@ const (
 	maxReasonsInSummaries = 20
 )
 
+// peekPage is how many dead letters one peek asks for, the size of
+// replay's peeks (its peekBatch): the bodies of a page are held only until
+// what a run keeps of each (letter) is read from them.
+const peekPage = 250
+
 // letter is what a run keeps of one peeked dead letter: never its body
 // (60 KiB each, 50,000 in a peek), only what Missing and the run's choices
 // read, its cause derived once as it is peeked.
@@ -124,7 +129,7 @@ func ReadDeadLetters(ctx context.Context, src replay.Source, limit int) (*DeadLe
 	var from int64
 	for {
 		// At the limit, one more message is asked for: none proves the end.
-		batch, err := src.Peek(ctx, from, max(1, min(250, limit-d.Total)))
+		batch, err := src.Peek(ctx, from, max(1, min(peekPage, limit-d.Total)))
 		if err != nil && d.Total > 0 && ctx.Err() != nil {
 			d.unread = fmt.Sprintf("the dead-letter queue was read only in part (%d messages) before the deadline", d.Total)
 			break
