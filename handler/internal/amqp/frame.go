@@ -154,6 +154,23 @@ func AppendFrame(b []byte, f Frame) ([]byte, error) {
 	return b, nil
 }
 
+// Error conditions of the specification (part 2, section 2.8.15 and after).
+const (
+	ErrInternal              Symbol = "amqp:internal-error"
+	ErrNotFound              Symbol = "amqp:not-found"
+	ErrUnauthorized          Symbol = "amqp:unauthorized-access"
+	ErrDecode                Symbol = "amqp:decode-error"
+	ErrNotImplemented        Symbol = "amqp:not-implemented"
+	ErrNotAllowed            Symbol = "amqp:not-allowed"
+	ErrInvalidField          Symbol = "amqp:invalid-field"
+	ErrResourceLimit         Symbol = "amqp:resource-limit-exceeded"
+	ErrFramingError          Symbol = "amqp:connection:framing-error"
+	ErrMessageSizeExceed     Symbol = "amqp:link:message-size-exceeded"
+	ErrTransferLimitExceeded Symbol = "amqp:link:transfer-limit-exceeded"
+	ErrDetachForced          Symbol = "amqp:link:detach-forced"
+	ErrConnectionForced      Symbol = "amqp:connection:forced"
+)
+
 // Error is an AMQP error (part 2, section 2.8.14).
 type Error struct {
 	Condition   Symbol
@@ -199,6 +216,9 @@ func Uint(v any) (uint64, bool) {
 	}
 	return 0, false
 }
+
+// uint64Of reads an unsigned integer field, 0 when absent.
+func uint64Of(v any) uint64 { u, _ := Uint(v); return u }
 
 // Int reads a signed or unsigned integer of any width.
 func Int(v any) (int64, bool) {
