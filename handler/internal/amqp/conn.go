@@ -154,7 +154,7 @@ func (c *Conn) handle(f Frame) error {
 	s := c.ss[f.Channel]
 	c.mu.Unlock()
 	if s == nil {
-		return &Error{Condition: "amqp:connection:framing-error", Description: fmt.Sprintf("no session on channel %d", f.Channel)}
+		return &Error{Condition: ErrFramingError, Description: fmt.Sprintf("no session on channel %d", f.Channel)}
 	}
 	return s.handle(f)
 }
@@ -190,13 +190,13 @@ func (c *Conn) handshake() error {
 	if f.Body == nil || f.Body.Code != CodeOpen {
 		return fmt.Errorf("amqp: expected open, got %v", f.Body)
 	}
-	c.Remote, _ = f.Body.Field(0).(string)
+	c.Remote, _ = f.Body.Field(openContainerID).(string)
 	// An absent max-frame-size is the largest (part 2, section 2.7.1).
-	if mf, ok := Uint(f.Body.Field(2)); ok && mf >= MinMaxFrameSize {
+	if mf, ok := Uint(f.Body.Field(openMaxFrameSize)); ok && mf >= MinMaxFrameSize {
 		c.peerMF = uint32(min(mf, 1<<32-1))
 	}
 	var idle uint64
-	if v, ok := Uint(f.Body.Field(4)); ok {
+	if v, ok := Uint(f.Body.Field(openIdleTimeOut)); ok {
 		idle = v
 	}
 	var props any
@@ -207,7 +207,7 @@ func (c *Conn) handshake() error {
 	if c.cfg.IdleTimeout > 0 { // half the threshold, as the spec advises (2.4.5)
 		idleOut = Millis(c.cfg.IdleTimeout / 2)
 	}
-	hostname := f.Body.Field(1)
+	hostname := f.Body.Field(openHostname)
 	if err := c.write(Frame{Body: New(CodeOpen, c.cfg.ContainerID, hostname, c.cfg.MaxFrameSize, uint16(65535), idleOut, nil, nil, nil, nil, props)}); err != nil {
 		return err
 	}

@@ -196,9 +196,9 @@ func AsError(v any) *Error {
 		return nil
 	}
 	e := &Error{}
-	e.Condition, _ = p.Field(0).(Symbol)
-	e.Description, _ = p.Field(1).(string)
-	e.Info, _ = p.Field(2).(Map)
+	e.Condition, _ = p.Field(errorCondition).(Symbol)
+	e.Description, _ = p.Field(errorDescription).(string)
+	e.Info, _ = p.Field(errorInfo).(Map)
 	return e
 }
 

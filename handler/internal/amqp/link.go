@@ -66,7 +66,7 @@ func (l *Link) Address() string {
 	if !l.ClientSends {
 		p = l.Source
 	}
-	a, _ := p.Field(0).(string)
+	a, _ := p.Field(terminusAddress).(string)
 	return a
 }
 
@@ -266,21 +266,21 @@ func (s *session) flow(p *Performative) error {
 func (s *session) detach(p *Performative) error {
 	c := s.c
 	c.mu.Lock()
-	l, err := s.link(p, 0)
+	l, err := s.link(p, detachHandle)
 	if err != nil || l == nil {
 		c.mu.Unlock()
 		return err
 	}
 	delete(s.links, l.handle)
 	wasGone := !l.goneLocked()
-	closed, _ := p.Field(1).(bool)
+	closed, _ := p.Field(detachClosed).(bool)
 	var werr error
 	if !wasGone { // answer the client's detach; a detach of ours was answered already
 		werr = c.writeLocked(Frame{Channel: s.ch, Body: New(CodeDetach, l.ours, closed)})
 	}
 	c.mu.Unlock()
 	if !wasGone {
-		l.h.Detached(l, AsError(p.Field(2)))
+		l.h.Detached(l, AsError(p.Field(detachError)))
 	}
 	return werr
 }

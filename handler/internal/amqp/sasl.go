@@ -23,8 +23,8 @@ func (c *Conn) sasl() error {
 	if f.Body == nil || f.Body.Code != CodeSASLInit {
 		return fmt.Errorf("amqp: expected sasl-init, got %v", f.Body)
 	}
-	mech, _ := f.Body.Field(0).(Symbol)
-	initial, _ := f.Body.Field(1).([]byte)
+	mech, _ := f.Body.Field(saslInitMechanism).(Symbol)
+	initial, _ := f.Body.Field(saslInitInitialResponse).([]byte)
 	ok := false
 	for _, m := range c.cfg.Mechanisms {
 		ok = ok || m == mech
@@ -32,9 +32,9 @@ func (c *Conn) sasl() error {
 	if ok && c.cfg.SASL != nil {
 		ok = c.cfg.SASL(mech, initial)
 	}
-	code := uint8(0)
+	code := saslOK
 	if !ok {
-		code = 1 // auth: authentication failed
+		code = saslAuth
 	}
 	if err := c.write(Frame{Type: FrameSASL, Body: New(CodeSASLOutcome, code)}); err != nil {
 		return err

@@ -25,8 +25,8 @@ const window = 1 << 30
 func (c *Conn) begin(ch uint16, p *Performative) error {
 	s := &session{c: c, ch: ch, links: map[uint32]*Link{}, unsettled: map[uint32]*Link{},
 		tags: map[uint32][]byte{}}
-	s.peerInWin = uint32(min(uint64Of(p.Field(2)), 1<<32-1))
-	s.inNext = uint32(uint64Of(p.Field(1)))
+	s.peerInWin = uint32(min(uint64Of(p.Field(beginIncomingWindow)), 1<<32-1))
+	s.inNext = uint32(uint64Of(p.Field(beginNextOutgoingID)))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ss[ch] != nil {
