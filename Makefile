@@ -66,7 +66,7 @@ test: tools chromium lint ## lint, then every test (installs Azurite and Chromiu
 # The packages whose tests start servers (Azurite, the handler under the
 # emulation, Node.js, Chromium): make unit leaves them out whole, so that no
 # test ever skips; make test runs everything.
-SERVER_PACKAGES := . ./handler/tablestore ./handler/internal/azurite ./handler/internal/devhost/... ./handler/internal/bench/...
+SERVER_PACKAGES := . ./handler/tablestore ./handler/internal/azurite ./handler/internal/devbus ./handler/internal/devhost/... ./handler/internal/bench/...
 
 .PHONY: unit
 unit: ## the packages whose tests need no server, in under a minute; make test runs them all

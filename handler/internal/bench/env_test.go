@@ -12,6 +12,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
@@ -107,8 +108,8 @@ func orderMessages(b *testing.B, ledgerID string, n int, orders []string) []conv
 }
 
 // hostMessage is m as the queue emulation delivers it.
-func hostMessage(m convoy.OrderMessage) *devhost.Message {
-	return &devhost.Message{MessageID: m.MessageID, SessionID: m.SessionID, ContentType: convoy.ContentType,
+func hostMessage(m convoy.OrderMessage) *devbus.Message {
+	return &devbus.Message{MessageID: m.MessageID, SessionID: m.SessionID, ContentType: convoy.ContentType,
 		Properties: m.Properties(), Body: m.Body, DeliveryCount: 1}
 }
 
@@ -122,5 +123,5 @@ func orderIDs(prefix string, n int) []string {
 
 // devhostEncode is the invocation body the host sends to deliver m to fn.
 func devhostEncode(fn devhost.Function, m convoy.OrderMessage) []byte {
-	return devhost.EncodeInvocation(fn, []*devhost.Message{hostMessage(m)}, time.Now())
+	return devhost.EncodeInvocation(fn, []*devbus.Message{hostMessage(m)}, time.Now())
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/bench/commitshape"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/devhost/cmd/convoy-devhost/demo"
 	"github.com/convoy-dev/convoy/handler/servicebus"
 )
 
@@ -198,7 +199,7 @@ func pipelineWith(b *testing.B, az *azurite.Server, name string, sessions, perOr
 		b.Fatalf("%s: %d invocations failed", name, h.Failures())
 	}
 	for _, id := range ids {
-		v, err := devhost.GetOrder(ctx, h.URL(), id)
+		v, err := demo.GetOrder(ctx, h.URL(), id)
 		if err != nil || v.AppliedSeq != int64(perOrder) {
 			b.Fatalf("%s: order %s applied seq %d, %v; want %d", name, id, v.AppliedSeq, err, perOrder)
 		}

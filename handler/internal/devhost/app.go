@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 )
 
 // Binding is one binding of a function.json.
@@ -232,7 +234,7 @@ var timeSpanPattern = regexp.MustCompile(`^(-?)(?:(\d+)\.)?(\d{1,2}):(\d{1,2}):(
 // LoadQueueConfig reads queue properties from a Service Bus emulator config
 // file (infra/local/servicebus-emulator-config.json), the one place queue
 // properties are written down for local runs.
-func LoadQueueConfig(path string) (map[string]QueueProperties, error) {
+func LoadQueueConfig(path string) (map[string]devbus.QueueProperties, error) {
 	var cfg struct {
 		UserConfig struct {
 			Namespaces []struct {
@@ -258,7 +260,7 @@ func LoadQueueConfig(path string) (map[string]QueueProperties, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue config %s: %w", path, err)
 	}
-	out := map[string]QueueProperties{}
+	out := map[string]devbus.QueueProperties{}
 	for _, ns := range cfg.UserConfig.Namespaces {
 		for _, q := range ns.Queues {
 			p := q.Properties
@@ -268,7 +270,7 @@ func LoadQueueConfig(path string) (map[string]QueueProperties, error) {
 					return nil, fmt.Errorf("queue %s: %w", q.Name, err)
 				}
 			}
-			out[q.Name] = QueueProperties{RequiresSession: p.RequiresSession, MaxDeliveryCount: p.MaxDeliveryCount,
+			out[q.Name] = devbus.QueueProperties{RequiresSession: p.RequiresSession, MaxDeliveryCount: p.MaxDeliveryCount,
 				RequiresDuplicateDetection: p.RequiresDuplicateDetection, DuplicateDetectionWindow: durations[0],
 				LockDuration: durations[1], DefaultMessageTimeToLive: durations[2],
 				DeadLetteringOnMessageExpiration: p.DeadLetteringOnMessageExpiration}

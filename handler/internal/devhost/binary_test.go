@@ -24,6 +24,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/devhost/cmd/convoy-devhost/demo"
 	"github.com/convoy-dev/convoy/handler/tracing"
 )
 
@@ -335,7 +336,7 @@ func TestCommands(t *testing.T) {
 	if err := h.WaitIdle(ctx, 300*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	v, err := devhost.GetOrder(ctx, h.URL(), "ord-1001")
+	v, err := demo.GetOrder(ctx, h.URL(), "ord-1001")
 	if err != nil || v.AppliedSeq != 5 || v.Total != 1505 {
 		t.Fatalf("ord-1001 after both ledgers: %+v, %v", v, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 )
 
 // Defaults of the Service Bus extension 5.x (docs/host-contract.md, host.json table).
@@ -36,7 +38,7 @@ func (in *Instance) listen(f Function) {
 					if m == nil {
 						return
 					}
-					msgs := []*Message{m}
+					msgs := []*devbus.Message{m}
 					in.settled(f, msgs, settle(in.report(f, msgs, h.invoke(run, in, f, msgs))))
 				}
 			}()
@@ -99,7 +101,7 @@ func maxMessageBatchSize(a *App) int {
 
 // report logs a failed invocation and tells whether the messages should be
 // completed.
-func (in *Instance) report(f Function, msgs []*Message, err error) bool {
+func (in *Instance) report(f Function, msgs []*devbus.Message, err error) bool {
 	if err != nil && !errors.Is(err, errHostStopped) {
 		in.logf("%s failed (%s, delivery %d): %v", f.Name, describeMsgs(msgs), msgs[0].DeliveryCount, err)
 	}
@@ -108,14 +110,14 @@ func (in *Instance) report(f Function, msgs []*Message, err error) bool {
 
 // settled logs a settlement that failed: after a lost lock the SDK neither
 // completes nor abandons; the messages come back when the lock expires.
-func (in *Instance) settled(f Function, msgs []*Message, err error) {
+func (in *Instance) settled(f Function, msgs []*devbus.Message, err error) {
 	if err != nil {
 		in.host.lockLosses.Add(1)
 		in.logf("%s: settling %s failed: %v (they come back with DeliveryCount +1)", f.Name, describeMsgs(msgs), err)
 	}
 }
 
-func describeMsgs(msgs []*Message) string {
+func describeMsgs(msgs []*devbus.Message) string {
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
 		ids[i] = m.MessageID
@@ -129,7 +131,7 @@ func describeMsgs(msgs []*Message) string {
 
 // invoke runs a Service Bus triggered function on one instance, unless an
 // injected fault fails it first.
-func (h *Host) invoke(ctx context.Context, in *Instance, f Function, msgs []*Message) error {
+func (h *Host) invoke(ctx context.Context, in *Instance, f Function, msgs []*devbus.Message) error {
 	h.calls.Add(1)
 	defer h.calls.Add(-1)
 	if fault := h.fault.Load(); fault != nil {
@@ -149,7 +151,7 @@ func (h *Host) invoke(ctx context.Context, in *Instance, f Function, msgs []*Mes
 // maxConcurrentSessions for a session trigger, maxConcurrentCalls otherwise.
 // (docs/host-contract.md says sessions / maxConcurrentSessions; the scaler only
 // sees the queue's active message count, so it divides messages.)
-func scaleTarget(a *App, f Function, st QueueStats) int {
+func scaleTarget(a *App, f Function, st devbus.QueueStats) int {
 	switch {
 	case f.Batch():
 		return ceilDiv(st.Active, maxMessageBatchSize(a))

@@ -15,7 +15,9 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/devhost/cmd/convoy-devhost/demo"
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
@@ -41,7 +43,7 @@ func hostJSON(sb map[string]any, fn func(name string, doc map[string]any)) func(
 // reaches the handler, so that a session is held long enough for its lock
 // to run out however fast the machine is.
 func slowCalls(e *env, function string, d time.Duration) {
-	e.host.InjectFault(func(fn string, _ []*devhost.Message) error {
+	e.host.InjectFault(func(fn string, _ []*devbus.Message) error {
 		if fn == function {
 			time.Sleep(d)
 		}
@@ -102,7 +104,7 @@ func TestLockLostMidCall(t *testing.T) {
 	victim := convoy.MessageID(l.ID, 4) // seq 5
 	var mu sync.Mutex
 	var firstEnded, secondStarted time.Time
-	e.host.InjectFault(func(_ string, msgs []*devhost.Message) error {
+	e.host.InjectFault(func(_ string, msgs []*devbus.Message) error {
 		for _, m := range msgs {
 			if m.MessageID != victim {
 				continue
@@ -144,16 +146,16 @@ func TestExpiredSession(t *testing.T) {
 	doc := genLedger(rand.New(rand.NewPCG(9, 10)), "L-ttl", 6, []string{"expiring"}, true)
 	l, _ := ledger.Parse(doc, ledger.Limits{})
 	first := convoy.MessageID(l.ID, 0)
-	e.host.InjectFault(func(_ string, msgs []*devhost.Message) error {
+	e.host.InjectFault(func(_ string, msgs []*devbus.Message) error {
 		if msgs[0].MessageID == first && msgs[0].DeliveryCount == 1 {
 			time.Sleep(400 * time.Millisecond) // seq 2 expires meanwhile
 		}
 		return nil
 	})
-	var msgs []devhost.Message
+	var msgs []devbus.Message
 	for i, entry := range l.Entries {
 		body, _ := convoy.EncodeBody(entry.Transaction)
-		m := devhost.Message{MessageID: convoy.MessageID(l.ID, i), SessionID: "expiring", ContentType: "application/json", Body: body,
+		m := devbus.Message{MessageID: convoy.MessageID(l.ID, i), SessionID: "expiring", ContentType: "application/json", Body: body,
 			Properties: map[string]any{"ledgerId": l.ID, "seq": int64(i + 1), "last": entry.Last}}
 		if i == 1 {
 			m.TimeToLive = 100 * time.Millisecond
@@ -167,11 +169,11 @@ func TestExpiredSession(t *testing.T) {
 		t.Fatalf("%d dead letters, want the 5 waiting messages of the session", len(dead))
 	}
 	for _, m := range dead {
-		if m.DeadLetterReason != devhost.ReasonExpired {
+		if m.DeadLetterReason != devbus.ReasonExpired {
 			t.Fatalf("dead letter %s: reason %q", m.MessageID, m.DeadLetterReason)
 		}
 	}
-	v, err := devhost.GetOrder(ctx, e.host.URL(), "expiring")
+	v, err := demo.GetOrder(ctx, e.host.URL(), "expiring")
 	if err != nil || v.AppliedSeq != 1 || v.Parked != 0 {
 		t.Fatalf("order after the expiry: %+v, %v; want seq 1 applied, nothing parked", v, err)
 	}
@@ -199,18 +201,18 @@ func TestLogsReachApplicationInsights(t *testing.T) {
 	e := start(t, stage(t, nil), azurite.Options{})
 	doc := genLedger(rand.New(rand.NewPCG(13, 14)), "L-logs", 4, []string{"logged"}, true)
 	l, _ := ledger.Parse(doc, ledger.Limits{})
-	var msgs []devhost.Message
+	var msgs []devbus.Message
 	for i, entry := range l.Entries {
 		body, _ := convoy.EncodeBody(entry.Transaction)
-		msgs = append(msgs, devhost.Message{MessageID: convoy.MessageID(l.ID, i), SessionID: "logged", ContentType: "application/json",
+		msgs = append(msgs, devbus.Message{MessageID: convoy.MessageID(l.ID, i), SessionID: "logged", ContentType: "application/json",
 			Body: body, Properties: map[string]any{"ledgerId": l.ID, "seq": int64(i + 1), "last": entry.Last}})
 	}
 	q := e.host.Queue("orders")
 	q.Send(msgs[1:2]) // seq 2 first: the order blocks
 	e.waitIdle(ctx)
 	q.Send(append(msgs[:1:1], msgs[2:]...)) // then the rest: it unblocks
-	q.Send([]devhost.Message{{MessageID: "no-seq", SessionID: "logged", Body: msgs[0].Body}})
-	e.host.Queue("ledgers").Send([]devhost.Message{{MessageID: "L-bad", SessionID: "default", Body: []byte(`{"ledgerId":"L-bad","transactions":[{"orderId":"x","op":"Explode"}]}`)}})
+	q.Send([]devbus.Message{{MessageID: "no-seq", SessionID: "logged", Body: msgs[0].Body}})
+	e.host.Queue("ledgers").Send([]devbus.Message{{MessageID: "L-bad", SessionID: "default", Body: []byte(`{"ledgerId":"L-bad","transactions":[{"orderId":"x","op":"Explode"}]}`)}})
 	e.waitIdle(ctx)
 
 	found := map[string]bool{}

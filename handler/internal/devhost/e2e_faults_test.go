@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/servicebus"
 )
 
-// Faults at the protocol level (devhost.Bus.SetFault, DropConnections):
+// Faults at the protocol level (devbus.Bus.SetFault, DropConnections):
 // the real handler, with the real azservicebus client, against a namespace
 // that refuses connections, stalls, drops them, or answers "server busy" and
 // "timeout". Each ends with an honest answer and, where messages moved,
@@ -23,12 +24,12 @@ import (
 
 var busFaults = []struct {
 	name  string
-	fault devhost.Fault
+	fault devbus.Fault
 }{
-	{"refused", devhost.Fault{Refuse: true}},
-	{"stalled", devhost.Fault{Stall: true}},
-	{"server busy", devhost.Fault{Condition: devhost.CondServerBusy}},
-	{"timeout", devhost.Fault{Condition: devhost.CondTimeout}},
+	{"refused", devbus.Fault{Refuse: true}},
+	{"stalled", devbus.Fault{Stall: true}},
+	{"server busy", devbus.Fault{Condition: devbus.CondServerBusy}},
+	{"timeout", devbus.Fault{Condition: devbus.CondTimeout}},
 }
 
 func faultSettings(o *devhost.Options) {
@@ -51,7 +52,7 @@ func (e *env) timedGet(t *testing.T, path string) (int, []byte, time.Duration) {
 	return resp.StatusCode, body, time.Since(t0)
 }
 
-func (e *env) setFault(t *testing.T, f devhost.Fault) {
+func (e *env) setFault(t *testing.T, f devbus.Fault) {
 	t.Helper()
 	if err := e.host.Bus().SetFault(f); err != nil {
 		t.Fatal(err)
@@ -140,7 +141,7 @@ func TestOperatorToolsUnderBusFaults(t *testing.T) {
 				t.Errorf("the dashboard does not show the breaker AutoReplay opened:\n%s", dom)
 			}
 		}
-		e.setFault(t, devhost.Fault{})
+		e.setFault(t, devbus.Fault{})
 	}
 	// Healed: the next run finds the dead letter again and closes the
 	// breaker (the client reconnects).
@@ -180,13 +181,13 @@ func TestUploadUnderServerBusy(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body), time.Since(t0)
 	}
-	e.setFault(t, devhost.Fault{Condition: devhost.CondServerBusy})
+	e.setFault(t, devbus.Fault{Condition: devbus.CondServerBusy})
 	code, body, took := upload()
 	t.Logf("upload with Service Bus busy: %d in %s: %s", code, took.Round(time.Millisecond), body)
 	if code != 503 || !strings.Contains(body, l.ID) {
 		t.Fatalf("upload with Service Bus busy: %d %s, want 503 naming the ledger", code, body)
 	}
-	e.setFault(t, devhost.Fault{})
+	e.setFault(t, devbus.Fault{})
 	if code, body, _ = upload(); code/100 != 2 {
 		t.Fatalf("upload after the fault: %d %s", code, body)
 	}

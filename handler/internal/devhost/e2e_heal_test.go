@@ -10,7 +10,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/devhost/cmd/convoy-devhost/demo"
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
@@ -46,16 +48,16 @@ func (e *env) poison(t *testing.T, order string) {
 // foldOf compares the orders of ledgers with their fold (not the poisoned
 // order, whose messages are no ledger's).
 func (e *env) foldOf(ctx context.Context, ledgers []*ledger.Ledger) string {
-	want, err := devhost.ExpectedOrders(ledgers, e.host.Queue("orders").Sent())
+	want, err := demo.ExpectedOrders(ledgers, e.host.Queue("orders").Sent())
 	if err != nil {
 		return err.Error()
 	}
 	for id, w := range want {
-		got, err := devhost.GetOrder(ctx, e.host.URL(), id)
+		got, err := demo.GetOrder(ctx, e.host.URL(), id)
 		if err != nil {
 			return fmt.Sprintf("order %s: %v", id, err)
 		}
-		if p := devhost.CompareViews(got, w); p != "" {
+		if p := demo.CompareViews(got, w); p != "" {
 			return fmt.Sprintf("order %s: %s", id, p)
 		}
 	}
@@ -79,7 +81,7 @@ func TestAutoReplayHealsAfterOutage(t *testing.T) {
 	e.waitIdle(ctx)
 	// Hold the order messages until Azurite is down.
 	gate := make(chan struct{})
-	e.host.InjectFault(func(fn string, _ []*devhost.Message) error {
+	e.host.InjectFault(func(fn string, _ []*devbus.Message) error {
 		if fn == "OrderProcessor" {
 			<-gate
 		}

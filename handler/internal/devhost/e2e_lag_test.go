@@ -14,6 +14,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 )
 
@@ -100,7 +101,7 @@ func TestLagE2E(t *testing.T) {
 		o.Settings["AutoReplayEnabled"] = "false"
 	})
 	var hung sync.Once
-	e.host.InjectFault(func(fn string, msgs []*devhost.Message) error {
+	e.host.InjectFault(func(fn string, msgs []*devbus.Message) error {
 		for _, m := range msgs {
 			seq, _ := convoy.IntProperty(m.Properties[convoy.PropSeq])
 			switch {

@@ -13,12 +13,13 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
 // Replay against the emulation's dead-letter queue, which locks and limits
-// like Service Bus's (devhost.Queue.ReceiveDeadLetters).
+// like Service Bus's (devbus.Queue.ReceiveDeadLetters).
 
 // postH posts to a function and returns the status, the JSON body and the headers.
 func (e *env) postH(t *testing.T, path string) (int, map[string]any, http.Header) {
@@ -37,8 +38,8 @@ func (e *env) postH(t *testing.T, path string) (int, map[string]any, http.Header
 
 // failSeqs makes every OrderProcessor invocation holding a message whose seq
 // satisfies bad fail, so that those messages are dead-lettered.
-func (e *env) failSeqs(bad func(m *devhost.Message, seq int64) bool) {
-	e.host.InjectFault(func(fn string, msgs []*devhost.Message) error {
+func (e *env) failSeqs(bad func(m *devbus.Message, seq int64) bool) {
+	e.host.InjectFault(func(fn string, msgs []*devbus.Message) error {
 		if fn != "OrderProcessor" {
 			return nil
 		}
@@ -82,7 +83,7 @@ func (e *env) replayAll(t *testing.T, max int) map[string]any {
 }
 
 // unlocked asserts that no dead letter is left locked: a receive gets them all.
-func unlocked(t *testing.T, q *devhost.Queue) {
+func unlocked(t *testing.T, q *devbus.Queue) {
 	t.Helper()
 	all := len(q.DeadLetters())
 	got := q.ReceiveDeadLetters(all + 1)
@@ -105,7 +106,7 @@ func TestReplayScanLimitE2E(t *testing.T) {
 	t.Parallel()
 	ctx := timeout(t, 2*time.Minute)
 	e := startWith(t, stage(t, nil), azurite.Options{}, func(o *devhost.Options) { o.Settings["ReplayScanLimit"] = "3" })
-	e.failSeqs(func(_ *devhost.Message, seq int64) bool { return seq == 2 })
+	e.failSeqs(func(_ *devbus.Message, seq int64) bool { return seq == 2 })
 	ledgers := e.publish(ctx, workload(21, "scan", 1, 40, 5)...)
 	e.waitIdle(ctx)
 	q := e.host.Queue("orders")
@@ -145,7 +146,7 @@ func TestTwoReplaysAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := timeout(t, 2*time.Minute)
 	e := start(t, stage(t, nil), azurite.Options{})
-	e.failSeqs(func(_ *devhost.Message, seq int64) bool { return seq == 3 || seq == 4 })
+	e.failSeqs(func(_ *devbus.Message, seq int64) bool { return seq == 3 || seq == 4 })
 	ledgers := e.publish(ctx, workload(23, "twice", 1, 40, 2)...)
 	e.waitIdle(ctx)
 	e.host.InjectFault(nil)
@@ -214,7 +215,7 @@ func TestReplayAllAfterOutage(t *testing.T) {
 	t.Parallel()
 	ctx := timeout(t, 3*time.Minute)
 	e := start(t, stage(t, nil), azurite.Options{})
-	e.failSeqs(func(_ *devhost.Message, seq int64) bool { return seq%3 == 2 })
+	e.failSeqs(func(_ *devbus.Message, seq int64) bool { return seq%3 == 2 })
 	ledgers := e.publish(ctx, workload(25, "outage", 2, 90, 8)...)
 	e.waitIdle(ctx)
 	e.host.InjectFault(nil)
@@ -225,7 +226,7 @@ func TestReplayAllAfterOutage(t *testing.T) {
 	}
 	// The first dead letter reaches its order under another MessageId.
 	d := dead[0]
-	q.Send([]devhost.Message{{MessageID: "resent-" + d.MessageID, SessionID: d.SessionID, ContentType: d.ContentType, Properties: d.Properties, Body: d.Body}})
+	q.Send([]devbus.Message{{MessageID: "resent-" + d.MessageID, SessionID: d.SessionID, ContentType: d.ContentType, Properties: d.Properties, Body: d.Body}})
 	e.waitIdle(ctx)
 	out := e.replayAll(t, 7)
 	tot := out["totals"].(map[string]any)
@@ -271,7 +272,7 @@ func TestReplayOfReplayMessageID(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rounds atomic.Int64
-	e.failSeqs(func(_ *devhost.Message, seq int64) bool { return seq == 3 && rounds.Load() < 3 })
+	e.failSeqs(func(_ *devbus.Message, seq int64) bool { return seq == 3 && rounds.Load() < 3 })
 	e.publish(ctx, doc)
 	for round := range 4 {
 		e.waitIdle(ctx)

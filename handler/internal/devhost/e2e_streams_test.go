@@ -14,7 +14,9 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/convoytest"
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/devhost/cmd/convoy-devhost/demo"
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
@@ -66,7 +68,7 @@ type invocations struct {
 	hold  time.Duration  // how long a failing delivery takes (an outage is slow)
 }
 
-func (r *invocations) hook(fn string, msgs []*devhost.Message) error {
+func (r *invocations) hook(fn string, msgs []*devbus.Message) error {
 	if fn != "LedgerIngest" {
 		return nil
 	}
@@ -187,11 +189,11 @@ func streamScenario(t *testing.T, sessions bool) (problems []string, spread bool
 	applied := append(append(slices.Clone(la), lb...), lc[0])
 	applied = append(applied, lc[2:]...)
 	for id, w := range foldInOrder(applied) {
-		got, err := devhost.GetOrder(ctx, e.host.URL(), id)
+		got, err := demo.GetOrder(ctx, e.host.URL(), id)
 		if err != nil {
 			t.Fatalf("order %s: %v", id, err)
 		}
-		if problem := devhost.CompareViews(got, w); problem != "" {
+		if problem := demo.CompareViews(got, w); problem != "" {
 			bad("order %s: %s", id, problem)
 		}
 	}
@@ -238,8 +240,8 @@ func streamScenario(t *testing.T, sessions bool) (problems []string, spread bool
 		}
 		e.waitIdle(ctx)
 		for id, w := range foldInOrder(append(lc[:1:1], append(slices.Clone(lc[2:]), lc[1])...)) {
-			got, _ := devhost.GetOrder(ctx, e.host.URL(), id)
-			if problem := devhost.CompareViews(got, w); problem != "" {
+			got, _ := demo.GetOrder(ctx, e.host.URL(), id)
+			if problem := demo.CompareViews(got, w); problem != "" {
 				bad("after the re-upload, order %s: %s", id, problem)
 			}
 		}

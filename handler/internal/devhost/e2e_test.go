@@ -19,7 +19,9 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/devhost/cmd/convoy-devhost/demo"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/servicebus"
 )
@@ -206,12 +208,12 @@ func (e *env) waitIdle(ctx context.Context) {
 // checkFold compares every order's state with the fold of its transactions
 // in the seq order of the messages sent (the orders queue's journal unless
 // the test invoked the function itself).
-func (e *env) checkFold(ctx context.Context, ledgers []*ledger.Ledger, sent ...devhost.Message) {
+func (e *env) checkFold(ctx context.Context, ledgers []*ledger.Ledger, sent ...devbus.Message) {
 	e.t.Helper()
 	if sent == nil {
 		sent = e.host.Queue("orders").Sent()
 	}
-	want, err := devhost.ExpectedOrders(ledgers, sent)
+	want, err := demo.ExpectedOrders(ledgers, sent)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -219,11 +221,11 @@ func (e *env) checkFold(ctx context.Context, ledgers []*ledger.Ledger, sent ...d
 		e.t.Fatal("no order to check")
 	}
 	for id, w := range want {
-		got, err := devhost.GetOrder(ctx, e.host.URL(), id)
+		got, err := demo.GetOrder(ctx, e.host.URL(), id)
 		if err != nil {
 			e.t.Fatalf("order %s: %v", id, err)
 		}
-		if problem := devhost.CompareViews(got, w); problem != "" {
+		if problem := demo.CompareViews(got, w); problem != "" {
 			e.t.Fatalf("order %s: %s", id, problem)
 		}
 	}
@@ -289,7 +291,7 @@ func timeout(t *testing.T, d time.Duration) context.Context {
 func TestDemo(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	err := devhost.RunDemo(timeout(t, time.Minute), devhost.DemoOptions{AppDir: stage(t, nil), LedgersDir: filepath.Join(root, "testdata", "ledgers"),
+	err := demo.Run(timeout(t, time.Minute), demo.Options{AppDir: stage(t, nil), LedgersDir: filepath.Join(root, "testdata", "ledgers"),
 		QueueConfig: filepath.Join(root, "infra", "local", "servicebus-emulator-config.json"), Late: "03-afternoon.json", Out: &out, Log: &bytes.Buffer{}})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
@@ -399,7 +401,7 @@ func TestPoisonMessage(t *testing.T) {
 	if len(dead) != 1 || dead[0].MessageID != "P:2" || dead[0].DeliveryCount != 10 {
 		t.Fatalf("dead letters %+v, want P:2 after 10 deliveries", dead)
 	}
-	v, err := devhost.GetOrder(ctx, e.host.URL(), "poisoned")
+	v, err := demo.GetOrder(ctx, e.host.URL(), "poisoned")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +420,7 @@ func TestPoisonMessage(t *testing.T) {
 	if code := e.post(t, "/api/orders/poisoned/skip?seq=2", &skipped); code != 200 {
 		t.Fatalf("skip: %d %v", code, skipped)
 	}
-	v, _ = devhost.GetOrder(ctx, e.host.URL(), "poisoned")
+	v, _ = demo.GetOrder(ctx, e.host.URL(), "poisoned")
 	if v.AppliedSeq != 4 || v.Parked != 0 || v.Total != 12 || len(v.Rejected) != 1 || v.Rejected[0].Reason != convoy.ReasonSkipped {
 		t.Fatalf("after the skip: %+v", v)
 	}
@@ -445,7 +447,7 @@ func TestReplayAfterFix(t *testing.T) {
 	doc := genLedger(r, "L-replay", 12, []string{"replayed"}, true)
 	l, _ := ledger.Parse(doc, ledger.Limits{})
 	victim := convoy.MessageID(l.ID, 3) // seq 4 of the order
-	e.host.InjectFault(func(fn string, msgs []*devhost.Message) error {
+	e.host.InjectFault(func(fn string, msgs []*devbus.Message) error {
 		for _, m := range msgs {
 			if m.MessageID == victim {
 				return fmt.Errorf("injected: a dependency of %s is down", fn)
@@ -510,10 +512,10 @@ func TestConcurrentInvocationsOfOneSession(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	doc := genLedger(r, "L-race", 40, []string{"raced"}, true)
 	l, _ := ledger.Parse(doc, ledger.Limits{})
-	var msgs []*devhost.Message
+	var msgs []*devbus.Message
 	for i, entry := range l.Entries {
 		body, _ := convoy.EncodeBody(entry.Transaction)
-		msgs = append(msgs, &devhost.Message{SequenceNumber: int64(i + 1), MessageID: convoy.MessageID(l.ID, i), SessionID: "raced",
+		msgs = append(msgs, &devbus.Message{SequenceNumber: int64(i + 1), MessageID: convoy.MessageID(l.ID, i), SessionID: "raced",
 			ContentType: "application/json", Body: body, DeliveryCount: 1, EnqueuedTime: time.Now(),
 			Properties: map[string]any{"ledgerId": l.ID, "seq": int64(i + 1), "last": entry.Last}})
 	}
@@ -524,7 +526,7 @@ func TestConcurrentInvocationsOfOneSession(t *testing.T) {
 			defer wg.Done()
 			for i := range msgs {
 				m := msgs[(i+offset)%len(msgs)]
-				for e.host.Invoke(ctx, "OrderProcessor", []*devhost.Message{m}) != nil {
+				for e.host.Invoke(ctx, "OrderProcessor", []*devbus.Message{m}) != nil {
 					if ctx.Err() != nil {
 						return
 					}
@@ -533,7 +535,7 @@ func TestConcurrentInvocationsOfOneSession(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	var sent []devhost.Message
+	var sent []devbus.Message
 	for _, m := range msgs {
 		sent = append(sent, *m)
 	}

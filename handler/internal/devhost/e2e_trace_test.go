@@ -21,6 +21,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 )
 
@@ -172,7 +173,7 @@ func TestTraceFromLedgerToEveryApply(t *testing.T) {
 	}
 	doc := []byte(`{"ledgerId":"L-trace","transactions":[` + strings.Join(txs, ",") + `]}`)
 	victim := convoy.MessageID("L-trace", 5)
-	e.host.InjectFault(func(fn string, msgs []*devhost.Message) error {
+	e.host.InjectFault(func(fn string, msgs []*devbus.Message) error {
 		for _, m := range msgs {
 			if m.MessageID == victim {
 				return fmt.Errorf("injected: a dependency of %s is down", fn)

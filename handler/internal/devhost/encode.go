@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 )
 
 // The host's encoding of .NET values (docs/host-contract.md), written here
@@ -87,7 +89,7 @@ func raw(v any) json.RawMessage {
 
 // EncodeInvocation returns the body the host POSTs to /<f.Name> to deliver
 // msgs to a Service Bus trigger (msgs[0] alone unless f takes batches), at now.
-func EncodeInvocation(f Function, msgs []*Message, now time.Time) []byte {
+func EncodeInvocation(f Function, msgs []*devbus.Message, now time.Time) []byte {
 	if !f.Batch() {
 		return serviceBusSingle(f.Name, f.Trigger.Name, msgs[0], f.Trigger.IsSessionsEnabled, now)
 	}
@@ -115,15 +117,6 @@ func sessionLock(now time.Time) json.RawMessage {
 	return append(append([]byte(`{"SessionLockedUntil":`), netOffset(now.Add(time.Minute))...), '}')
 }
 
-// propertiesJSON is a message's application properties as JSON: an object,
-// empty if it has none.
-func propertiesJSON(props map[string]any) json.RawMessage {
-	if props == nil {
-		props = map[string]any{}
-	}
-	return raw(props)
-}
-
 // The metadata objects that carry nothing a handler can use.
 var (
 	emptyObject  = json.RawMessage(`{}`)
@@ -133,7 +126,7 @@ var (
 
 // serviceBusSingle encodes one message for a "cardinality": "one" trigger,
 // writing the body straight out (it is built for every delivery).
-func serviceBusSingle(fn, binding string, m *Message, sessions bool, now time.Time) []byte {
+func serviceBusSingle(fn, binding string, m *devbus.Message, sessions bool, now time.Time) []byte {
 	w := metadataWriter{b: make([]byte, 0, 1536+3*len(m.Body)), injected: bodyProperties(m.Body)}
 	w.b = append(w.b, `{"Data":{`...)
 	w.b = append(appendString(w.b, binding), ':')
@@ -151,10 +144,7 @@ func serviceBusSingle(fn, binding string, m *Message, sessions bool, now time.Ti
 	w.raw("DeliveryCount", netInt(int64(m.DeliveryCount)))
 	w.raw("LockToken", netString(uuid.NewString()))
 	w.raw("sys", sysMetadata(fn, now))
-	p := m.properties
-	if p == nil { // a Message the queue did not accept (tests)
-		p = propertiesJSON(m.Properties)
-	}
+	p := m.PropertiesJSON()
 	w.raw("ApplicationProperties", p)
 	w.raw("UserProperties", p)
 	for _, kv := range [][2]string{{"MessageId", m.MessageID}, {"ContentType", m.ContentType}, {"SessionId", m.SessionID}} {
@@ -276,7 +266,7 @@ func netBatchTime(t time.Time) string {
 }
 
 // serviceBusBatch encodes messages of one session for "cardinality": "many".
-func serviceBusBatch(fn, binding string, msgs []*Message, now time.Time) invocation {
+func serviceBusBatch(fn, binding string, msgs []*devbus.Message, now time.Time) invocation {
 	bodies := make([]string, len(msgs))
 	var sessionIDs, messageIDs, contentTypes, enqueued []string
 	var seqs, deliveries []int64

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 )
 
 // Body-property injection as the host does it (docs/host-contract.md; the host's
@@ -16,9 +18,9 @@ func TestBodyPropertyInjection(t *testing.T) {
 	t.Parallel()
 	f := Function{Name: "Fn", Trigger: Binding{Name: "message", IsSessionsEnabled: true}}
 	metadata := func(body string) map[string]json.RawMessage {
-		m := &Message{MessageID: "m-1", SessionID: "o-1", SequenceNumber: 7, DeliveryCount: 1, Body: []byte(body)}
+		m := &devbus.Message{MessageID: "m-1", SessionID: "o-1", SequenceNumber: 7, DeliveryCount: 1, Body: []byte(body)}
 		var inv struct{ Data, Metadata map[string]json.RawMessage }
-		if err := json.Unmarshal(EncodeInvocation(f, []*Message{m}, time.Now()), &inv); err != nil {
+		if err := json.Unmarshal(EncodeInvocation(f, []*devbus.Message{m}, time.Now()), &inv); err != nil {
 			t.Fatal(err)
 		}
 		if got, want := string(inv.Data["message"]), string(netString(body)); got != want {
@@ -62,7 +64,7 @@ func TestBodyPropertyInjection(t *testing.T) {
 func TestBatchEncoding(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2025, 1, 15, 10, 20, 30, 120_000_000, time.UTC)
-	msgs := []*Message{
+	msgs := []*devbus.Message{
 		{MessageID: "a", SessionID: "s", SequenceNumber: 17, DeliveryCount: 1, EnqueuedTime: at, Body: []byte(`{"x":1}`)},
 		{MessageID: "b", SessionID: "s", SequenceNumber: 18, DeliveryCount: 2, EnqueuedTime: at.Add(time.Second - 120_000_000), Body: []byte(`{"x":2}`)},
 	}

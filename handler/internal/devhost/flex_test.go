@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 )
 
@@ -113,7 +114,7 @@ func flexHost(t *testing.T, functionTimeout string, settings map[string]string, 
 		all[k] = v
 	}
 	opts := devhost.Options{AppDir: flexApp(t, functionTimeout), Settings: all, Log: log,
-		Queues: map[string]devhost.QueueProperties{"work": {MaxDeliveryCount: 100}}}
+		Queues: map[string]devbus.QueueProperties{"work": {MaxDeliveryCount: 100}}}
 	if edit != nil {
 		edit(&opts)
 	}
@@ -183,7 +184,7 @@ func TestFlexGroups(t *testing.T) {
 	if strings.Join(work.Functions(), ",") != "Work" || strings.Join(httpIn.Functions(), ",") != "Hello" || work.Group != "function:Work" {
 		t.Fatalf("functions: http %v, work %v (%s)", httpIn.Functions(), work.Functions(), work.Group)
 	}
-	h.Queue("work").Send([]devhost.Message{{MessageID: "m-1", Body: []byte(`{}`)}})
+	h.Queue("work").Send([]devbus.Message{{MessageID: "m-1", Body: []byte(`{}`)}})
 	answered := hello(t, h, 0)
 	waitFor(t, "Work call and Tick firing", 5*time.Second, func() bool {
 		s := log.String()
@@ -214,9 +215,9 @@ func TestFlexScaleOutAddsUp(t *testing.T) {
 	h, log := flexHost(t, "", map[string]string{"FAKE_WORK": "sleep:200"}, func(o *devhost.Options) {
 		o.MaxInstances, o.TimeScale = 4, 0.005 // scale-in after 1.5 s idle
 	})
-	var msgs []devhost.Message
+	var msgs []devbus.Message
 	for i := range 20 {
-		msgs = append(msgs, devhost.Message{MessageID: fmt.Sprintf("m-%d", i), Body: []byte(`{}`)})
+		msgs = append(msgs, devbus.Message{MessageID: fmt.Sprintf("m-%d", i), Body: []byte(`{}`)})
 	}
 	h.Queue("work").Send(msgs)
 	most := 0
@@ -252,7 +253,7 @@ func TestCrashBudgetTakesDownOnlyItsGroup(t *testing.T) {
 	h, _ := flexHost(t, "", map[string]string{"FAKE_WORK": "crash"}, func(o *devhost.Options) { o.RecycleDelay = 3 * time.Second })
 	httpIn, work := h.Group("http")[0], h.Group("function:Work")[0]
 	pid := httpIn.HandlerPID()
-	h.Queue("work").Send([]devhost.Message{{MessageID: "m-1", Body: []byte(`{}`)}})
+	h.Queue("work").Send([]devbus.Message{{MessageID: "m-1", Body: []byte(`{}`)}})
 	waitFor(t, "stop of Work's host", 10*time.Second, func() bool { return work.Stopped() != "" })
 	for range 3 {
 		if r := hello(t, h, 0); r.Status != 200 || r.PID != pid {

@@ -11,13 +11,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 )
 
 // Options configure a Host.
 type Options struct {
 	AppDir   string            // the staged app (make stage → dist/)
 	Settings map[string]string // app settings, as in local.settings.json Values
-	Queues   map[string]QueueProperties
+	Queues   map[string]devbus.QueueProperties
 	Port     int // front end port; 0 picks a free one
 	// ServiceBusPort is the emulated namespace's AMQP port (plain TCP, as
 	// the Service Bus emulator's); 0 picks a free one.
@@ -82,8 +84,8 @@ type Host struct {
 	opts      Options
 	quiet     bool // Options.Log discards: the handler's lines are not formatted
 	log       *log.Logger
-	queues    map[string]*Queue
-	bus       *Bus
+	queues    map[string]*devbus.Queue
+	bus       *devbus.Bus
 	telemetry *Telemetry
 	front     *http.Server
 	frontURL  string
@@ -102,7 +104,7 @@ type Host struct {
 	failures    atomic.Int64
 	calls       atomic.Int64 // invocations in progress
 	lockLosses  atomic.Int64
-	fault       atomic.Pointer[func(function string, msgs []*Message) error]
+	fault       atomic.Pointer[func(function string, msgs []*devbus.Message) error]
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -135,7 +137,7 @@ func Start(opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{opts: opts, quiet: quiet, log: log.New(opts.Log, "devhost: ", log.Ltime|log.Lmicroseconds), queues: map[string]*Queue{},
+	h := &Host{opts: opts, quiet: quiet, log: log.New(opts.Log, "devhost: ", log.Ltime|log.Lmicroseconds), queues: map[string]*devbus.Queue{},
 		httpFree: make(chan struct{})}
 	h.frontURL = "http://" + frontLn.Addr().String()
 	settings := map[string]string{}
@@ -160,7 +162,7 @@ func Start(opts Options) (*Host, error) {
 	for name, p := range opts.Queues {
 		p.LockDuration = h.scale(p.LockDuration)
 		p.DefaultMessageTimeToLive = h.scale(p.DefaultMessageTimeToLive)
-		h.queues[name] = NewQueue(name, p)
+		h.queues[name] = devbus.NewQueue(name, p)
 	}
 	for _, f := range h.app.Functions {
 		if f.Trigger.Type != "serviceBusTrigger" {
@@ -168,7 +170,7 @@ func Start(opts Options) (*Host, error) {
 		}
 		q := h.queues[f.Trigger.QueueName]
 		if q == nil {
-			q = NewQueue(f.Trigger.QueueName, QueueProperties{})
+			q = devbus.NewQueue(f.Trigger.QueueName, devbus.QueueProperties{})
 			h.queues[q.Name] = q
 		}
 		// As Service Bus would: a session receiver on a queue without
@@ -181,7 +183,7 @@ func Start(opts Options) (*Host, error) {
 	}
 	// The handler reaches the queues as it reaches Service Bus in Azure:
 	// azservicebus over AMQP, here to the emulated namespace.
-	if h.bus, err = StartBus(fmt.Sprintf("127.0.0.1:%d", opts.ServiceBusPort), h.queues, h.log); err != nil {
+	if h.bus, err = devbus.StartBus(fmt.Sprintf("127.0.0.1:%d", opts.ServiceBusPort), h.queues, h.log); err != nil {
 		frontLn.Close()
 		return nil, fmt.Errorf("the Service Bus emulation: %w", err)
 	}
@@ -272,10 +274,10 @@ func (h *Host) scale(d time.Duration) time.Duration {
 func (h *Host) URL() string { return h.frontURL }
 
 // Queue returns an emulated queue by name, or nil.
-func (h *Host) Queue(name string) *Queue { return h.queues[name] }
+func (h *Host) Queue(name string) *devbus.Queue { return h.queues[name] }
 
 // Bus is the emulated namespace's AMQP face.
-func (h *Host) Bus() *Bus { return h.bus }
+func (h *Host) Bus() *devbus.Bus { return h.bus }
 
 // ServiceBusConnectionString is what a Service Bus client connects to the
 // emulation with (the handler is given it as ServiceBusConnection).
@@ -383,7 +385,7 @@ func (h *Host) KillHandler() {
 // handler, whenever f returns an error (a broken dependency, a bad
 // deployment); nil clears it. Tests use it to dead-letter messages and then
 // fix the cause.
-func (h *Host) InjectFault(f func(function string, msgs []*Message) error) {
+func (h *Host) InjectFault(f func(function string, msgs []*devbus.Message) error) {
 	if f == nil {
 		h.fault.Store(nil)
 		return
@@ -394,7 +396,7 @@ func (h *Host) InjectFault(f func(function string, msgs []*Message) error) {
 // Invoke runs a Service Bus triggered function on msgs (one message, or a
 // batch for "cardinality": "many") on the first instance of its group and
 // reports success. Tests use it to make invocations of one session overlap.
-func (h *Host) Invoke(ctx context.Context, function string, msgs []*Message) error {
+func (h *Host) Invoke(ctx context.Context, function string, msgs []*devbus.Message) error {
 	g, f, err := h.groupOfFunction(function)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 )
 
@@ -108,7 +109,7 @@ func TestOperatorCommands(t *testing.T) {
 	// A poison message (permanent) and a transient failure, each order's seq 2.
 	e.poison(t, "poisoned")
 	waitDeadLettered("poisoned")
-	e.failSeqs(func(m *devhost.Message, seq int64) bool { return m.SessionID == "healable" && seq == 2 })
+	e.failSeqs(func(m *devbus.Message, seq int64) bool { return m.SessionID == "healable" && seq == 2 })
 	e.send(ctx, "orders",
 		rawOrderMessage("H:0", "healable", "H", 1, `{"transaction":{"orderId":"healable","op":"CreateOrder","currency":"EUR"}}`),
 		rawOrderMessage("H:1", "healable", "H", 2, `{"transaction":{"orderId":"healable","op":"AddTransaction","txId":"t-1","amount":7}}`),

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 )
 
 // queueRoutes: a read-only view of the emulated queues for a developer's
@@ -15,10 +17,7 @@ func (h *Host) queueRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /devhost/queues/{queue}/deadletter", h.peekDeadLetters)
 }
 
-// MaxMessageIDLength is Service Bus's limit on a MessageId.
-const MaxMessageIDLength = 128
-
-func (h *Host) queueFor(w http.ResponseWriter, r *http.Request) *Queue {
+func (h *Host) queueFor(w http.ResponseWriter, r *http.Request) *devbus.Queue {
 	q := h.queues[r.PathValue("queue")]
 	if q == nil {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no queue " + r.PathValue("queue")})
@@ -45,7 +44,7 @@ type DeadLetterView struct {
 	DeadLetterDescription string         `json:"deadLetterErrorDescription,omitempty"`
 }
 
-func viewDeadLetter(m Message) DeadLetterView {
+func viewDeadLetter(m devbus.Message) DeadLetterView {
 	return DeadLetterView{SequenceNumber: m.SequenceNumber, MessageID: m.MessageID, SessionID: m.SessionID,
 		ContentType: m.ContentType, ApplicationProperties: m.Properties, Body: string(m.Body), DeliveryCount: m.DeliveryCount,
 		DeadLetterReason: m.DeadLetterReason, DeadLetterDescription: m.DeadLetterDescription}

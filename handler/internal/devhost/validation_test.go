@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 )
 
@@ -130,12 +131,12 @@ func fakeHostWith(t *testing.T, mode, functionTimeout string, edit func(*devhost
 func fakeHostOpts(t *testing.T, mode, functionTimeout string, log *lockedBuffer, edit func(*devhost.Options), maxDelivery ...int) *devhost.Host {
 	t.Helper()
 	opts := devhost.Options{AppDir: fakeApp(t, functionTimeout), Settings: map[string]string{fakeHandlerMode: mode},
-		Queues: map[string]devhost.QueueProperties{"work": {MaxDeliveryCount: append(maxDelivery, 3)[0]}}, Log: log}
+		Queues: map[string]devbus.QueueProperties{"work": {MaxDeliveryCount: append(maxDelivery, 3)[0]}}, Log: log}
 	if edit != nil {
 		edit(&opts)
 	}
 	h := startLogged(t, opts, log)
-	h.Queue("work").Send([]devhost.Message{{MessageID: "m-1", Body: []byte(`{"a":1}`)}})
+	h.Queue("work").Send([]devbus.Message{{MessageID: "m-1", Body: []byte(`{"a":1}`)}})
 	return h
 }
 
@@ -175,7 +176,7 @@ func fakeApp(t *testing.T, functionTimeout string) string {
 }
 
 // drain waits until the queue is idle and returns its dead letters.
-func drain(t *testing.T, h *devhost.Host) []devhost.Message {
+func drain(t *testing.T, h *devhost.Host) []devbus.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -322,7 +323,7 @@ func TestTimeScale(t *testing.T) {
 	t.Parallel()
 	app := fakeApp(t, "")
 	h, err := devhost.Start(devhost.Options{AppDir: app, Settings: map[string]string{fakeHandlerMode: "good"}, TimeScale: 0.002,
-		Queues: map[string]devhost.QueueProperties{"work": {LockDuration: time.Minute, DefaultMessageTimeToLive: time.Hour}}})
+		Queues: map[string]devbus.QueueProperties{"work": {LockDuration: time.Minute, DefaultMessageTimeToLive: time.Hour}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/devhost/cmd/convoy-devhost/demo"
 )
 
 const usage = `usage: convoy-devhost COMMAND [flags]
@@ -86,7 +86,7 @@ func main() {
 	var err error
 	switch cmd {
 	case "demo":
-		err = demo(ctx, *app, *ledgers, *queues, *late, *logFile)
+		err = runDemo(ctx, *app, *ledgers, *queues, *late, *logFile)
 	case "run":
 		err = run(ctx, runOptions{app: *app, queues: *queues, settingsFile: *settingsFile, logFile: *logFile,
 			port: *port, sbPort: *sbPort, instances: *instances, scale: *scale})
@@ -101,7 +101,7 @@ func main() {
 	}
 }
 
-func demo(ctx context.Context, app, ledgers, queues, late, logFile string) error {
+func runDemo(ctx context.Context, app, ledgers, queues, late, logFile string) error {
 	log, err := os.Create(logFile)
 	if err != nil {
 		return err
@@ -109,7 +109,7 @@ func demo(ctx context.Context, app, ledgers, queues, late, logFile string) error
 	defer log.Close()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	err = devhost.RunDemo(ctx, devhost.DemoOptions{AppDir: app, LedgersDir: ledgers, QueueConfig: queues, Late: late, Out: os.Stdout, Log: log})
+	err = demo.Run(ctx, demo.Options{AppDir: app, LedgersDir: ledgers, QueueConfig: queues, Late: late, Out: os.Stdout, Log: log})
 	if err != nil {
 		return fmt.Errorf("%w\n(the emulation's and the handler's log: %s)", err, logFile)
 	}

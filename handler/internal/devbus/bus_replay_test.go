@@ -1,4 +1,4 @@
-package devhost_test
+package devbus_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
-	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/servicebus"
 )
@@ -26,10 +26,10 @@ import (
 
 // deadLetter dead-letters seq of order on q (one delivery allowed), as the
 // processor's failures do.
-func deadLetter(t *testing.T, ctx context.Context, q *devhost.Queue, order string, seq int64, body string) {
+func deadLetter(t *testing.T, ctx context.Context, q *devbus.Queue, order string, seq int64, body string) {
 	t.Helper()
 	id := fmt.Sprintf("L-%s:%d", order, seq)
-	if _, _, err := q.Send([]devhost.Message{{MessageID: id, SessionID: order, ContentType: "application/json",
+	if _, _, err := q.Send([]devbus.Message{{MessageID: id, SessionID: order, ContentType: "application/json",
 		Properties: map[string]any{convoy.PropSeq: seq, convoy.PropLedgerID: "L-" + order}, Body: []byte(body)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func replayOrder(t *testing.T, ctx context.Context, client *azservicebus.Client,
 
 // receivable reports the dead letters of q that no receiver holds: what
 // another reader can receive at once.
-func receivable(q *devhost.Queue) []devhost.LockedDeadLetter {
+func receivable(q *devbus.Queue) []devbus.LockedDeadLetter {
 	got := q.ReceiveDeadLetters(1000)
 	for _, m := range got {
 		_ = q.AbandonDeadLetter(m.SequenceNumber, m.LockToken)
@@ -88,7 +88,7 @@ func TestReplayReleasesOtherOrders(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true, RequiresDuplicateDetection: true, MaxDeliveryCount: 1}})
+	_, qs, client := startBus(t, map[string]devbus.QueueProperties{"orders": {RequiresSession: true, RequiresDuplicateDetection: true, MaxDeliveryCount: 1}})
 	q := qs["orders"]
 	deadLetter(t, ctx, q, "poison", 2, `{"transaction":{"orderId":"poison","op":"AddTransaction","txId":"t-1","amount":"a lot"}}`)
 	deadLetter(t, ctx, q, "transient", 2, `{"transaction":{"orderId":"transient","op":"AddTransaction","txId":"t-1","amount":5}}`)
@@ -131,7 +131,7 @@ func TestReplaysInARow(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true, RequiresDuplicateDetection: true, MaxDeliveryCount: 1}})
+	_, qs, client := startBus(t, map[string]devbus.QueueProperties{"orders": {RequiresSession: true, RequiresDuplicateDetection: true, MaxDeliveryCount: 1}})
 	q := qs["orders"]
 	for i := range 4 {
 		deadLetter(t, ctx, q, fmt.Sprintf("o-%d", i), 2, `{}`)

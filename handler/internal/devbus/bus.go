@@ -1,4 +1,4 @@
-package devhost
+package devbus
 
 import (
 	"bytes"
@@ -104,20 +104,6 @@ type Fault struct {
 	// com.microsoft:timeout) instead of serving it; $cbs still answers.
 	Condition amqp.Symbol
 }
-
-// Error conditions Service Bus uses (docs/host-contract.md, "Service Bus on the
-// wire"; the SDKs' error tables).
-const (
-	CondServerBusy          amqp.Symbol = "com.microsoft:server-busy"
-	CondTimeout             amqp.Symbol = "com.microsoft:timeout"
-	CondMessageLockLost     amqp.Symbol = "com.microsoft:message-lock-lost"
-	CondSessionLockLost     amqp.Symbol = "com.microsoft:session-lock-lost"
-	CondSessionCannotLock   amqp.Symbol = "com.microsoft:session-cannot-be-locked"
-	CondDeadLetter          amqp.Symbol = "com.microsoft:dead-letter"
-	CondArgumentOutOfRange  amqp.Symbol = "com.microsoft:argument-out-of-range"
-	CondMessageNotFound     amqp.Symbol = "com.microsoft:message-not-found"
-	CondEntityAlreadyExists amqp.Symbol = "com.microsoft:entity-already-exists"
-)
 
 // StartBus listens on addr ("127.0.0.1:0" picks a port) for the queues.
 func StartBus(addr string, queues map[string]*Queue, logger *log.Logger) (*Bus, error) {

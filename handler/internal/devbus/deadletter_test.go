@@ -1,4 +1,4 @@
-package devhost
+package devbus
 
 import (
 	"errors"

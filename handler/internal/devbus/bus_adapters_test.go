@@ -1,4 +1,4 @@
-package devhost_test
+package devbus_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
-	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/servicebus"
 )
 
@@ -22,13 +22,13 @@ import (
 // (FIFO per session, SessionId as the AMQP group-id), duplicate-detection.md,
 // service-bus-dead-letter-queues.md, message-browsing.md, service-bus-quotas.md.
 
-func startBus(t *testing.T, queues map[string]devhost.QueueProperties) (*devhost.Bus, map[string]*devhost.Queue, *azservicebus.Client) {
+func startBus(t *testing.T, queues map[string]devbus.QueueProperties) (*devbus.Bus, map[string]*devbus.Queue, *azservicebus.Client) {
 	t.Helper()
-	qs := map[string]*devhost.Queue{}
+	qs := map[string]*devbus.Queue{}
 	for name, p := range queues {
-		qs[name] = devhost.NewQueue(name, p)
+		qs[name] = devbus.NewQueue(name, p)
 	}
-	b, err := devhost.StartBus("127.0.0.1:0", qs, nil)
+	b, err := devbus.StartBus("127.0.0.1:0", qs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestSenderAdapter(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, _, client := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true, RequiresDuplicateDetection: true}})
+	_, _, client := startBus(t, map[string]devbus.QueueProperties{"orders": {RequiresSession: true, RequiresDuplicateDetection: true}})
 	sender, err := servicebus.NewSender(client, "orders")
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestSenderAdapter(t *testing.T) {
 		}
 		_ = r.Close(ctx)
 	}
-	err = sender.SendLedger(ctx, "L-huge", "s", []byte(strings.Repeat("x", devhost.MaxMessageBytes+1)))
+	err = sender.SendLedger(ctx, "L-huge", "s", []byte(strings.Repeat("x", devbus.MaxMessageBytes+1)))
 	if fault.CodeOf(err) != fault.TooLarge {
 		t.Fatalf("a ledger over the entity's size: %v, want TooLarge", err)
 	}
@@ -125,9 +125,9 @@ func TestDeadLetterAdapter(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
-	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true, MaxDeliveryCount: 2}})
+	_, qs, client := startBus(t, map[string]devbus.QueueProperties{"orders": {RequiresSession: true, MaxDeliveryCount: 2}})
 	q := qs["orders"]
-	if _, _, err := q.Send([]devhost.Message{{MessageID: "m1", SessionID: "o-1", Body: []byte("a"), Properties: map[string]any{"seq": int64(1)}},
+	if _, _, err := q.Send([]devbus.Message{{MessageID: "m1", SessionID: "o-1", Body: []byte("a"), Properties: map[string]any{"seq": int64(1)}},
 		{MessageID: "m2", SessionID: "o-2", Body: []byte("b"), Properties: map[string]any{"seq": int64(1)}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestDeadLetterAdapter(t *testing.T) {
 	}
 	defer dl.Close(ctx)
 	peeked, err := dl.Peek(ctx, 2, 10)
-	if err != nil || len(peeked) != 1 || peeked[0].MessageID != "m2" || peeked[0].Reason != devhost.ReasonMaxDelivery || peeked[0].Handle != nil {
+	if err != nil || len(peeked) != 1 || peeked[0].MessageID != "m2" || peeked[0].Reason != devbus.ReasonMaxDelivery || peeked[0].Handle != nil {
 		t.Fatalf("peek from 2: %+v, %v", peeked, err)
 	}
 	got, err := dl.Receive(ctx, 10)
@@ -193,9 +193,9 @@ func TestDeadLetterLockExpiry(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true, MaxDeliveryCount: 1, LockDuration: time.Second}})
+	_, qs, client := startBus(t, map[string]devbus.QueueProperties{"orders": {RequiresSession: true, MaxDeliveryCount: 1, LockDuration: time.Second}})
 	q := qs["orders"]
-	if _, _, err := q.Send([]devhost.Message{{MessageID: "m1", SessionID: "o-1", Body: []byte("a")}}); err != nil {
+	if _, _, err := q.Send([]devbus.Message{{MessageID: "m1", SessionID: "o-1", Body: []byte("a")}}); err != nil {
 		t.Fatal(err)
 	}
 	lock := q.AcceptSession(ctx, 0)
@@ -229,8 +229,8 @@ func TestWrongKeyRefused(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	b, _, _ := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true}})
-	wrong := strings.Replace(b.ConnectionString(), devhost.BusKey, "not-the-key", 1)
+	b, _, _ := startBus(t, map[string]devbus.QueueProperties{"orders": {RequiresSession: true}})
+	wrong := strings.Replace(b.ConnectionString(), devbus.BusKey, "not-the-key", 1)
 	c, err := azservicebus.NewClientFromConnectionString(wrong, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -254,9 +254,9 @@ func TestReceiveAndDelete(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"plain": {}})
+	_, qs, client := startBus(t, map[string]devbus.QueueProperties{"plain": {}})
 	q := qs["plain"]
-	if _, _, err := q.Send([]devhost.Message{{MessageID: "m1", Body: []byte("a")}, {MessageID: "m2", Body: []byte("b")}}); err != nil {
+	if _, _, err := q.Send([]devbus.Message{{MessageID: "m1", Body: []byte("a")}, {MessageID: "m2", Body: []byte("b")}}); err != nil {
 		t.Fatal(err)
 	}
 	rad, err := client.NewReceiverForQueue("plain", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})

@@ -1,4 +1,4 @@
-package devhost_test
+package devbus_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 )
 
 // Scheduled messages and the empty SessionId with the real azservicebus
@@ -29,7 +29,7 @@ func TestScheduledMessages(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"plain": {}})
+	_, qs, client := startBus(t, map[string]devbus.QueueProperties{"plain": {}})
 	q := qs["plain"]
 	s, err := client.NewSender("plain", nil)
 	if err != nil {
@@ -110,7 +110,7 @@ func TestScheduledMessagesOnASessionQueue(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	b, _, client := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true}})
+	b, _, client := startBus(t, map[string]devbus.QueueProperties{"orders": {RequiresSession: true}})
 	noRetry, err := azservicebus.NewClientFromConnectionString(b.ConnectionString(), &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +161,7 @@ func TestBlankSessionID(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true}})
+	_, qs, client := startBus(t, map[string]devbus.QueueProperties{"orders": {RequiresSession: true}})
 	s, err := client.NewSender("orders", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package devhost_test
+package devbus_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 )
 
 // Deferral with the real azservicebus client (default options), each
@@ -70,9 +70,9 @@ func TestDeferral(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"plain": {LockDuration: 5 * time.Second}})
+	_, qs, client := startBus(t, map[string]devbus.QueueProperties{"plain": {LockDuration: 5 * time.Second}})
 	q := qs["plain"]
-	if _, _, err := q.Send([]devhost.Message{{MessageID: "m1", Body: []byte("a")}, {MessageID: "m2", Body: []byte("b")}}); err != nil {
+	if _, _, err := q.Send([]devbus.Message{{MessageID: "m1", Body: []byte("a")}, {MessageID: "m2", Body: []byte("b")}}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := client.NewReceiverForQueue("plain", nil)
@@ -156,9 +156,9 @@ func TestDeferredDeadLetterAndReceiveAndDelete(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"plain": {LockDuration: 5 * time.Second}})
+	_, qs, client := startBus(t, map[string]devbus.QueueProperties{"plain": {LockDuration: 5 * time.Second}})
 	q := qs["plain"]
-	if _, _, err := q.Send([]devhost.Message{{MessageID: "m1", Body: []byte("a")}, {MessageID: "m2", Body: []byte("b")}}); err != nil {
+	if _, _, err := q.Send([]devbus.Message{{MessageID: "m1", Body: []byte("a")}, {MessageID: "m2", Body: []byte("b")}}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := client.NewReceiverForQueue("plain", nil)
@@ -209,9 +209,9 @@ func TestSessionDeferral(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true, LockDuration: 3 * time.Second}})
+	_, qs, client := startBus(t, map[string]devbus.QueueProperties{"orders": {RequiresSession: true, LockDuration: 3 * time.Second}})
 	q := qs["orders"]
-	if _, _, err := q.Send([]devhost.Message{
+	if _, _, err := q.Send([]devbus.Message{
 		{MessageID: "a1", SessionID: "o-a", Body: []byte("1")}, {MessageID: "a2", SessionID: "o-a", Body: []byte("2")},
 		{MessageID: "b1", SessionID: "o-b", Body: []byte("1")},
 	}); err != nil {

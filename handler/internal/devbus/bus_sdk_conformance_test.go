@@ -1,4 +1,4 @@
-package devhost_test
+package devbus_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/go-amqp"
 
-	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 )
 
 // TestSDKConformance holds the emulation to Service Bus with the real
@@ -43,7 +43,7 @@ import (
 const sbcLock = 5 * time.Second
 
 // sbcQueues are the queues of the suite, one (or two) per case.
-var sbcQueues = map[string]devhost.QueueProperties{
+var sbcQueues = map[string]devbus.QueueProperties{
 	"lock-link":      {LockDuration: sbcLock},
 	"lock-mgmt":      {LockDuration: sbcLock},
 	"lock-session":   {RequiresSession: true, LockDuration: sbcLock},
@@ -70,11 +70,11 @@ func TestSDKConformance(t *testing.T) {
 	// Most of its time is the SDK's back-off (a session lock lost: about
 	// 45 s of retries before CodeLockLost): it runs beside the other tests.
 	t.Parallel()
-	qs := map[string]*devhost.Queue{}
+	qs := map[string]*devbus.Queue{}
 	for name, p := range sbcQueues {
-		qs[name] = devhost.NewQueue(name, p)
+		qs[name] = devbus.NewQueue(name, p)
 	}
-	bus, err := devhost.StartBus("127.0.0.1:0", qs, nil)
+	bus, err := devbus.StartBus("127.0.0.1:0", qs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +445,7 @@ func TestSDKConformance(t *testing.T) {
 		// Signatures": the signature is an HMAC-SHA256 with the key.
 		t.Run("wrong key", func(t *testing.T) {
 			t.Parallel()
-			wrong := strings.Replace(cs, "SharedAccessKey="+devhost.BusKey, "SharedAccessKey=not-the-key", 1)
+			wrong := strings.Replace(cs, "SharedAccessKey="+devbus.BusKey, "SharedAccessKey=not-the-key", 1)
 			sbcRequireUnauthorized(t, wrong)
 		})
 		t.Run("expired SAS token", func(t *testing.T) {
@@ -459,7 +459,7 @@ func TestSDKConformance(t *testing.T) {
 		t.Run("SASL PLAIN with a wrong key", func(t *testing.T) {
 			t.Parallel()
 			ctx := sbcContext(t, 10*time.Second)
-			conn, err := amqp.Dial(ctx, "amqp://"+bus.Addr(), &amqp.ConnOptions{SASLType: amqp.SASLTypePlain(devhost.BusKeyName, "not-the-key")})
+			conn, err := amqp.Dial(ctx, "amqp://"+bus.Addr(), &amqp.ConnOptions{SASLType: amqp.SASLTypePlain(devbus.BusKeyName, "not-the-key")})
 			if err == nil {
 				_ = conn.Close()
 				t.Fatal("SASL PLAIN with a wrong key opened the connection")
@@ -915,10 +915,10 @@ func sbcRequireNotFound(t *testing.T, c *azservicebus.Client, queue, sub string)
 func sbcSASToken(addr string, until time.Time) string {
 	sr := url.QueryEscape("sb://" + addr + "/")
 	se := fmt.Sprint(until.Unix())
-	mac := hmac.New(sha256.New, []byte(devhost.BusKey))
+	mac := hmac.New(sha256.New, []byte(devbus.BusKey))
 	mac.Write([]byte(sr + "\n" + se))
 	sig := url.QueryEscape(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
-	return fmt.Sprintf("SharedAccessSignature sr=%s&sig=%s&se=%s&skn=%s", sr, sig, se, devhost.BusKeyName)
+	return fmt.Sprintf("SharedAccessSignature sr=%s&sig=%s&se=%s&skn=%s", sr, sig, se, devbus.BusKeyName)
 }
 
 func sbcSASConnectionString(addr string, until time.Time) string {

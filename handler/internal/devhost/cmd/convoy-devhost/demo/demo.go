@@ -1,4 +1,8 @@
-package devhost
+// Package demo is what `make demo` runs (convoy-devhost demo): the whole
+// pipeline on this machine, and the checks the end-to-end tests share with
+// it (an order as the handler answers it against the fold of its
+// transactions).
+package demo
 
 import (
 	"context"
@@ -21,14 +25,16 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/convoytest"
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
+	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/servicebus"
 	"github.com/convoy-dev/convoy/handler/settings"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
-// DemoOptions configure RunDemo.
-type DemoOptions struct {
+// Options configure Run.
+type Options struct {
 	AppDir      string    // staged app (dist/)
 	LedgersDir  string    // sample ledgers, published in name order
 	QueueConfig string    // infra/local/servicebus-emulator-config.json
@@ -37,18 +43,18 @@ type DemoOptions struct {
 	Log         io.Writer // the emulation's and the handler's log
 }
 
-// RunDemo runs the whole pipeline locally: Azurite, the host and queue
+// Run runs the whole pipeline locally: Azurite, the host and queue
 // emulation, the real handler; it publishes the sample ledgers, one pair out
 // of order, waits until everything is processed, prints every order and
 // checks it against the fold of its transactions in seq order.
-func RunDemo(ctx context.Context, o DemoOptions) error {
+func Run(ctx context.Context, o Options) error {
 	out := o.Out
 	files, _ := filepath.Glob(filepath.Join(o.LedgersDir, "*.json"))
 	sort.Strings(files)
 	if len(files) == 0 {
 		return fmt.Errorf("no ledgers in %s", o.LedgersDir)
 	}
-	queues, err := LoadQueueConfig(o.QueueConfig)
+	queues, err := devhost.LoadQueueConfig(o.QueueConfig)
 	if err != nil {
 		return err
 	}
@@ -59,7 +65,7 @@ func RunDemo(ctx context.Context, o DemoOptions) error {
 	defer az.Stop()
 	appSettings := map[string]string{"StateStorage": az.ConnectionString(), "AzureWebJobsStorage": az.ConnectionString(),
 		"OrdersQueueName": "orders", "LedgersQueueName": "ledgers", "LogLevel": "info"}
-	h, err := Start(Options{AppDir: o.AppDir, Settings: appSettings, Queues: queues, Log: o.Log})
+	h, err := devhost.Start(devhost.Options{AppDir: o.AppDir, Settings: appSettings, Queues: queues, Log: o.Log})
 	if err != nil {
 		return err
 	}
@@ -218,7 +224,7 @@ func showBlocked(ctx context.Context, out io.Writer, base string, ids []string) 
 // independent fold (package convoytest), never with convoy.Order itself. The
 // seqs are those the order messages actually carried (sent: the orders
 // queue's journal), since ledgers published concurrently allocate in any order.
-func ExpectedOrders(ledgers []*ledger.Ledger, sent []Message) (map[string]convoytest.Expected, error) {
+func ExpectedOrders(ledgers []*ledger.Ledger, sent []devbus.Message) (map[string]convoytest.Expected, error) {
 	entries := map[string]ledger.Entry{}
 	for _, l := range ledgers {
 		for i, e := range l.Entries {
@@ -256,7 +262,7 @@ func ExpectedOrders(ledgers []*ledger.Ledger, sent []Message) (map[string]convoy
 
 // report prints every order and compares it with the fold of its
 // transactions in seq order (ledgers in allocation order).
-func report(ctx context.Context, out io.Writer, h *Host, docs []*ledger.Ledger) error {
+func report(ctx context.Context, out io.Writer, h *devhost.Host, docs []*ledger.Ledger) error {
 	expected, err := ExpectedOrders(docs, h.Queue("orders").Sent())
 	if err != nil {
 		return err

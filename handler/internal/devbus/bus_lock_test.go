@@ -1,4 +1,4 @@
-package devhost_test
+package devbus_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/devbus"
 )
 
 // Lock expiry with the real azservicebus client and its default retry
@@ -72,12 +72,12 @@ func TestSessionLockExpiryOnEveryPath(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, qs, client := startBus(t, map[string]devhost.QueueProperties{"orders": {RequiresSession: true, LockDuration: shortLock}})
+	_, qs, client := startBus(t, map[string]devbus.QueueProperties{"orders": {RequiresSession: true, LockDuration: shortLock}})
 	q := qs["orders"]
 	names := slices.Sorted(maps.Keys(settleAll))
-	var msgs []devhost.Message
+	var msgs []devbus.Message
 	for _, name := range names {
-		msgs = append(msgs, devhost.Message{MessageID: name, SessionID: "o-1", Body: []byte(name)})
+		msgs = append(msgs, devbus.Message{MessageID: name, SessionID: "o-1", Body: []byte(name)})
 	}
 	if _, _, err := q.Send(msgs); err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestSessionLockExpiryOnEveryPath(t *testing.T) {
 		t.Fatalf("after settlements with a lost lock: %+v, want the %d messages still active", st, len(names))
 	}
 	for _, p := range q.Peek(0, 10, nil) {
-		if p.State != devhost.StateActive {
+		if p.State != devbus.StateActive {
 			t.Fatalf("after settlements with a lost lock, a peek finds %s in state %d, want active", p.MessageID, p.State)
 		}
 	}
@@ -148,9 +148,9 @@ func TestMessageLockExpiryOnEveryPath(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			_, qs, client := startBus(t, map[string]devhost.QueueProperties{"plain": {LockDuration: shortLock}})
+			_, qs, client := startBus(t, map[string]devbus.QueueProperties{"plain": {LockDuration: shortLock}})
 			q := qs["plain"]
-			if _, _, err := q.Send([]devhost.Message{{MessageID: "m1", Body: []byte("a")}, {MessageID: "m2", Body: []byte("b")}}); err != nil {
+			if _, _, err := q.Send([]devbus.Message{{MessageID: "m1", Body: []byte("a")}, {MessageID: "m2", Body: []byte("b")}}); err != nil {
 				t.Fatal(err)
 			}
 			r, err := client.NewReceiverForQueue("plain", nil)

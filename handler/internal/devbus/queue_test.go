@@ -1,4 +1,4 @@
-package devhost
+package devbus
 
 import (
 	"context"
@@ -198,22 +198,6 @@ func TestMessageLocksWithoutSessions(t *testing.T) {
 	}
 	if st := q.Stats(); st.Expired != 1 || st.Active != 1 {
 		t.Fatalf("stats %+v: want b expired alone, c waiting", st)
-	}
-}
-
-// TimeSpans as host.json writes them, the infinite one included.
-func TestTimeSpan(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]time.Duration{
-		"00:05:00": 5 * time.Minute, "1.02:00:00": 26 * time.Hour, "00:00:00.5": 500 * time.Millisecond,
-		"-00:00:00.0010000": -time.Millisecond,
-	} {
-		if got, err := timeSpan(in, 0); err != nil || got != want {
-			t.Errorf("timeSpan(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	if _, err := timeSpan("5 minutes", 0); err == nil {
-		t.Error("a bad TimeSpan was accepted")
 	}
 }
 
