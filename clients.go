@@ -20,53 +20,6 @@ import (
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
-// replayer replays dead letters with a fresh dead-letter source per run.
-type replayer struct {
-	c     *clients
-	queue string
-	opts  replay.Options
-}
-
-// newReplayer is the replayer of a user command: it reads the orders'
-// appliedSeq (to complete duplicates without re-sending them) when
-// StateStorage is set.
-func newReplayer(cfg settings.Settings, c *clients) replayer {
-	r := replayer{c: c, queue: cfg.OrdersQueue, opts: replay.Options{MaxScan: cfg.ReplayScanLimit}}
-	if c.tables != nil {
-		r.opts.Orders = c.orderStore(cfg.OrdersTable)
-	}
-	return r
-}
-
-// source opens a dead-letter source for one run; close releases it.
-func (r replayer) source() (src replay.Source, sender queueSender, close func(), err error) {
-	if sender, err = r.c.sender(r.queue); err != nil {
-		return nil, nil, nil, err
-	}
-	if src, close, err = r.c.deadLetters(r.queue); err != nil {
-		return nil, nil, nil, err
-	}
-	return src, sender, close, nil
-}
-
-func (r replayer) Replay(ctx context.Context, orderID string) (replay.Report, error) {
-	src, sender, close, err := r.source()
-	if err != nil {
-		return replay.Report{OrderID: orderID, Replayed: []replay.Replayed{}}, err
-	}
-	defer close()
-	return replay.Order(ctx, src, sender, orderID, r.opts)
-}
-
-func (r replayer) ReplayAll(ctx context.Context, max int, continuation string) (replay.Progress, error) {
-	src, sender, close, err := r.source()
-	if err != nil {
-		return replay.Progress{}, err
-	}
-	defer close()
-	return replay.All(ctx, src, sender, replay.AllOptions{Options: r.opts, Max: max, Continuation: continuation})
-}
-
 // queueSender is what the program sends with (servicebus.Sender).
 type queueSender interface {
 	convoy.Sender
@@ -89,13 +42,20 @@ type clients struct {
 	senders         map[string]queueSender
 }
 
-// deadLetters opens the dead-letter sub-queue of queue for one replay run.
-func (c *clients) deadLetters(queue string) (replay.Source, func(), error) {
-	dl, err := servicebus.NewDeadLetters(c.bus, queue)
-	if err != nil {
-		return nil, nil, err
+// deadLetters opens, for each replay run, the dead-letter sub-queue of
+// queue and a sender to it (operator.Opener, heal.Opener).
+func (c *clients) deadLetters(queue string) func() (replay.Source, convoy.Sender, func(), error) {
+	return func() (replay.Source, convoy.Sender, func(), error) {
+		sender, err := c.sender(queue)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		dl, err := servicebus.NewDeadLetters(c.bus, queue)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return dl, sender, func() { _ = dl.Close(context.Background()) }, nil
 	}
-	return dl, func() { _ = dl.Close(context.Background()) }, nil
 }
 
 func newClients(cfg settings.Settings) (*clients, error) {

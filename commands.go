@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -19,10 +18,10 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/operator"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/settings"
 	"github.com/convoy-dev/convoy/handler/tracing"
@@ -57,13 +56,13 @@ func publish(args []string) error {
 				}
 				// A trace of its own, as an upload without a traceparent
 				// starts one: every message sent carries its context.
-				ctx, span := handler.StartPublish(ctx, trace.SpanContext{}, "")
+				ctx, span := ledger.StartPublish(ctx, trace.SpanContext{}, "")
 				sum, err := pub.Publish(ctx, doc)
-				handler.EndPublish(span, sum, err)
+				ledger.EndPublish(span, sum, err)
 				if err != nil {
 					return describe(name, err)
 				}
-				return out.Encode(handler.Published{Summary: sum, TraceID: handler.TraceIDOf(ctx)})
+				return out.Encode(ledger.Published{Summary: sum, TraceID: ledger.TraceIDOf(ctx)})
 			}
 			// Validate here too: an invalid ledger is better refused now than recorded as rejected later.
 			l, err := ledger.Parse(doc, ledger.Limits{MaxTransactions: cfg.MaxTransactions, MaxMessageBytes: cfg.MaxMessageBytes})
@@ -77,16 +76,16 @@ func publish(args []string) error {
 			if checkErr != nil {
 				fmt.Fprintf(os.Stderr, "%s: warning: could not check ledger %s against the ledger records: %v\n", name, convoy.Quote(l.ID), checkErr)
 			}
-			d, err := decideQueued(l, rec, c.tables != nil, checkErr, time.Now())
+			d, err := ledger.DecideQueued(l, rec, c.tables != nil, checkErr, time.Now())
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			answer := map[string]any{"ledgerId": l.ID, "stream": l.Stream, "queue": cfg.LedgersQueue, "transactions": len(l.Entries),
-				"orders": len(l.Orders()), "bytes": len(doc), "outcome": d.outcome}
-			if d.note != "" {
-				answer["note"] = d.note
+				"orders": len(l.Orders()), "bytes": len(doc), "outcome": d.Outcome}
+			if d.Note != "" {
+				answer["note"] = d.Note
 			}
-			if d.send {
+			if d.Send {
 				sender, err := c.sender(cfg.LedgersQueue)
 				if err != nil {
 					return err
@@ -105,72 +104,10 @@ func publish(args []string) error {
 				if err != nil {
 					return describe(name, err)
 				}
-				answer["traceId"] = handler.TraceIDOf(ctx)
+				answer["traceId"] = ledger.TraceIDOf(ctx)
 			}
 			return out.Encode(answer)
 		})
-}
-
-// ledgersDuplicateWindow is the ledgers queue's
-// duplicateDetectionHistoryTimeWindow as deployed (infra/modules/servicebus.bicep)
-// and emulated (infra/local/servicebus-emulator-config.json): Service Bus
-// drops, without a word to the sender, a message whose MessageId it
-// accepted within this window. A ledger's MessageId is its ledgerId.
-const ledgersDuplicateWindow = 10 * time.Minute
-
-// queued is what publish does with a ledger bound for the ledgers queue.
-type queued struct {
-	send    bool
-	outcome string // "sent" or "already published"
-	note    string // what the queue and LedgerIngest will do with it
-}
-
-// decideQueued decides, from the ledger's record (nil: none; checked: the
-// records could be read, checkErr why not), whether to send a valid ledger
-// to the ledgers queue, and what to say. The same ledgerId with other
-// content is refused, as an upload is with 409: within the window the queue
-// would drop it, after it LedgerIngest would reject it. The same content
-// already published is not sent again. A ledger whose id was rejected
-// less than a window ago is refused too: the queue would drop it.
-func decideQueued(l *ledger.Ledger, rec *ledger.Record, checked bool, checkErr error, now time.Time) (queued, error) {
-	id := convoy.Quote(l.ID)
-	window := fmt.Sprintf("its duplicate-detection window (%s, as deployed)", minutes(ledgersDuplicateWindow))
-	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-	// Each note is one line: what happens to this copy.
-	dropped := fmt.Sprintf("the queue drops this copy if ledger %s was sent in the last %s", id, minutes(ledgersDuplicateWindow))
-	switch {
-	case !checked:
-		return queued{send: true, outcome: "sent", note: "not checked against earlier publishes (StateStorage is not set): " + dropped}, nil
-	case checkErr != nil:
-		return queued{send: true, outcome: "sent", note: "not checked against earlier publishes (" + checkErr.Error() + "): " + dropped}, nil
-	case rec == nil:
-		return queued{send: true, outcome: "sent"}, nil
-	case rec.Status == ledger.StatusRejected:
-		if until := rec.UpdatedAt.Add(ledgersDuplicateWindow); now.Before(until) {
-			return queued{}, fmt.Errorf("ledger %s was rejected at %s, less than the ledgers queue's duplicate-detection window (%s) ago, "+
-				"so the queue would drop this one as a duplicate of that message (MessageId = ledgerId): not sent. "+
-				"Publish it again after %s, or now with --direct or an upload (POST /api/ledgers), which take the place of a rejected ledger",
-				id, at(rec.UpdatedAt), minutes(ledgersDuplicateWindow), at(until))
-		}
-		return queued{send: true, outcome: "sent", note: fmt.Sprintf("it takes the place of the ledger rejected under this id at %s", at(rec.UpdatedAt))}, nil
-	case !l.SameContent(rec.Hash):
-		return queued{}, fmt.Errorf("ledger %s was already received with other content (recorded %s at %s): not sent. "+
-			"The ledgers queue would drop it as a duplicate (MessageId = ledgerId) within %s, and LedgerIngest would reject it after that, "+
-			"as an upload is refused with 409: give the changed ledger a new ledgerId", id, rec.Status, at(rec.UpdatedAt), window)
-	case rec.Status == ledger.StatusPublished:
-		return queued{outcome: ledger.OutcomeAlreadyPublished, note: fmt.Sprintf("already published at %s: not sent again", at(rec.UpdatedAt))}, nil
-	default: // publishing: a delivery is de-batching it, or failed part-way
-		return queued{send: true, outcome: "sent", note: fmt.Sprintf("being published (%d sent, the last at %s): this copy resumes it, unless the first was sent "+
-			"in the last %s (then that one resumes)", rec.Sent, at(rec.UpdatedAt), minutes(ledgersDuplicateWindow))}, nil
-	}
-}
-
-// minutes writes a whole number of minutes as "10 minutes", anything else as a Duration.
-func minutes(d time.Duration) string {
-	if d%time.Minute == 0 {
-		return fmt.Sprintf("%d minutes", d/time.Minute)
-	}
-	return d.String()
 }
 
 func replayOrders(args []string) error {
@@ -199,7 +136,7 @@ func replayOrders(args []string) error {
 		return usageErrorf("replay", "name at least one order id, or --all")
 	}
 	for _, id := range fs.Args() {
-		if err := handler.CheckOrderID(id); err != nil {
+		if err := operator.CheckOrderID(id); err != nil {
 			return usageErrorf("replay", "%s", fault.MessageOf(err))
 		}
 	}
@@ -209,13 +146,13 @@ func replayOrders(args []string) error {
 			if err != nil {
 				return err
 			}
-			// The HTTP function's code and answer (handler.ReplayOrder,
-			// ReplayAnswer): the body printed is the one it would answer.
+			// The HTTP function's code and answer (operator.ReplayOrder,
+			// AnswerOf): the body printed is the one it would answer.
 			done := sayWhileWaiting(fmt.Sprintf("%s: reading the dead letters of queue %s", id, cfg.OrdersQueue))
-			rep, err := handler.ReplayOrder(ctx, r, id)
+			rep, err := operator.ReplayOrder(ctx, r, id)
 			done()
-			status, _ := handler.ReplayAnswer(rep, err)
-			_ = out.Encode(answerBody(rep, status, err))
+			a := operator.AnswerOf(rep, rep.Incomplete, err)
+			_ = out.Encode(a.Body(fault.MessageOf))
 			if len(rep.Left) > 0 {
 				fmt.Fprintf(os.Stderr, "%s: %d dead letter(s) left dead-lettered (a permanent cause: re-sent, they would be dead-lettered again):\n", id, len(rep.Left))
 				for _, l := range rep.Left {
@@ -223,38 +160,28 @@ func replayOrders(args []string) error {
 				}
 				fmt.Fprintf(os.Stderr, "  skip the order's missing seq instead: convoy skip %s <missing seq> (GET /api/orders?blocked=true names it)\n", id)
 			}
-			switch {
-			case err != nil:
+			switch a.Outcome {
+			case operator.Failed:
 				return describe(id, err)
-			case status != http.StatusOK:
-				return fmt.Errorf("%s: incomplete (as HTTP %d): %s", id, status, rep.Incomplete.Reason)
+			case operator.LockedElsewhere, operator.ScanLimitReached:
+				return fmt.Errorf("%s: %s: %s", id, incompleteAs[a.Outcome], a.Reason)
 			}
 			return nil
 		}, fs.Args()...)
 }
 
-// answerBody is the JSON body ReplayOrder answers with (without its
-// headers): the report, with "error" beside it when the status is not 200.
-func answerBody(rep handler.OrderReplay, status int, err error) any {
-	if status == http.StatusOK {
-		return rep
-	}
-	body := map[string]any{}
-	raw, _ := json.Marshal(rep)
-	_ = json.Unmarshal(raw, &body)
-	switch {
-	case err != nil:
-		body["error"] = fault.MessageOf(err)
-	case rep.Incomplete != nil:
-		body["error"] = rep.Incomplete.Reason
-	}
-	return body
+// incompleteAs is how `convoy replay` names an incomplete replay: as the
+// HTTP function answers it (docs/operations.md), in the words its users
+// know, which the output has always used.
+var incompleteAs = map[operator.Outcome]string{
+	operator.LockedElsewhere:  "incomplete (as HTTP 503)",
+	operator.ScanLimitReached: "incomplete (as HTTP 409)",
 }
 
 // replayNeedsStorage is why a replay refuses to run without StateStorage.
 const replayNeedsStorage = "a replay reads each order's appliedSeq there, so that a dead letter already applied or skipped is completed, not re-sent"
 
-// skipGap is `convoy skip ORDERID SEQ`: SkipGap's code (handler.SkipGap) on
+// skipGap is `convoy skip ORDERID SEQ`: SkipGap's code (operator.SkipGap) on
 // the processor serve builds, against the orders table. It needs
 // StateStorage only.
 func skipGap(args []string) error {
@@ -267,7 +194,7 @@ func skipGap(args []string) error {
 		return usageErrorf("skip", "skip takes an order id and a seq (got %d argument(s))", fs.NArg())
 	}
 	id, seq := fs.Arg(0), fs.Arg(1)
-	if err := handler.CheckOrderID(id); err != nil {
+	if err := operator.CheckOrderID(id); err != nil {
 		return usageErrorf("skip", "%s", fault.MessageOf(err))
 	}
 	if n, err := strconv.ParseInt(seq, 10, 64); err != nil || n < 1 {
@@ -288,7 +215,7 @@ func skipGap(args []string) error {
 	defer c.close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	res, err := handler.SkipGap(ctx, operatorProcessor(cfg, c), id, seq)
+	res, err := operator.SkipGap(ctx, operatorProcessor(cfg, c), id, seq)
 	if err != nil {
 		return describe(id, err)
 	}
@@ -296,11 +223,9 @@ func skipGap(args []string) error {
 	// as the HTTP skip does (it would keep alerting as a permanent cause).
 	if hasServiceBus(lookup) {
 		if r, err := operatorReplayer(cfg, c); err == nil {
-			sctx, cancel := context.WithTimeout(ctx, handler.SkipSettleDeadline)
 			done := sayWhileWaiting(fmt.Sprintf("%s: seq %d skipped; looking for its dead letter in queue %s to complete it", id, res.Skipped, cfg.OrdersQueue))
-			handler.SettleSkipped(sctx, r, &res)
+			operator.SettleSkipped(ctx, r, &res)
 			done()
-			cancel()
 		}
 	}
 	return json.NewEncoder(os.Stdout).Encode(res)
@@ -372,11 +297,12 @@ func replayAll(fs *flag.FlagSet, max int) error {
 	const lockWaits, lockWait = 12, 10 * time.Second
 	return userCommand(fs, nil, "", func() string { return replayNeedsStorage },
 		func(ctx context.Context, cfg settings.Settings, c *clients, _ string, out *json.Encoder) error {
-			r := newReplayer(cfg, c)
+			r := allReplayer(cfg, c)
 			token, waits := "", 0
 			for {
 				p, err := r.ReplayAll(ctx, max, token)
-				if err != nil {
+				a := operator.AnswerOf(p, p.Incomplete, err)
+				if a.Outcome == operator.Failed {
 					_ = out.Encode(p)
 					return describe("replay --all", err)
 				}
@@ -385,17 +311,17 @@ func replayAll(fs *flag.FlagSet, max int) error {
 				switch {
 				case p.Done:
 					return out.Encode(p)
-				case p.Incomplete != nil && p.Incomplete.LockedElsewhere() && waits < lockWaits:
+				case a.Outcome == operator.LockedElsewhere && waits < lockWaits:
 					waits++
-					fmt.Fprintf(os.Stderr, "replay --all: %s; waiting %s\n", p.Incomplete.Reason, lockWait)
+					fmt.Fprintf(os.Stderr, "replay --all: %s; waiting %s\n", a.Reason, lockWait)
 					select {
 					case <-ctx.Done():
 						return ctx.Err()
 					case <-time.After(lockWait):
 					}
-				case p.Incomplete != nil:
+				case a.Outcome != operator.Complete:
 					_ = out.Encode(p)
-					return fmt.Errorf("replay --all: incomplete: %s", p.Incomplete.Reason)
+					return fmt.Errorf("replay --all: incomplete: %s", a.Reason)
 				default:
 					waits = 0
 				}

@@ -20,6 +20,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/heal"
+	"github.com/convoy-dev/convoy/handler/operator"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/settings"
 	"github.com/convoy-dev/convoy/handler/tablestore"
@@ -129,18 +130,16 @@ func newServer(cfg settings.Settings, c *clients, log *slog.Logger) (*echo.Echo,
 	if err != nil {
 		return nil, err
 	}
-	operator := c.operatorStore(cfg.OrdersTable)
-	rep := replayer{c: c, queue: cfg.OrdersQueue, opts: replay.Options{MaxScan: cfg.ReplayScanLimit, Orders: operator}}
+	orders := c.operatorStore(cfg.OrdersTable)
+	open := c.deadLetters(cfg.OrdersQueue)
+	rep := operator.QueueReplayer{Open: open, Options: replay.Options{MaxScan: cfg.ReplayScanLimit, Orders: orders}}
 	ar := cfg.AutoReplay
 	ledgers := c.operatorLedgers(cfg.LedgersTable)
-	healer := heal.New(operator, operator, operator, func() (replay.Source, convoy.Sender, func(), error) {
-		src, sender, close, err := rep.source()
-		return src, sender, close, err
-	}, heal.Options{Disabled: !ar.Enabled, BackoffBase: ar.BackoffBase, BackoffMax: ar.BackoffMax, BreakerBase: ar.BreakerBase,
+	healer := heal.New(orders, orders, orders, open, heal.Options{Disabled: !ar.Enabled, BackoffBase: ar.BackoffBase, BackoffMax: ar.BackoffMax, BreakerBase: ar.BreakerBase,
 		MaxOrders: ar.MaxOrders, MaxScan: cfg.ReplayScanLimit,
 		PeekTimeout: handler.DeadLetterPeekDeadline, PassTimeout: handler.AutoReplayPassDeadline,
 		Active: ledgers, LagWindow: cfg.LagWindow, LagPerRun: cfg.LagPerRun, BlockedPerRun: ar.BlockedPerRun, Resume: processor.Resume})
-	return handler.New(handler.Deps{Processor: processor, Orders: operator, Ledgers: publisher, Blocked: operator,
+	return handler.New(handler.Deps{Processor: processor, Orders: orders, Ledgers: publisher, Blocked: orders,
 		Replay: rep, Heal: healer, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes,
 		Allocations: ledgers, LagWindow: cfg.LagWindow}), nil
 }

@@ -36,10 +36,6 @@ const (
 	// runs on the processor's store (tablestore.ProcessorRetry, under the
 	// order's lock); this deadline alone bounds it.
 	SkipDeadline = 5 * time.Second
-	// SkipSettleDeadline bounds what follows a skip that succeeded: one
-	// scan of the dead-letter queue for the skipped seq's dead letter, whose
-	// last receive waits about 5 s for more (SettleSkipped).
-	SkipSettleDeadline = 15 * time.Second
 	// ReplayDeadline: ReplayOrder and ReplayDeadLetters (a few seconds per
 	// hundred dead letters re-sent, plus a 5 s wait for the last receive).
 	ReplayDeadline = 60 * time.Second

@@ -6,10 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/invocation"
 	"github.com/convoy-dev/convoy/handler/ledger"
@@ -52,9 +48,9 @@ func (s *server) ingestOne(ctx context.Context, c *call, m invocation.Message) (
 	for _, p := range tc.Problems {
 		c.outcome(slog.LevelWarn, "trace context ignored", "stream", m.SessionID, "messageId", m.MessageID, "problem", p)
 	}
-	ctx, span := StartPublish(ctx, tc.SpanContext, c.invocationID())
+	ctx, span := ledger.StartPublish(ctx, tc.SpanContext, c.invocationID())
 	var sum ledger.Summary
-	defer func() { EndPublish(span, sum, err) }()
+	defer func() { ledger.EndPublish(span, sum, err) }()
 	ids := func() []any {
 		sc := span.SpanContext()
 		return []any{"traceId", sc.TraceID().String(), "spanId", sc.SpanID().String()}
@@ -80,51 +76,6 @@ func (s *server) ingestOne(ctx context.Context, c *call, m invocation.Message) (
 	return nil
 }
 
-// StartPublish starts a ledger's publish span under parent (none: a new
-// trace): LedgerIngest, LedgerUpload and `convoy publish --direct` (no
-// invocation id) alike; EndPublish ends it with what was published.
-func StartPublish(ctx context.Context, parent trace.SpanContext, invocationID string) (context.Context, trace.Span) {
-	ctx, span := tracing.Start(ctx, "publish ledger", parent, trace.WithSpanKind(trace.SpanKindProducer))
-	if span.IsRecording() {
-		span.SetAttributes(attribute.String("messaging.system", "servicebus"), attribute.String("messaging.operation.type", "send"))
-		if invocationID != "" {
-			span.SetAttributes(attribute.String("faas.invocation_id", invocationID))
-		}
-	}
-	return ctx, span
-}
-
-// Published is a publish's answer: what was published, and the trace id of
-// the ledger's trace (the spans' trace id, the Application Insights
-// operation id, the traceId of every log line about its messages), so that
-// whoever published it can look it up.
-type Published struct {
-	ledger.Summary
-	TraceID string `json:"traceId"`
-}
-
-// TraceIDOf is the trace id of the span in ctx ("" when none).
-func TraceIDOf(ctx context.Context) string {
-	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
-		return sc.TraceID().String()
-	}
-	return ""
-}
-
-// EndPublish ends a span StartPublish started.
-func EndPublish(span trace.Span, sum ledger.Summary, err error) {
-	if !span.IsRecording() {
-		return
-	}
-	span.SetAttributes(attribute.String("convoy.ledger_id", sum.LedgerID), attribute.String("convoy.outcome", sum.Outcome),
-		attribute.Int("convoy.transactions", sum.Transactions), attribute.Int("convoy.orders", sum.Orders),
-		attribute.Int("messaging.batch.message_count", sum.Messages))
-	if err != nil {
-		span.SetStatus(codes.Error, fault.MessageOf(err))
-	}
-	span.End()
-}
-
 // uploadLedger is LedgerUpload: POST /api/ledgers. 202 when the ledger was
 // published now, 200 when it had been already; 400 with every problem, 409
 // when its id was used for other content, 413 too large, 503 retry later.
@@ -140,10 +91,10 @@ func (s *server) uploadLedger(ctx context.Context, r httpRequest) (int, any, err
 		s.Logger.Warn("trace context ignored", "function", FnLedgerUpload, "invocationId", r.Header.Get("X-Azure-Functions-InvocationId"), "problem", p)
 	}
 	invocationID := r.Header.Get("X-Azure-Functions-InvocationId")
-	ctx, span := StartPublish(ctx, tc.SpanContext, invocationID)
+	ctx, span := ledger.StartPublish(ctx, tc.SpanContext, invocationID)
 	sum, err := s.Ledgers.Publish(ctx, r.Body)
-	EndPublish(span, sum, err)
-	traceID := TraceIDOf(ctx)
+	ledger.EndPublish(span, sum, err)
+	traceID := ledger.TraceIDOf(ctx)
 	if err != nil {
 		s.Logger.Warn("ledger upload failed", "function", FnLedgerUpload, "invocationId", invocationID, "error", fault.MessageOf(err), "traceId", traceID)
 		return 0, nil, err
@@ -154,5 +105,5 @@ func (s *server) uploadLedger(ctx context.Context, r httpRequest) (int, any, err
 	if sum.Outcome == ledger.OutcomeAlreadyPublished {
 		status = http.StatusOK
 	}
-	return status, Published{Summary: sum, TraceID: traceID}, nil
+	return status, ledger.Published{Summary: sum, TraceID: traceID}, nil
 }

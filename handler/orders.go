@@ -13,6 +13,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/invocation"
+	"github.com/convoy-dev/convoy/handler/operator"
 )
 
 // processOrders is OrderProcessor: one message ("cardinality": "one") or a
@@ -167,8 +168,8 @@ func orderMessage(m invocation.Message) (convoy.Message, error) {
 // answer when more follow, to pass back for the next page.
 func (s *server) orderStatus(ctx context.Context, r httpRequest) (int, any, error) {
 	id := r.Params["orderId"]
-	if why := convoy.CheckID(id); why != "" {
-		return 0, nil, &fault.Error{Code: fault.Invalid, Message: "orderId " + why}
+	if err := operator.CheckOrderID(id); err != nil {
+		return 0, nil, err
 	}
 	size, token, err := historyParams(r.Query)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/operator"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -37,7 +38,7 @@ func (f fakeReplayer) ReplayAll(_ context.Context, _ int, token string) (replay.
 	return f.progress, nil
 }
 
-func serveReplay(t *testing.T, r handler.Replayer, method, path string) *httptest.ResponseRecorder {
+func serveReplay(t *testing.T, r operator.Replayer, method, path string) *httptest.ResponseRecorder {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	handler.New(handler.Deps{Replay: r}).ServeHTTP(rec, httptest.NewRequest(method, path, nil))

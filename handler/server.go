@@ -19,7 +19,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
-	"github.com/convoy-dev/convoy/handler/settings"
+	"github.com/convoy-dev/convoy/handler/operator"
 )
 
 // Function names: folder names under functions/, and so invocation routes.
@@ -56,10 +56,10 @@ type Deps struct {
 	Orders          OrderReader
 	Ledgers         LedgerPublisher
 	Blocked         convoy.BlockedIndex
-	Replay          Replayer
+	Replay          operator.Replayer
 	Heal            Healer // automatic replay, the summary, the blocked orders' causes (optional)
 	Logger          *slog.Logger
-	MaxRequestBytes int64 // default 64 MiB
+	MaxRequestBytes int64 // default DefaultMaxRequestBytes
 	// Allocations reads what publishing allocated to an order (the ledgers
 	// table), for the lag OrderStatus shows; nil: the lag says it is unknown.
 	Allocations convoy.Allocations
@@ -68,6 +68,13 @@ type Deps struct {
 	// deadlines.go's, which serve uses).
 	Deadlines map[string]time.Duration
 }
+
+// DefaultMaxRequestBytes bounds a request's body when Deps does not (the
+// setting MaxRequestBytes): an uploaded ledger is held in memory while it is
+// published (the live heap peaks at under twice its size,
+// docs/performance.md), and 64 MiB keeps that well within a 2,048 MB Flex
+// Consumption instance; larger ledgers go through `convoy publish --direct`.
+const DefaultMaxRequestBytes = 64 << 20
 
 type server struct {
 	Deps
@@ -79,7 +86,7 @@ func New(d Deps) *echo.Echo {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
 	if d.MaxRequestBytes <= 0 {
-		d.MaxRequestBytes = settings.DefaultMaxRequestBytes
+		d.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	if d.LagWindow <= 0 {
 		d.LagWindow = convoy.DefaultLagWindow

@@ -37,7 +37,7 @@ type fixture struct {
 	replayed []string
 }
 
-// replayFunc adapts a function to handler.Replayer.
+// replayFunc adapts a function to operator.Replayer.
 type replayFunc func(ctx context.Context, orderID string) (replay.Report, error)
 
 func (f replayFunc) Replay(ctx context.Context, orderID string) (replay.Report, error) {

@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/internal/convoytest"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/operator"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -506,7 +506,7 @@ func (w *world) skipOrder(ctx context.Context, inst int, orderID string) {
 // skip is SkipGap's code path: the skip, then its dead letter settled.
 func (w *world) skip(ctx context.Context, inst int, orderID string, seq int64) {
 	w.st.skips++
-	res, err := handler.SkipGap(ctx, w.procs[inst], orderID, strconv.FormatInt(seq, 10))
+	res, err := operator.SkipGap(ctx, w.procs[inst], orderID, strconv.FormatInt(seq, 10))
 	if err != nil {
 		if fault.CodeOf(err) == fault.Conflict {
 			w.st.skipsRefused++
@@ -517,7 +517,11 @@ func (w *world) skip(ctx context.Context, inst int, orderID string, seq int64) {
 		w.note("instance %d: skip %s seq %d: %v", inst, orderID, seq, err)
 		return
 	}
-	handler.SettleSkipped(ctx, settler{w}, &res)
+	// The program's settler, on this world's dead-letter queue and store.
+	settler := operator.QueueReplayer{Options: replay.Options{Orders: w.store}, Open: func() (replay.Source, convoy.Sender, func(), error) {
+		return w.dlq.reader(), sender{w}, func() {}, nil
+	}}
+	operator.SettleSkipped(ctx, settler, &res)
 	w.note("instance %d: skipped %s seq %d (earlier %v, drained %v, draining %q, dead letter %+v)", inst, orderID, seq,
 		res.SkippedEarlier, res.Drained, res.Draining, res.DeadLetter)
 }
@@ -922,16 +926,4 @@ func (s sender) SendBatch(_ context.Context, b convoy.Batch) error {
 		s.w.queue = append(s.w.queue, &delivery{m: m})
 	}
 	return nil
-}
-
-// settler settles a skipped seq's dead letter as the program's replayer
-// does (operator.go, SettleSkipped): replay.Order choosing that seq only,
-// which the order now counts as applied, so it is completed as a duplicate.
-type settler struct{ w *world }
-
-func (s settler) SettleSkipped(ctx context.Context, orderID string, seq int64) (replay.Report, error) {
-	return replay.Order(ctx, s.w.dlq.reader(), sender(s), orderID, replay.Options{Orders: s.w.store, Select: func(d replay.DeadLetter) bool {
-		n, ok := convoy.IntProperty(d.Properties[convoy.PropSeq])
-		return ok && n == seq
-	}})
 }
