@@ -1,7 +1,7 @@
 // Package amqp is a small AMQP 1.0 codec and server-side connection engine,
 // written from the OASIS AMQP 1.0 specification (parts 1, 2, 3 and 5: types,
 // transport, messaging, SASL). It knows nothing of Service Bus: the local
-// emulation (handler/internal/devhost) gives the links their meaning.
+// emulation (handler/internal/devbus) gives the links their meaning.
 //
 // Values decode to Go types: null → nil, boolean → bool, ubyte/ushort/uint/
 // ulong → uint8/uint16/uint32/uint64, byte/short/int/long → int8/int16/int32/
