@@ -27,8 +27,9 @@ import (
 // to the Service Bus emulator (UseDevelopmentEmulator=true). Behind it are
 // the same queues the emulated trigger reads. What it does, and where each
 // behaviour comes from, is in docs/host-contract.md ("Service Bus on the
-// wire"); bus_links.go holds the links, bus_management.go the $cbs and
-// $management nodes.
+// wire"); bus_links.go attaches the links (bus_receive.go and bus_settle.go
+// the receivers, bus_messages.go the messages on the wire), bus_management.go
+// serves the $cbs and $management nodes.
 type Bus struct {
 	queues  map[string]*Queue // by lower-case name: entity names are case-insensitive
 	keyName string

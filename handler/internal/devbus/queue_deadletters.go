@@ -1,5 +1,7 @@
 package devbus
 
+// A queue's dead-letter sub-queue.
+
 import (
 	"sort"
 	"time"

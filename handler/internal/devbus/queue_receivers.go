@@ -9,8 +9,9 @@ import (
 )
 
 // What a receiver other than the emulated trigger does with the queue: the
-// AMQP face's session and queue receivers (amqp_bus.go). Service Bus
-// semantics from the SDKs' source and the docs: a session receiver holds
+// AMQP face's session and queue receivers (bus_receive.go,
+// bus_management.go). Service Bus semantics from the SDKs' source and the
+// docs: a session receiver holds
 // its session's lock for LockDuration from acceptance or its last renewal
 // (renew-session-lock); a named session can be accepted while it has no
 // messages; a session's state lives as long as the session is known to the

@@ -1,5 +1,9 @@
 package devbus
 
+// A queue's receivers as the emulated trigger uses them: a session locked
+// and delivered in order, a message locked on its own without sessions, and
+// the settlements.
+
 import (
 	"context"
 	"maps"
