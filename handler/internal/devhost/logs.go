@@ -1,10 +1,12 @@
 package devhost
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Log levels as the host's ILogger knows them.
@@ -170,4 +172,46 @@ func (t *Telemetry) DroppedSummary() string {
 		parts[i] = fmt.Sprintf("%s %d", k, d[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// trace files a line with the app's telemetry and echoes it to the
+// emulation's log, marked with where it ends up.
+func (in *Instance) trace(t Trace) {
+	kept, first := in.host.telemetry.record(t)
+	if in.host.quiet {
+		return
+	}
+	mark := "→ AI"
+	if !kept {
+		mark = "(not to AI)" // shown here all the same: only the telemetry filter leaves it out
+	}
+	fmt.Fprintf(in.host.opts.Log, "%s i%d %s %s [%s]: %s\n", time.Now().Format("15:04:05.000000"), in.ID, mark, t.Category, t.Level, t.Message)
+	if first {
+		in.logf("%s lines at %s are shown here marked (not to AI): host.json's logging.logLevel (minimum %s) keeps them from Application Insights",
+			t.Category, t.Level, in.host.app.Logs.Min(t.Category))
+	}
+}
+
+// consoleWriter turns the handler's output into console log lines, as the
+// host reads stdout and stderr.
+type consoleWriter struct {
+	in     *Instance
+	stderr bool
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func (w *consoleWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := strings.TrimRight(string(w.buf[:i]), "\r")
+		w.buf = w.buf[i+1:]
+		w.in.trace(Trace{Category: CategoryConsole, Level: consoleLevel(w.stderr, line), Message: line})
+	}
 }
