@@ -60,6 +60,9 @@ func (s *Ledgers) GetLedger(ctx context.Context, id string) (*ledger.Record, err
 	resp, err := s.table.GetEntity(ctx, "ledger:"+id, "record", nil)
 	switch tableCode(err) {
 	case "":
+		if err != nil {
+			return nil, classify(err, "read ledger "+id)
+		}
 	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
 		return nil, nil
 	default:

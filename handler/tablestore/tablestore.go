@@ -245,6 +245,9 @@ func (s *Store) IsParked(ctx context.Context, orderID string, seq int64) (bool, 
 	_, err := s.table.GetEntity(ctx, orderID, seqKey(parkedPrefix, seq), nil)
 	switch tableCode(err) {
 	case "":
+		if err != nil {
+			return false, classify(err, fmt.Sprintf("read parked seq %d of order %q", seq, orderID))
+		}
 		return true, nil
 	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
 		return false, nil
@@ -332,6 +335,9 @@ func (s *Store) migrate(ctx context.Context, o *convoy.Order, etag azcore.ETag) 
 	_, err = s.table.UpdateEntity(ctx, body, &aztables.UpdateEntityOptions{IfMatch: &etag, UpdateMode: aztables.UpdateModeMerge})
 	switch tableCode(err) {
 	case "":
+		if err != nil {
+			return classify(err, what)
+		}
 	case aztables.UpdateConditionNotSatisfied, aztables.ResourceNotFound, aztables.EntityNotFound:
 		return fmt.Errorf("%s: the head changed meanwhile: %w", what, convoy.ErrConflict)
 	default:
@@ -360,6 +366,9 @@ func (s *Store) Tx(ctx context.Context, orderID, txID string) (convoy.TxRecord, 
 	resp, err := s.table.GetEntity(ctx, orderID, txIDPrefix+txID, nil)
 	switch tableCode(err) {
 	case "":
+		if err != nil {
+			return convoy.TxRecord{}, false, classify(err, what)
+		}
 	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
 		return convoy.TxRecord{}, false, nil
 	default:
