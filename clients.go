@@ -43,7 +43,7 @@ type clients struct {
 }
 
 // deadLetters opens, for each replay run, the dead-letter sub-queue of
-// queue and a sender to it (operator.Opener, heal.Opener).
+// queue and a sender to it (an operator.Opener, as replays and heal.New take).
 func (c *clients) deadLetters(queue string) func() (replay.Source, convoy.Sender, func(), error) {
 	return func() (replay.Source, convoy.Sender, func(), error) {
 		sender, err := c.sender(queue)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/heal"
+	"github.com/convoy-dev/convoy/handler/operator"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -26,7 +27,7 @@ func TestFailuresBoundedByMaxOrders(t *testing.T) {
 	}
 	const unreachable = 5000
 	for i := range unreachable {
-		f.q.add(fmt.Sprintf("o-%04d", i), 2, heal.ReasonMaxDelivery, "")
+		f.q.add(fmt.Sprintf("o-%04d", i), 2, operator.ReasonMaxDelivery, "")
 	}
 	r := f.healer(heal.Options{MaxOrders: 10, MaxScan: 10}).RunOnce(ctx)
 	if len(r.Failed) != 10 || r.FailedMore != unreachable-10 || !strings.Contains(r.Failed[0].Error, "beyond the first 10") {
@@ -50,7 +51,7 @@ func (b *bodies) letter(i int) replay.DeadLetter {
 	body = append(body, strings.Repeat(" ", max(0, b.size-len(body)-1))...) // readable: white space
 	body = append(body, '}')
 	return replay.DeadLetter{SequenceNumber: int64(i + 1), MessageID: fmt.Sprintf("L:%s:2", order), SessionID: order,
-		Properties: map[string]any{"ledgerId": "L", "seq": int64(2)}, Body: body, Reason: heal.ReasonMaxDelivery}
+		Properties: map[string]any{"ledgerId": "L", "seq": int64(2)}, Body: body, Reason: operator.ReasonMaxDelivery}
 }
 
 func (b *bodies) Peek(_ context.Context, from int64, n int) ([]replay.DeadLetter, error) {
@@ -72,7 +73,7 @@ func (b *bodies) Abandon(context.Context, replay.DeadLetter) error          { re
 // measures a whole run.
 func TestReadDeadLettersKeepsNoBodies(t *testing.T) {
 	src := &bodies{n: 2000, size: 60 << 10}
-	if c := heal.Classify(src.letter(0), -1); c.Class != heal.Transient {
+	if c := operator.Classify(src.letter(0), -1); c.Class != operator.Transient {
 		t.Fatalf("the fake's dead letter is %+v, want transient", c)
 	}
 	before := liveHeap()
@@ -81,7 +82,7 @@ func TestReadDeadLettersKeepsNoBodies(t *testing.T) {
 		t.Fatalf("read %+v, %v", d, err)
 	}
 	kept := liveHeap() - before
-	if m := d.Missing("o-01999", 2, 1); m.Where != heal.WhereDeadLetter || m.Cause != heal.Transient || m.MessageID != "L:o-01999:2" {
+	if m := d.Missing("o-01999", 2, 1); m.Where != heal.WhereDeadLetter || m.Cause != operator.Transient || m.MessageID != "L:o-01999:2" {
 		t.Fatalf("missing %+v", m)
 	}
 	runtime.KeepAlive(d)
@@ -110,16 +111,16 @@ func TestMissingClassifiesAsClassify(t *testing.T) {
 		name, session, reason, body string
 		seq                         any
 	}{
-		{"deliveries ran out", "o-1", heal.ReasonMaxDelivery, good, int64(3)},
-		{"expired", "o-1", heal.ReasonExpired, good, int64(3)},
-		{"no seq", "o-1", heal.ReasonMaxDelivery, good, nil},
-		{"seq 0", "o-1", heal.ReasonMaxDelivery, good, int64(0)},
-		{"bad body", "o-1", heal.ReasonMaxDelivery, bad, int64(3)},
-		{"body of another order", "o-1", heal.ReasonMaxDelivery, `{"transaction":{"orderId":"o-2","op":"DeleteOrder"}}`, int64(3)},
-		{"no session", "", heal.ReasonMaxDelivery, good, int64(3)},
-		{"far ahead", "o-1", heal.ReasonMaxDelivery, good, far},
-		{"far ahead, bad body", "o-1", heal.ReasonMaxDelivery, bad, far},
-		{"far ahead, no session", "", heal.ReasonMaxDelivery, good, far},
+		{"deliveries ran out", "o-1", operator.ReasonMaxDelivery, good, int64(3)},
+		{"expired", "o-1", operator.ReasonExpired, good, int64(3)},
+		{"no seq", "o-1", operator.ReasonMaxDelivery, good, nil},
+		{"seq 0", "o-1", operator.ReasonMaxDelivery, good, int64(0)},
+		{"bad body", "o-1", operator.ReasonMaxDelivery, bad, int64(3)},
+		{"body of another order", "o-1", operator.ReasonMaxDelivery, `{"transaction":{"orderId":"o-2","op":"DeleteOrder"}}`, int64(3)},
+		{"no session", "", operator.ReasonMaxDelivery, good, int64(3)},
+		{"far ahead", "o-1", operator.ReasonMaxDelivery, good, far},
+		{"far ahead, bad body", "o-1", operator.ReasonMaxDelivery, bad, far},
+		{"far ahead, no session", "", operator.ReasonMaxDelivery, good, far},
 		{"another tool's reason", "o-1", "OperatorMoved", good, int64(3)},
 		{"another tool's reason, far ahead", "o-1", "OperatorMoved", good, far},
 	} {
@@ -139,7 +140,7 @@ func TestMissingClassifiesAsClassify(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, applied := range []int64{-1, 0, 2, far} {
-			want := heal.Classify(dl, applied)
+			want := operator.Classify(dl, applied)
 			m := d.Missing(c.session, seq, applied)
 			if m.Where == heal.WhereNotDeadLettered || m.Cause != want.Class || m.Why != want.Why {
 				t.Errorf("%s, appliedSeq %d: %s %s %q, Classify says %s %q", c.name, applied, m.Where, m.Cause, m.Why, want.Class, want.Why)

@@ -1,3 +1,18 @@
+// Package heal is automatic ordered replay and the health of every order:
+// it finds the orders whose dead letters the orders queue holds for a
+// transient cause (operator.Classify) and replays them (replay.Order, in
+// seq order) with exponential backoff per order and a circuit breaker,
+// automating what an operator does (package operator), and it sums up what
+// an operator needs to see: blocked orders with where their missing message
+// is and why, dead letters by reason, auto-replays done and pending.
+//
+// Two runs at once (two instances, a lost timer lease) are harmless: an
+// order's attempt is claimed with a conditional write of its state, so one
+// run replays it; dead letters are received with locks, so no two readers
+// hold one; a re-sent dead letter gets a MessageId fixed per dead-lettered
+// copy, so a second re-send is dropped by duplicate detection; and the
+// processor ignores any seq it has applied. Order is the processor's: a
+// re-sent message that arrives early is parked.
 package heal
 
 import (
@@ -7,6 +22,7 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/operator"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -91,16 +107,12 @@ type Options struct {
 	Resume func(ctx context.Context, orderID string) (convoy.Result, error)
 }
 
-// Opener opens the dead-letter sub-queue and a sender to the orders queue
-// for one run; close releases them.
-type Opener func() (src replay.Source, sender convoy.Sender, close func(), err error)
-
 // Healer runs automatic replay and sums up the orders' health.
 type Healer struct {
 	blocked convoy.BlockedIndex
 	orders  replay.OrderReader
 	states  StateStore
-	open    Opener
+	open    operator.Opener
 	opts    Options
 
 	// local is the breaker of this instance while storage cannot be read
@@ -125,7 +137,7 @@ const (
 const indexPage = 1000
 
 // New returns a Healer.
-func New(blocked convoy.BlockedIndex, orders replay.OrderReader, states StateStore, open Opener, opts Options) *Healer {
+func New(blocked convoy.BlockedIndex, orders replay.OrderReader, states StateStore, open operator.Opener, opts Options) *Healer {
 	if opts.BackoffBase <= 0 {
 		opts.BackoffBase = DefaultBackoffBase
 	}
@@ -176,4 +188,12 @@ func (h *Healer) Explain(ctx context.Context, orders []convoy.BlockedOrder) ([]B
 		out[i] = BlockedWithCause{BlockedOrder: o, Missing: missingOf(o, hl.LastRun)}
 	}
 	return out, nil
+}
+
+// cut shortens an error quoted in what a run records and reports.
+func cut(s string) string {
+	if len(s) > 120 {
+		return s[:120] + "…"
+	}
+	return s
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/operator"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -145,35 +146,6 @@ func (f *fixture) sent() []string {
 	return out
 }
 
-func TestClassify(t *testing.T) {
-	good := `{"transaction":{"orderId":"o-1","op":"DeleteOrder"}}`
-	for _, c := range []struct {
-		name, session, reason, body string
-		seq                         any
-		applied                     int64
-		want                        string
-	}{
-		{"deliveries ran out", "o-1", heal.ReasonMaxDelivery, good, int64(3), -1, heal.Transient},
-		{"expired", "o-1", heal.ReasonExpired, good, int64(3), 2, heal.Transient},
-		{"no seq", "o-1", heal.ReasonMaxDelivery, good, nil, -1, heal.Permanent},
-		{"seq 0", "o-1", heal.ReasonMaxDelivery, good, int64(0), -1, heal.Permanent},
-		{"bad body", "o-1", heal.ReasonMaxDelivery, `{"transaction":{"orderId":"o-1","op":"AddTransaction","txId":"t","amount":"a lot"}}`, int64(3), -1, heal.Permanent},
-		{"body of another order", "o-1", heal.ReasonMaxDelivery, `{"transaction":{"orderId":"o-2","op":"DeleteOrder"}}`, int64(3), -1, heal.Permanent},
-		{"no session", "", heal.ReasonMaxDelivery, good, int64(3), -1, heal.Permanent},
-		{"too far ahead", "o-1", heal.ReasonMaxDelivery, good, int64(convoy.MaxParkAhead + 3), 2, heal.Permanent},
-		{"another tool's reason", "o-1", "OperatorMoved", good, int64(3), -1, heal.Permanent},
-	} {
-		props := map[string]any{}
-		if c.seq != nil {
-			props["seq"] = c.seq
-		}
-		got := heal.Classify(replay.DeadLetter{SessionID: c.session, Reason: c.reason, Body: []byte(c.body), Properties: props}, c.applied)
-		if got.Class != c.want || got.Why == "" {
-			t.Errorf("%s: %+v, want %s", c.name, got, c.want)
-		}
-	}
-}
-
 // TestTransientOnlyWithBackoff: a dead letter of a transient cause is
 // replayed at the first run; when it comes back (its cause is not over) the
 // next attempts wait 1, 2, 4 minutes, capped at 3; a poison message of the
@@ -182,8 +154,8 @@ func TestTransientOnlyWithBackoff(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
 	h := f.healer(heal.Options{BackoffMax: 3 * time.Minute})
-	f.q.add("o-1", 2, heal.ReasonMaxDelivery, "")
-	f.q.add("o-1", 5, heal.ReasonMaxDelivery, `{"transaction":{"orderId":"o-1","op":"AddTransaction","txId":"t","amount":"a lot"}}`)
+	f.q.add("o-1", 2, operator.ReasonMaxDelivery, "")
+	f.q.add("o-1", 5, operator.ReasonMaxDelivery, `{"transaction":{"orderId":"o-1","op":"AddTransaction","txId":"t","amount":"a lot"}}`)
 	r := h.RunOnce(ctx)
 	if len(r.Replayed) != 1 || fmt.Sprint(r.Replayed[0].Seqs) != "[2]" || r.Replayed[0].Left != 1 || r.Paused != "" {
 		t.Fatalf("first run %+v", r)
@@ -194,7 +166,7 @@ func TestTransientOnlyWithBackoff(t *testing.T) {
 	for range 40 {
 		f.clock.add(30 * time.Second)
 		if len(f.q.msgs) == 1 { // only the poison message: the replayed one came back
-			f.q.add("o-1", 2, heal.ReasonMaxDelivery, "")
+			f.q.add("o-1", 2, operator.ReasonMaxDelivery, "")
 		}
 		if r := h.RunOnce(ctx); len(r.Replayed) == 1 {
 			attempts = append(attempts, f.clock.now().Sub(start))
@@ -222,7 +194,7 @@ func TestBreaker(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
 	h := f.healer(heal.Options{})
-	f.q.add("o-1", 2, heal.ReasonMaxDelivery, "")
+	f.q.add("o-1", 2, operator.ReasonMaxDelivery, "")
 	f.q.peekFail = errors.New("service bus down")
 	if r := h.RunOnce(ctx); r.Paused == "" || len(r.Replayed) != 0 {
 		t.Fatalf("run during the outage: %+v", r)
@@ -245,7 +217,7 @@ func TestBreaker(t *testing.T) {
 // TestDisabled: figures only, nothing replayed.
 func TestDisabled(t *testing.T) {
 	f := newFixture()
-	f.q.add("o-1", 2, heal.ReasonMaxDelivery, "")
+	f.q.add("o-1", 2, operator.ReasonMaxDelivery, "")
 	r := f.healer(heal.Options{Disabled: true}).RunOnce(context.Background())
 	if r.Summary == nil || r.Summary.AutoReplay.Pending != 1 || len(f.sent()) != 0 {
 		t.Fatalf("disabled run %+v, sent %v", r, f.sent())
@@ -259,7 +231,7 @@ func TestTwoRunsAtOnce(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
 	for i := range 20 {
-		f.q.add(fmt.Sprintf("o-%d", i), 2, heal.ReasonMaxDelivery, "")
+		f.q.add(fmt.Sprintf("o-%d", i), 2, operator.ReasonMaxDelivery, "")
 	}
 	a, b := f.healer(heal.Options{}), f.healer(heal.Options{})
 	var wg sync.WaitGroup
@@ -326,7 +298,7 @@ func TestDeadLettersWithinPeekTimeout(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
 	f.block(t, "o-1", "o-2")
-	f.q.add("o-1", 1, heal.ReasonMaxDelivery, "")
+	f.q.add("o-1", 1, operator.ReasonMaxDelivery, "")
 	src := &stalling{dlq: f.q}
 	h := heal.New(f.store, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) {
 		return src, f.sender, func() {}, nil
@@ -397,7 +369,7 @@ func TestDeadLettersWithinPeekTimeout(t *testing.T) {
 // defers, and does not pause or fail for that; the next run replays them.
 func TestRunKeepsItsPassTime(t *testing.T) {
 	f := newFixture()
-	f.q.add("o-1", 2, heal.ReasonMaxDelivery, "")
+	f.q.add("o-1", 2, operator.ReasonMaxDelivery, "")
 	h := f.healer(heal.Options{PassTimeout: time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -470,7 +442,7 @@ func TestRunIsBounded(t *testing.T) {
 	fill := func(prefix string) {
 		for seq := int64(2); seq < 2+each; seq++ {
 			for o := range orders {
-				f.q.add(fmt.Sprintf("%s-%04d", prefix, o), seq, heal.ReasonMaxDelivery, "")
+				f.q.add(fmt.Sprintf("%s-%04d", prefix, o), seq, operator.ReasonMaxDelivery, "")
 			}
 		}
 	}
@@ -537,7 +509,7 @@ func TestUnreachedIsAFailure(t *testing.T) {
 	for i := range 12 {
 		f.q.add(fmt.Sprintf("p-%d", i), 2, "OperatorMoved", "")
 	}
-	f.q.add("o-1", 2, heal.ReasonMaxDelivery, "")
+	f.q.add("o-1", 2, operator.ReasonMaxDelivery, "")
 	r := f.healer(heal.Options{MaxScan: 10}).RunOnce(ctx)
 	if len(r.Failed) != 1 || r.Failed[0].OrderID != "o-1" || !strings.Contains(r.Failed[0].Error, "beyond the first 10") || r.Elsewhere != 0 ||
 		r.Summary.AutoReplay.Unreached != 1 {
@@ -573,7 +545,7 @@ func TestSharedAcrossInstances(t *testing.T) {
 	}, heal.Options{Now: f.clock.now})
 	page, _ := convoy.ListBlocked(ctx, f.store, "", 10)
 	got, err := web.Explain(ctx, page.Orders)
-	if err != nil || len(got) != 1 || got[0].Missing.Where != heal.WhereDeadLetter || got[0].Missing.Cause != heal.Permanent {
+	if err != nil || len(got) != 1 || got[0].Missing.Where != heal.WhereDeadLetter || got[0].Missing.Cause != operator.Permanent {
 		t.Fatalf("explained %+v, %v: want o-1's missing message dead-lettered, permanent", got, err)
 	}
 	f.q.peekFail = errors.New("service bus down")
@@ -588,7 +560,7 @@ func TestSharedAcrossInstances(t *testing.T) {
 		t.Fatalf("the HTTP instance opened Service Bus %d times", opened)
 	}
 	f.q.peekFail = nil
-	f.q.add("o-2", 1, heal.ReasonMaxDelivery, "")
+	f.q.add("o-2", 1, operator.ReasonMaxDelivery, "")
 	if r := f.healer(heal.Options{}).RunOnce(ctx); !strings.Contains(r.Paused, "circuit breaker open") || len(f.sent()) != 0 {
 		t.Fatalf("a run on a third instance within the pause: %+v", r)
 	}
@@ -600,7 +572,7 @@ func TestSharedAcrossInstances(t *testing.T) {
 func TestStatesCleanedUp(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
-	f.q.add("o-1", 2, heal.ReasonMaxDelivery, "")
+	f.q.add("o-1", 2, operator.ReasonMaxDelivery, "")
 	h := f.healer(heal.Options{})
 	if r := h.RunOnce(ctx); len(r.Replayed) != 1 {
 		t.Fatalf("run %+v", r)
@@ -628,7 +600,7 @@ func TestEveryStateCounted(t *testing.T) {
 			NextAttempt: f.clock.now().Add(time.Hour)}, ""); err != nil {
 			t.Fatal(err)
 		}
-		f.q.add(fmt.Sprintf("o-%05d", i), 2, heal.ReasonMaxDelivery, "")
+		f.q.add(fmt.Sprintf("o-%05d", i), 2, operator.ReasonMaxDelivery, "")
 	}
 	r := f.healer(heal.Options{MaxScan: 20_000}).RunOnce(ctx)
 	if r.Summary == nil || r.Summary.AutoReplay.Retrying != 10_001 || r.Waiting != 10_001 {
@@ -641,13 +613,13 @@ func TestEveryStateCounted(t *testing.T) {
 func TestPeekAtItsLimit(t *testing.T) {
 	q := newDLQ()
 	for i := range 500 {
-		q.add(fmt.Sprintf("o-%d", i), 2, heal.ReasonMaxDelivery, "")
+		q.add(fmt.Sprintf("o-%d", i), 2, operator.ReasonMaxDelivery, "")
 	}
 	d, err := heal.ReadDeadLetters(context.Background(), q, 500)
 	if err != nil || !d.Complete || d.Total != 500 {
 		t.Fatalf("500 dead letters, limit 500: %+v, %v; want read whole", d, err)
 	}
-	q.add("o-x", 2, heal.ReasonMaxDelivery, "")
+	q.add("o-x", 2, operator.ReasonMaxDelivery, "")
 	if d, err = heal.ReadDeadLetters(context.Background(), q, 500); err != nil || d.Complete || d.Total != 500 {
 		t.Fatalf("501 dead letters, limit 500: complete %v, total %d, %v; want 500 read, not whole", d.Complete, d.Total, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/operator"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -52,10 +53,11 @@ type letter struct {
 	qseq   int64
 	id     string
 	reason string
-	// cause is Classify's without the order's appliedSeq; addressed says
-	// the letter names its order and seq, so that an appliedSeq can only
-	// add that the seq is too far ahead (Classify's one use of it).
-	cause     Cause
+	// cause is operator.Classify's without the order's appliedSeq;
+	// addressed says the letter names its order and seq, so that an
+	// appliedSeq can only add that the seq is too far ahead
+	// (operator.WithAppliedSeq).
+	cause     operator.Cause
 	addressed bool
 }
 
@@ -65,20 +67,15 @@ func newLetter(m replay.DeadLetter, strs interned) letter {
 	if !ok || seq < 1 {
 		seq = 0
 	}
-	c := Classify(m, -1)
+	c := operator.Classify(m, -1)
 	c.Why = strs.of(c.Why)
 	return letter{seq: seq, qseq: m.SequenceNumber, id: strings.Clone(m.MessageID), reason: strs.of(m.Reason),
-		cause: c, addressed: unaddressed(m) == ""}
+		cause: c, addressed: operator.Addressed(m)}
 }
 
-// classify is Classify(the dead letter, appliedSeq).
-func (l letter) classify(appliedSeq int64) Cause {
-	if l.addressed {
-		if why := tooFarAhead(l.seq, appliedSeq); why != "" {
-			return Cause{Class: Permanent, Why: "unreadable: " + why}
-		}
-	}
-	return l.cause
+// classify is operator.Classify(the dead letter, appliedSeq).
+func (l letter) classify(appliedSeq int64) operator.Cause {
+	return operator.WithAppliedSeq(l.cause, l.addressed, l.seq, appliedSeq)
 }
 
 // interned shares the strings many dead letters repeat (a reason, a cause),
@@ -104,7 +101,7 @@ type DeadLetters struct {
 	// Counts.
 	Total    int            `json:"total"`
 	ByReason map[string]int `json:"byReason"`
-	// Transient and Permanent count by Classify (without the orders'
+	// Transient and Permanent count by operator.Classify (without the orders'
 	// appliedSeq: a seq too far ahead is counted transient here).
 	Transient int `json:"transient"`
 	Permanent int `json:"permanent"`
@@ -158,7 +155,7 @@ func ReadDeadLetters(ctx context.Context, src replay.Source, limit int) (*DeadLe
 				d.ByReason["(other)"]++
 			}
 			l := newLetter(m, strs)
-			if l.cause.Class == Transient {
+			if l.cause.Class == operator.Transient {
 				d.Transient++
 			} else {
 				d.Permanent++
@@ -173,7 +170,8 @@ func ReadDeadLetters(ctx context.Context, src replay.Source, limit int) (*DeadLe
 	return d, nil
 }
 
-// Missing says where seq of orderID is (appliedSeq as Classify takes it).
+// Missing says where seq of orderID is (appliedSeq as operator.Classify
+// takes it).
 func (d *DeadLetters) Missing(orderID string, seq, appliedSeq int64) Missing {
 	var noSeq *letter
 	for i, l := range d.byOrder[orderID] {
@@ -206,7 +204,7 @@ func (d *DeadLetters) transientOrders() []candidate {
 	for id, ls := range d.byOrder {
 		c := candidate{orderID: id}
 		for _, l := range ls {
-			if l.cause.Class != Transient {
+			if l.cause.Class != operator.Transient {
 				continue
 			}
 			if c.seq == 0 || l.seq < c.seq {
@@ -235,7 +233,7 @@ type candidate struct {
 func (d *DeadLetters) permanentOf(orderID string) int {
 	n := 0
 	for _, l := range d.byOrder[orderID] {
-		if l.cause.Class == Permanent {
+		if l.cause.Class == operator.Permanent {
 			n++
 		}
 	}
@@ -249,7 +247,7 @@ func (d *DeadLetters) lastTransientOf(ids map[string]claim) int64 {
 	var last int64
 	for id := range ids {
 		for _, l := range d.byOrder[id] {
-			if l.cause.Class == Transient {
+			if l.cause.Class == operator.Transient {
 				last = max(last, l.qseq)
 			}
 		}
@@ -279,7 +277,7 @@ func (d *DeadLetters) settled(orderID string, seqs []int64) {
 				delete(d.ByReason, reason)
 			}
 		}
-		if l.cause.Class == Transient {
+		if l.cause.Class == operator.Transient {
 			d.Transient--
 		} else {
 			d.Permanent--

@@ -6,7 +6,6 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
-	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -71,8 +70,8 @@ func (r QueueReplayer) ReplayOrder(ctx context.Context, orderID string) (OrderRe
 		if ok && seq >= 1 && seq <= applied {
 			return true // a duplicate: completed, never re-sent
 		}
-		c := heal.Classify(d, applied)
-		if c.Class == heal.Transient {
+		c := Classify(d, applied)
+		if c.Class == Transient {
 			return true
 		}
 		left = append(left, LeftDeadLetter{MessageID: d.MessageID, Seq: max(seq, 0), Cause: c.Class,

@@ -11,6 +11,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/operator"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -112,7 +113,7 @@ func (q *madeBodies) letter(i int) replay.DeadLetter {
 	body = append(body, padding[:max(0, q.size-len(body)-1)]...)
 	body = append(body, '}')
 	return replay.DeadLetter{SequenceNumber: int64(i + 1), MessageID: fmt.Sprintf("L:%s:%d", order, seq), SessionID: order,
-		Properties: map[string]any{"ledgerId": "L", "seq": seq}, Body: body, Reason: heal.ReasonMaxDelivery}
+		Properties: map[string]any{"ledgerId": "L", "seq": seq}, Body: body, Reason: operator.ReasonMaxDelivery}
 }
 
 func (q *madeBodies) Peek(_ context.Context, from int64, n int) ([]replay.DeadLetter, error) {

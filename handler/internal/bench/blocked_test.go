@@ -20,6 +20,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
+	"github.com/convoy-dev/convoy/handler/operator"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
@@ -104,12 +105,12 @@ func BenchmarkBlockedListAndSummary(b *testing.B) {
 			k := i / 5
 			switch i % 5 {
 			case 0:
-				q.add(ids[k], 1, heal.ReasonMaxDelivery, "")
+				q.add(ids[k], 1, operator.ReasonMaxDelivery, "")
 			case 4:
 				id := fmt.Sprintf("poison-%05d", k)
-				q.add(id, 3, heal.ReasonMaxDelivery, fmt.Sprintf(`{"transaction":{"orderId":%q,"op":"AddTransaction","txId":"t-3","amount":"a lot"}}`, id))
+				q.add(id, 3, operator.ReasonMaxDelivery, fmt.Sprintf(`{"transaction":{"orderId":%q,"op":"AddTransaction","txId":"t-3","amount":"a lot"}}`, id))
 			default:
-				q.add(fmt.Sprintf("other-%05d", 3*k+i%5-1), 1, heal.ReasonMaxDelivery, "")
+				q.add(fmt.Sprintf("other-%05d", 3*k+i%5-1), 1, operator.ReasonMaxDelivery, "")
 			}
 		}
 		setup := viaProcessor + direct

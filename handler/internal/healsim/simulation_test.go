@@ -839,7 +839,7 @@ func (q *deadLetters) add(m convoy.OrderMessage) {
 	defer q.mu.Unlock()
 	q.next++
 	q.msgs[q.next] = &deadLetter{DeadLetter: replay.DeadLetter{SequenceNumber: q.next, MessageID: m.MessageID, SessionID: m.SessionID,
-		Properties: m.Properties(), Body: m.Body, Reason: heal.ReasonMaxDelivery}, seq: m.Seq}
+		Properties: m.Properties(), Body: m.Body, Reason: operator.ReasonMaxDelivery}, seq: m.Seq}
 }
 
 func (q *deadLetters) reader() *dlReader {

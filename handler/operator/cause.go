@@ -1,18 +1,4 @@
-// Package heal is automatic ordered replay and the health of every order:
-// it finds the orders whose dead letters the orders queue holds for a
-// transient cause and replays them (replay.Order, in seq order) with
-// exponential backoff per order and a circuit breaker, and it sums up what
-// an operator needs to see: blocked orders with where their missing message
-// is and why, dead letters by reason, auto-replays done and pending.
-//
-// Two runs at once (two instances, a lost timer lease) are harmless: an
-// order's attempt is claimed with a conditional write of its state, so one
-// run replays it; dead letters are received with locks, so no two readers
-// hold one; a re-sent dead letter gets a MessageId fixed per dead-lettered
-// copy, so a second re-send is dropped by duplicate detection; and the
-// processor ignores any seq it has applied. Order is the processor's: a
-// re-sent message that arrives early is parked.
-package heal
+package operator
 
 import (
 	"fmt"
@@ -40,15 +26,17 @@ type Cause struct {
 }
 
 // Classify tells a dead letter of a transient cause from one of a permanent
-// cause. The rule: a dead letter the processor could read (an order id, a
-// seq ≥ 1 within convoy.MaxParkAhead of the order's appliedSeq, a valid body
-// of that order) was refused for nothing it carries, so its delivery count
-// was spent by something outside it (storage or Service Bus down, locks
-// lost) or it expired waiting (TTLExpiredException): transient, worth
-// replaying. One the processor cannot read failed because of what it is,
-// and failing it ten more times helps nobody: permanent, left to an
-// operator (skip its gap). A reason other than those two (set by another
-// tool) is permanent too. appliedSeq is the order's, or -1 when unknown.
+// cause: what an operator's replay re-sends (QueueReplayer.ReplayOrder),
+// and what AutoReplay, which automates it, replays (package heal). The
+// rule: a dead letter the processor could read (an order id, a seq ≥ 1
+// within convoy.MaxParkAhead of the order's appliedSeq, a valid body of
+// that order) was refused for nothing it carries, so its delivery count was
+// spent by something outside it (storage or Service Bus down, locks lost)
+// or it expired waiting (TTLExpiredException): transient, worth replaying.
+// One the processor cannot read failed because of what it is, and failing
+// it ten more times helps nobody: permanent, left to an operator (skip its
+// gap). A reason other than those two (set by another tool) is permanent
+// too. appliedSeq is the order's, or -1 when unknown.
 func Classify(d replay.DeadLetter, appliedSeq int64) Cause {
 	if why := unreadable(d, appliedSeq); why != "" {
 		return Cause{Class: Permanent, Why: "unreadable: " + why}
@@ -60,6 +48,22 @@ func Classify(d replay.DeadLetter, appliedSeq int64) Cause {
 		return Cause{Class: Transient, Why: "it expired before it was processed (an outage or a backlog)"}
 	}
 	return Cause{Class: Permanent, Why: fmt.Sprintf("dead-lettered for %q, not by Service Bus's delivery count or expiry", d.Reason)}
+}
+
+// Addressed reports whether d names its order (a SessionId) and a seq ≥ 1.
+func Addressed(d replay.DeadLetter) bool { return unaddressed(d) == "" }
+
+// WithAppliedSeq is Classify(d, appliedSeq) from c, Classify(d, -1), for a
+// caller that keeps c rather than d's body (AutoReplay's run): of an
+// Addressed dead letter of seq seq, all the order's appliedSeq can add is
+// that the seq is too far ahead to be parked.
+func WithAppliedSeq(c Cause, addressed bool, seq, appliedSeq int64) Cause {
+	if addressed {
+		if why := tooFarAhead(seq, appliedSeq); why != "" {
+			return Cause{Class: Permanent, Why: "unreadable: " + why}
+		}
+	}
+	return c
 }
 
 // unreadable says why the processor would refuse m as unreadable ("" when
@@ -100,17 +104,14 @@ func tooFarAhead(seq, appliedSeq int64) string {
 func unreadableBody(m replay.DeadLetter) string {
 	t, err := convoy.DecodeBody(m.Body)
 	if err != nil {
-		return cut(err.Error())
+		return cut(err.Error(), maxWhy)
 	}
 	if t.OrderID != m.SessionID {
-		return fmt.Sprintf("the body's orderId %q is not its SessionId", cut(t.OrderID))
+		return fmt.Sprintf("the body's orderId %q is not its SessionId", cut(t.OrderID, maxWhy))
 	}
 	return ""
 }
 
-func cut(s string) string {
-	if len(s) > 120 {
-		return s[:120] + "…"
-	}
-	return s
-}
+// maxWhy bounds what a cause quotes of a dead letter's body: a why is
+// listed per dead letter and per blocked order.
+const maxWhy = 120
