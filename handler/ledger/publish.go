@@ -110,11 +110,20 @@ type Summary struct {
 type PublisherOptions struct {
 	Limits           Limits
 	Retry            fault.RetryPolicy
-	AllocParallelism int                   // concurrent per-order allocations; default 16
+	AllocParallelism int                   // concurrent per-order allocations; default DefaultAllocParallelism
 	BatchPerSession  bool                  // one session per batch (partitioned queues); default mixed
 	Progress         func(sent, total int) // called after each sent batch
 	Now              func() time.Time
 }
+
+// DefaultAllocParallelism is how many orders' seqs a publish allocates at
+// once. Each allocation is one Table transaction on its own order's
+// partition, a round trip of milliseconds that waits on nothing the others
+// do, so a ledger's allocation time falls about in proportion: a ledger of
+// 1,000 orders de-batches in seconds (docs/publishing.md). More at once
+// would hold more connections and requests per publish, and several
+// publishes run at once (maxConcurrentSessions, 16).
+const DefaultAllocParallelism = 16
 
 // Publisher de-batches ledgers onto the orders queue.
 type Publisher struct {
@@ -126,7 +135,7 @@ type Publisher struct {
 // NewPublisher returns a Publisher.
 func NewPublisher(store Store, sender convoy.Sender, opts PublisherOptions) *Publisher {
 	if opts.AllocParallelism <= 0 {
-		opts.AllocParallelism = 16
+		opts.AllocParallelism = DefaultAllocParallelism
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
