@@ -2,6 +2,13 @@
 // by the Functions host from app settings or local.settings.json) into one
 // validated struct. Every setting has a documented default; Load reports every
 // missing or malformed setting by name, at once.
+//
+// It is composition, not support: it sits above the packages whose behaviour
+// the settings tune and imports them for their defaults. Each default is
+// owned, with its why, by the package that applies it (the HTTP package its
+// request limit, ledger its limits, replay its scan limit, heal AutoReplay's,
+// convoy the processor's); settings owns only the names of the app's
+// resources and what serve, in package main, applies.
 package settings
 
 import (
@@ -12,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/heal"
@@ -78,15 +86,25 @@ type AutoReplay struct {
 	BlockedPerRun int
 }
 
-// Defaults.
+// Defaults settings owns: the names of the app's queues and tables, as
+// infra/ deploys them (the function.json bindings read the queue names
+// from these settings), and what serve (package main, which nothing can
+// import) applies.
 const (
-	DefaultPort            = 8080
+	DefaultPort            = 8080 // outside the host, which always sets FUNCTIONS_CUSTOMHANDLER_PORT
 	DefaultOrdersQueue     = "orders"
 	DefaultLedgersQueue    = "ledgers"
 	DefaultOrdersTable     = "ConvoyOrders"
 	DefaultLedgersTable    = "ConvoyLedgers"
-	DefaultMaxRequestBytes = 64 << 20
-	DefaultShutdownTimeout = 25 * time.Second
+	DefaultShutdownTimeout = 25 * time.Second // SIGTERM's wait for in-flight invocations
+	// DefaultAutoReplaySchedule: every minute, as deployed; the host reads
+	// it (%AutoReplaySchedule%), the handler only validates it.
+	DefaultAutoReplaySchedule = "0 */1 * * * *"
+)
+
+// Defaults of the packages that apply them, each with its why there.
+const (
+	DefaultMaxRequestBytes = handler.DefaultMaxRequestBytes
 	DefaultOrderCacheSize  = convoy.DefaultCacheSize
 	DefaultRetryBudget     = fault.DefaultRetryBudget
 	DefaultMaxMessageBytes = ledger.DefaultMaxMessageBytes
@@ -95,7 +113,6 @@ const (
 	DefaultLagWindow       = convoy.DefaultLagWindow
 	DefaultLagPerRun       = heal.DefaultLagPerRun
 
-	DefaultAutoReplaySchedule   = "0 */1 * * * *"
 	DefaultAutoReplayBackoff    = heal.DefaultBackoffBase
 	DefaultAutoReplayBackoffMax = heal.DefaultBackoffMax
 	DefaultAutoReplayBreaker    = heal.DefaultBreakerBase
