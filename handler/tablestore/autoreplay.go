@@ -64,8 +64,7 @@ func (s *Store) ReplayStates(ctx context.Context, after string, limit int) ([]he
 func (s *Store) DeleteReplayState(ctx context.Context, orderID, etag string) error {
 	tag := azcore.ETag(etag)
 	_, err := s.table.DeleteEntity(ctx, autoReplayPartition, orderID, &aztables.DeleteEntityOptions{IfMatch: &tag})
-	switch tableCode(err) {
-	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound, aztables.UpdateConditionNotSatisfied:
+	if goneOrChanged(err) {
 		return nil // gone, or written again since: kept
 	}
 	return classifyOrNil(err, "remove the auto-replay state of "+orderID)
@@ -98,14 +97,10 @@ func (s *Store) PutHealth(ctx context.Context, h heal.Health, etag string) (stri
 // getJSONRow is a point read of a row; ok is false when there is none.
 func (s *Store) getJSONRow(ctx context.Context, pk, rk, what string) (raw []byte, etag string, ok bool, err error) {
 	resp, err := s.table.GetEntity(ctx, pk, rk, nil)
-	switch tableCode(err) {
-	case "":
-		if err != nil {
-			return nil, "", false, classify(err, what)
-		}
-	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+	switch {
+	case isAbsent(err):
 		return nil, "", false, nil
-	default:
+	case err != nil:
 		return nil, "", false, classify(err, what)
 	}
 	return resp.Value, string(resp.ETag), true, nil
@@ -134,9 +129,7 @@ func (s *Store) putJSONRow(ctx context.Context, pk, rk, prop string, value []byt
 		newTag = resp.ETag
 		return err
 	})
-	switch tableCode(err) {
-	case "":
-	case aztables.EntityAlreadyExists, aztables.UpdateConditionNotSatisfied, aztables.ResourceNotFound, aztables.EntityNotFound:
+	if lostRace(err) {
 		return "", fault.Errorf(fault.Conflict, "%s changed meanwhile", what)
 	}
 	if err != nil {

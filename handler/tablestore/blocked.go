@@ -52,8 +52,7 @@ func (s *Store) UpdateBlocked(ctx context.Context, orderID string, since time.Ti
 	}
 	tag := azcore.ETag(etag)
 	_, err = s.table.UpdateEntity(ctx, data, &aztables.UpdateEntityOptions{IfMatch: &tag, UpdateMode: aztables.UpdateModeMerge})
-	switch tableCode(err) {
-	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound, aztables.UpdateConditionNotSatisfied:
+	if goneOrChanged(err) {
 		return nil // gone, or changed since it was read: left as it is
 	}
 	return classifyOrNil(err, "update the blocked entry of order "+orderID)
@@ -96,8 +95,7 @@ func (s *Store) SetNotes(ctx context.Context, notes []convoy.BlockedNote) error 
 // ClearBlocked implements convoy.BlockedIndex.
 func (s *Store) ClearBlocked(ctx context.Context, orderID string, since time.Time) error {
 	_, err := s.table.DeleteEntity(ctx, blockedPartition, convoy.BlockedKey(orderID, since), nil)
-	switch tableCode(err) {
-	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+	if isAbsent(err) {
 		return nil
 	}
 	return classifyOrNil(err, "clear blocked order "+orderID)
@@ -117,8 +115,7 @@ func (s *Store) ClearStale(ctx context.Context, e convoy.BlockedEntry) error {
 func deleteAsRead(ctx context.Context, table *aztables.Client, pk, rk, etag, what string) error {
 	tag := azcore.ETag(etag)
 	_, err := table.DeleteEntity(ctx, pk, rk, &aztables.DeleteEntityOptions{IfMatch: &tag})
-	switch tableCode(err) {
-	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound, aztables.UpdateConditionNotSatisfied:
+	if goneOrChanged(err) {
 		return nil
 	}
 	return classifyOrNil(err, what)
@@ -141,14 +138,10 @@ func (s *Store) ScanBlocked(ctx context.Context, after string, limit int) ([]con
 // Head implements convoy.BlockedIndex: a point read of the head row.
 func (s *Store) Head(ctx context.Context, orderID string) (convoy.Head, bool, error) {
 	resp, err := s.table.GetEntity(ctx, orderID, headKey, nil)
-	switch tableCode(err) {
-	case "":
-		if err != nil {
-			return convoy.Head{}, false, classify(err, "read order "+orderID)
-		}
-	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+	switch {
+	case isAbsent(err):
 		return convoy.Head{}, false, nil
-	default:
+	case err != nil:
 		return convoy.Head{}, false, classify(err, "read order "+orderID)
 	}
 	var e aztables.EDMEntity

@@ -58,14 +58,10 @@ const (
 // GetLedger implements ledger.Store.
 func (s *Ledgers) GetLedger(ctx context.Context, id string) (*ledger.Record, error) {
 	resp, err := s.table.GetEntity(ctx, "ledger:"+id, "record", nil)
-	switch tableCode(err) {
-	case "":
-		if err != nil {
-			return nil, classify(err, "read ledger "+id)
-		}
-	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+	switch {
+	case isAbsent(err):
 		return nil, nil
-	default:
+	case err != nil:
 		return nil, classify(err, "read ledger "+id)
 	}
 	var e aztables.EDMEntity
@@ -139,14 +135,11 @@ func (s *Ledgers) SaveLedger(ctx context.Context, r *ledger.Record) error {
 	}
 	etag := azcore.ETag(r.ETag)
 	resp, err := s.table.UpdateEntity(ctx, data, &aztables.UpdateEntityOptions{UpdateMode: aztables.UpdateModeReplace, IfMatch: &etag})
-	switch tableCode(err) {
-	case "":
-		if err != nil {
-			return classify(err, "save ledger "+r.ID)
-		}
+	switch {
+	case err == nil:
 		r.ETag = string(resp.ETag)
 		return nil
-	case aztables.UpdateConditionNotSatisfied, aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+	case goneOrChanged(err):
 		return ledger.ErrLedgerChanged
 	default:
 		return classify(err, "save ledger "+r.ID)
@@ -166,7 +159,7 @@ func (s *Ledgers) Allocate(ctx context.Context, ledgerID, hash, orderID string, 
 		pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter})
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
-			if err != nil && tableCode(err) != aztables.TableNotFound {
+			if err != nil && !tableAbsent(err) {
 				return 0, classify(err, "read seq counter of order "+orderID)
 			}
 			for _, raw := range page.Entities {
@@ -270,14 +263,10 @@ func encodeRecent(a []allocation) string {
 // rows written before it was kept: their Timestamp, the service's).
 func (s *Ledgers) Published(ctx context.Context, orderID string, seq int64) (convoy.Published, error) {
 	resp, err := s.table.GetEntity(ctx, "order:"+orderID, "counter", nil)
-	switch tableCode(err) {
-	case "":
-		if err != nil {
-			return convoy.Published{}, classify(err, "read the seqs published to order "+orderID)
-		}
-	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+	switch {
+	case isAbsent(err):
 		return convoy.Published{}, nil // nothing published to it: convoy.PublishedTo reads its entry
-	default:
+	case err != nil:
 		return convoy.Published{}, classify(err, "read the seqs published to order "+orderID)
 	}
 	_, p, err := decodeProps(resp.Value)
@@ -310,14 +299,10 @@ func (s *Ledgers) Published(ctx context.Context, orderID string, seq int64) (con
 // ActiveEntry implements convoy.Allocations: one point read.
 func (s *Ledgers) ActiveEntry(ctx context.Context, orderID string) (convoy.ActiveOrder, bool, error) {
 	resp, err := s.table.GetEntity(ctx, activePartition, orderID, nil)
-	switch tableCode(err) {
-	case "":
-		if err != nil {
-			return convoy.ActiveOrder{}, false, classify(err, "read the active entry of order "+orderID)
-		}
-	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+	switch {
+	case isAbsent(err):
 		return convoy.ActiveOrder{}, false, nil
-	default:
+	case err != nil:
 		return convoy.ActiveOrder{}, false, classify(err, "read the active entry of order "+orderID)
 	}
 	_, p, err := decodeProps(resp.Value)
@@ -423,7 +408,7 @@ func (s *Ledgers) ScanActive(ctx context.Context, after string, limit int) ([]co
 	}
 	page, err := pager.NextPage(ctx)
 	switch {
-	case tableCode(err) == aztables.TableNotFound:
+	case tableAbsent(err):
 		return nil, false, nil
 	case err != nil:
 		return nil, false, classify(err, "list active orders")
@@ -459,8 +444,7 @@ func (s *Ledgers) mergeIfExists(ctx context.Context, pk, rk string, props map[st
 	e, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: pk, RowKey: rk}, Properties: props})
 	exists := azcore.ETagAny
 	_, err := s.table.UpdateEntity(ctx, e, &aztables.UpdateEntityOptions{UpdateMode: aztables.UpdateModeMerge, IfMatch: &exists})
-	switch tableCode(err) {
-	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+	if isAbsent(err) {
 		return false, nil
 	}
 	return err == nil, err

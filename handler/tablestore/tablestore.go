@@ -156,7 +156,7 @@ func (s *Store) loadHead(ctx context.Context, orderID string) (o *convoy.Order, 
 	for pager.More() && len(parked) < convoy.ParkedLoadSize {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
-			if tableCode(err) == aztables.TableNotFound {
+			if tableAbsent(err) {
 				return o, "", false, nil
 			}
 			return nil, "", false, classify(err, what)
@@ -243,13 +243,10 @@ func (s *Store) Parked(ctx context.Context, orderID string, after int64, limit i
 // IsParked implements convoy.Store: one point read of the p row.
 func (s *Store) IsParked(ctx context.Context, orderID string, seq int64) (bool, error) {
 	_, err := s.table.GetEntity(ctx, orderID, seqKey(parkedPrefix, seq), nil)
-	switch tableCode(err) {
-	case "":
-		if err != nil {
-			return false, classify(err, fmt.Sprintf("read parked seq %d of order %q", seq, orderID))
-		}
+	switch {
+	case err == nil:
 		return true, nil
-	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+	case isAbsent(err):
 		return false, nil
 	}
 	return false, classify(err, fmt.Sprintf("read parked seq %d of order %q", seq, orderID))
@@ -276,7 +273,7 @@ func (s *Store) migrate(ctx context.Context, o *convoy.Order, etag azcore.ETag) 
 				total, count = p.int("Total"), p.int("Position")
 			}
 		}
-	} else if code := tableCode(err); code != aztables.ResourceNotFound && code != aztables.EntityNotFound {
+	} else if !entityAbsent(err) {
 		return classify(err, what)
 	}
 	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge '%s' and RowKey lt '%s'", escape(o.ID), txKey(count), prefixEnd(txPrefix))
@@ -333,14 +330,10 @@ func (s *Store) migrate(ctx context.Context, o *convoy.Order, etag azcore.ETag) 
 		return fault.Wrap(fault.Internal, err, what)
 	}
 	_, err = s.table.UpdateEntity(ctx, body, &aztables.UpdateEntityOptions{IfMatch: &etag, UpdateMode: aztables.UpdateModeMerge})
-	switch tableCode(err) {
-	case "":
-		if err != nil {
-			return classify(err, what)
-		}
-	case aztables.UpdateConditionNotSatisfied, aztables.ResourceNotFound, aztables.EntityNotFound:
+	switch {
+	case lostRace(err): // a merge is never answered EntityAlreadyExists
 		return fmt.Errorf("%s: the head changed meanwhile: %w", what, convoy.ErrConflict)
-	default:
+	case err != nil:
 		return classify(err, what)
 	}
 	o.TotalAmount, o.TxCount = total, count
@@ -364,14 +357,10 @@ func prefixEnd(prefix string) string { return prefix[:len(prefix)-1] + ";" }
 func (s *Store) Tx(ctx context.Context, orderID, txID string) (convoy.TxRecord, bool, error) {
 	what := fmt.Sprintf("read transaction %q of order %q", txID, orderID)
 	resp, err := s.table.GetEntity(ctx, orderID, txIDPrefix+txID, nil)
-	switch tableCode(err) {
-	case "":
-		if err != nil {
-			return convoy.TxRecord{}, false, classify(err, what)
-		}
-	case aztables.ResourceNotFound, aztables.EntityNotFound, aztables.TableNotFound:
+	switch {
+	case isAbsent(err):
 		return convoy.TxRecord{}, false, nil
-	default:
+	case err != nil:
 		return convoy.TxRecord{}, false, classify(err, what)
 	}
 	var e aztables.EDMEntity
@@ -437,8 +426,7 @@ func (s *Store) Commit(ctx context.Context, o *convoy.Order, base int64, c *conv
 	if err == nil {
 		return nil
 	}
-	switch tableCode(err) {
-	case aztables.EntityAlreadyExists, aztables.UpdateConditionNotSatisfied, aztables.ResourceNotFound, aztables.EntityNotFound:
+	if lostRace(err) {
 		// The marker exists (someone committed this version) or a parked row
 		// we meant to delete is gone: our view of the order is stale.
 		return fmt.Errorf("order %q moved past version %d: %w", o.ID, base, convoy.ErrConflict)
@@ -450,7 +438,7 @@ func (s *Store) Commit(ctx context.Context, o *convoy.Order, base int64, c *conv
 // missing (tables are created by Bicep in Azure; locally, on first use).
 func withTable(ctx context.Context, table *aztables.Client, fn func() error) error {
 	err := fn()
-	if tableCode(err) == aztables.TableNotFound {
+	if tableAbsent(err) {
 		if _, cerr := table.CreateTable(ctx, nil); cerr != nil && tableCode(cerr) != aztables.TableAlreadyExists {
 			return classify(cerr, "create table")
 		}
@@ -622,7 +610,7 @@ func listUpTo[T any](ctx context.Context, table *aztables.Client, filter string,
 			return out, true, nil
 		}
 		page, err := pager.NextPage(ctx)
-		if tableCode(err) == aztables.TableNotFound {
+		if tableAbsent(err) {
 			return nil, false, nil
 		}
 		if err != nil {
