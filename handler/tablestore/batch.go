@@ -28,6 +28,15 @@ import (
 	"github.com/convoy-dev/convoy/handler/fault"
 )
 
+// maxGroupOps is the most operations the Table service takes in one
+// entity-group transaction (its limit: a larger one is refused whole).
+const maxGroupOps = 100
+
+// batchVersion is the Table service version the $batch body is written for
+// (x-ms-version): the one whose request and response formats newBody and
+// changesetOutcome follow.
+const batchVersion = "2019-02-02"
+
 // Batches submits entity-group transactions as one $batch request whose body
 // it writes itself, through an azcore pipeline configured as aztables
 // configures its own (same retry defaults, same authentication). Why: for
@@ -226,7 +235,7 @@ func (b *Batches) submit(ctx context.Context, body *batchBody) error {
 	if err != nil {
 		return err
 	}
-	req.Raw().Header.Set("x-ms-version", "2019-02-02")
+	req.Raw().Header.Set("x-ms-version", batchVersion)
 	req.Raw().Header.Set("DataServiceVersion", "3.0")
 	req.Raw().Header.Set("Accept", "application/json;odata=minimalmetadata")
 	data := body.close()

@@ -58,9 +58,6 @@ func (s *Store) UpdateBlocked(ctx context.Context, orderID string, since time.Ti
 	return classifyOrNil(err, "update the blocked entry of order "+orderID)
 }
 
-// maxBatchOps is the most operations an entity-group transaction holds.
-const maxBatchOps = 100
-
 // SetNotes implements convoy.BlockedIndex: the entries share the "~blocked"
 // partition, so up to 100 notes are merged in one entity-group transaction
 // (If-Match: *). A transaction fails whole when one of its entries is gone
@@ -68,7 +65,7 @@ const maxBatchOps = 100
 // each under its entry's ETag.
 func (s *Store) SetNotes(ctx context.Context, notes []convoy.BlockedNote) error {
 	for len(notes) > 0 {
-		n := min(maxBatchOps, len(notes))
+		n := min(maxGroupOps, len(notes))
 		part := notes[:n]
 		notes = notes[n:]
 		b := s.batches.newBody()

@@ -146,13 +146,19 @@ func (s *Ledgers) SaveLedger(ctx context.Context, r *ledger.Record) error {
 	}
 }
 
+// maxAllocateAttempts bounds Allocate's reads and writes when other
+// allocations to the same order keep coming first: each lost attempt means
+// one of them succeeded, so 20 in a row is contention worth reporting
+// (transient: the caller retries later) rather than a loop.
+const maxAllocateAttempts = 20
+
 // Allocate implements ledger.Store: one query (counter and this ledger's
 // alloc row) and one transaction per attempt.
 func (s *Ledgers) Allocate(ctx context.Context, ledgerID, hash, orderID string, count int) (int64, error) {
 	pk := "order:" + orderID
 	allocKey := "alloc:" + ledgerID
 	filter := fmt.Sprintf("PartitionKey eq '%s' and (RowKey eq 'counter' or RowKey eq '%s')", escape(pk), escape(allocKey))
-	for attempt := 0; attempt < 20; attempt++ {
+	for range maxAllocateAttempts {
 		var last, note int64
 		var etag *azcore.ETag
 		var recent []allocation
@@ -384,7 +390,7 @@ const activePartition = "active"
 // to 100 in an entity-group transaction.
 func (s *Ledgers) Activate(ctx context.Context, orderIDs []string) error {
 	for len(orderIDs) > 0 {
-		n := min(maxBatchOps, len(orderIDs))
+		n := min(maxGroupOps, len(orderIDs))
 		actions := make([]aztables.TransactionAction, 0, n)
 		for _, id := range orderIDs[:n] {
 			e, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: activePartition, RowKey: id}})
@@ -401,7 +407,7 @@ func (s *Ledgers) Activate(ctx context.Context, orderIDs []string) error {
 // ScanActive implements convoy.ActiveIndex: one query.
 func (s *Ledgers) ScanActive(ctx context.Context, after string, limit int) ([]convoy.ActiveOrder, bool, error) {
 	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey gt '%s'", activePartition, escape(after))
-	top := int32(min(max(limit, 1), 1000))
+	top := int32(min(max(limit, 1), maxPageSize))
 	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Top: &top})
 	if !pager.More() {
 		return nil, false, nil

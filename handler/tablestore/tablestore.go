@@ -306,7 +306,7 @@ func (s *Store) migrate(ctx context.Context, o *convoy.Order, etag azcore.ETag) 
 			e.i64("Position", r.Position)
 			e.i64("Amount", r.Amount)
 			e.end()
-			if b.ops == groupOpsLimit-1 { // the last one: the progress row
+			if b.ops == maxGroupOps-1 { // the last one: the progress row
 				if err := flush(); err != nil {
 					return classify(err, what)
 				}
@@ -344,9 +344,6 @@ func (s *Store) migrate(ctx context.Context, o *convoy.Order, etag azcore.ETag) 
 // before the x rows, so that neither this release's reads nor the old
 // one's ("lt v:") meet it.
 const migrationKey = "w:migration"
-
-// groupOpsLimit is the most operations of one entity-group transaction.
-const groupOpsLimit = 100
 
 // prefixEnd is the first RowKey after every key that starts with prefix (a
 // letter and ':'): the same letter and ';'.
