@@ -28,91 +28,18 @@ func (s *server) processOrders(ctx context.Context, c *call) (map[string]any, er
 	if err != nil {
 		return nil, fault.Wrap(fault.Invalid, err, "unreadable Service Bus trigger payload")
 	}
-	var unreadable []error
-	var order []string // sessions in order of first appearance
-	bySession := map[string][]convoy.Message{}
-	enqueued := map[string]map[int64]time.Time{} // by session and seq: when Service Bus accepted it
-	for i, m := range raw {
-		msg, err := orderMessage(m)
-		if err != nil {
-			c.outcome(slog.LevelWarn, "unreadable message", "index", i, "sessionId", m.SessionID, "messageId", m.MessageID, "error", err)
-			c.logAt(slog.LevelDebug, "unreadable message body", "sessionId", m.SessionID, "messageId", m.MessageID, "deliveryCount", m.DeliveryCount, "body", string(m.Body))
-			unreadable = append(unreadable, err)
-			continue
-		}
-		if _, ok := bySession[m.SessionID]; !ok {
-			order = append(order, m.SessionID)
-		}
-		bySession[m.SessionID] = append(bySession[m.SessionID], msg)
-		if !m.EnqueuedTimeUtc.IsZero() {
-			if enqueued[m.SessionID] == nil {
-				enqueued[m.SessionID] = map[int64]time.Time{}
-			}
-			enqueued[m.SessionID][msg.Seq] = m.EnqueuedTimeUtc
-		}
-	}
+	b := readOrderMessages(c, raw)
+	unreadable := b.unreadable
 	var failed []error
-	for _, orderID := range order {
-		msgs := bySession[orderID]
+	for _, orderID := range b.order {
+		msgs := b.bySession[orderID]
 		res, err := s.Processor.Process(ctx, orderID, msgs)
 		if err != nil {
 			failed = append(failed, fmt.Errorf("order %q: %w", orderID, err))
 			continue
 		}
 		applied := time.Now().UTC() // the commit that applied them just returned
-		ids := map[int64]string{}
-		for _, m := range msgs {
-			ids[m.Seq] = m.MessageID
-		}
-		for _, out := range res.Outcomes {
-			if out.Disposition == convoy.Refused {
-				c.outcome(slog.LevelWarn, "unreadable message", "sessionId", orderID, "seq", out.Seq, "messageId", ids[out.Seq], "error", out.Reason)
-				unreadable = append(unreadable, fmt.Errorf("order %q: %s", orderID, out.Reason))
-				continue
-			}
-			messageID := ids[out.Seq]
-			if out.Drained {
-				messageID = out.MessageID // received by an earlier call, which parked it
-			}
-			attrs := []any{"sessionId", orderID, "seq", out.Seq, "messageId", messageID, "outcome", string(out.Disposition)}
-			if out.Reason != "" {
-				attrs = append(attrs, "reason", out.Reason)
-			}
-			if out.Drained {
-				attrs = append(attrs, "drained", true)
-			}
-			at := enqueued[orderID][out.Seq]
-			if out.Drained {
-				at = out.EnqueuedAt // received by an earlier call, which parked it
-				c.drainedContext(orderID, out.Seq, out.TraceParent)
-			}
-			if out.Disposition == convoy.Applied && !at.IsZero() {
-				attrs = append(attrs, "criticalTimeMs", criticalTime(applied, at).Milliseconds())
-			}
-			c.outcome(slog.LevelInfo, "order message", attrs...)
-		}
-		// Once per blocking, not on every message parked behind the gap. Both
-		// are facts of this call's commits; when it did both, the one that
-		// describes the order now comes last.
-		blocked := func() {
-			c.outcome(slog.LevelWarn, "order blocked", "sessionId", orderID, "missingSeq", res.MissingSeq,
-				"parked", res.Parked, "appliedSeq", res.AppliedSeq)
-		}
-		unblocked := func() {
-			c.outcome(slog.LevelInfo, "order unblocked", "sessionId", orderID, "appliedSeq", res.AppliedSeq)
-		}
-		switch {
-		case res.Blocked && res.Unblocked && res.MissingSeq != 0:
-			unblocked()
-			blocked()
-		case res.Blocked && res.Unblocked:
-			c.outcome(slog.LevelWarn, "order blocked", "sessionId", orderID, "parked", 0, "appliedSeq", res.AppliedSeq)
-			unblocked()
-		case res.Blocked:
-			blocked()
-		case res.Unblocked:
-			unblocked()
-		}
+		unreadable = append(unreadable, c.logProcessed(orderID, msgs, res, b.enqueued[orderID], applied)...)
 	}
 	if err := errors.Join(failed...); err != nil {
 		return nil, err
@@ -121,6 +48,107 @@ func (s *server) processOrders(ctx context.Context, c *call) (map[string]any, er
 		return nil, fault.Wrap(fault.Invalid, errors.Join(unreadable...), fmt.Sprintf("%d unreadable message(s)", len(unreadable)))
 	}
 	return nil, nil
+}
+
+// orderBatch is an invocation's messages read as order messages, by order.
+type orderBatch struct {
+	order      []string // sessions in order of first appearance
+	bySession  map[string][]convoy.Message
+	enqueued   map[string]map[int64]time.Time // by session and seq: when Service Bus accepted it
+	unreadable []error                        // why each message that could not be read was not
+}
+
+// readOrderMessages reads raw as order messages, saying in c's outcome
+// lines which could not be read.
+func readOrderMessages(c *call, raw []invocation.Message) orderBatch {
+	b := orderBatch{bySession: map[string][]convoy.Message{}, enqueued: map[string]map[int64]time.Time{}}
+	for i, m := range raw {
+		msg, err := orderMessage(m)
+		if err != nil {
+			c.outcome(slog.LevelWarn, "unreadable message", "index", i, "sessionId", m.SessionID, "messageId", m.MessageID, "error", err)
+			c.logAt(slog.LevelDebug, "unreadable message body", "sessionId", m.SessionID, "messageId", m.MessageID, "deliveryCount", m.DeliveryCount, "body", string(m.Body))
+			b.unreadable = append(b.unreadable, err)
+			continue
+		}
+		if _, ok := b.bySession[m.SessionID]; !ok {
+			b.order = append(b.order, m.SessionID)
+		}
+		b.bySession[m.SessionID] = append(b.bySession[m.SessionID], msg)
+		if !m.EnqueuedTimeUtc.IsZero() {
+			if b.enqueued[m.SessionID] == nil {
+				b.enqueued[m.SessionID] = map[int64]time.Time{}
+			}
+			b.enqueued[m.SessionID][msg.Seq] = m.EnqueuedTimeUtc
+		}
+	}
+	return b
+}
+
+// logProcessed writes the outcome lines of what the processor did with
+// orderID's msgs (res), applied at applied: one per message, then the
+// order's blocking; it returns why each message the processor refused as
+// unreadable was.
+func (c *call) logProcessed(orderID string, msgs []convoy.Message, res convoy.Result, enqueued map[int64]time.Time, applied time.Time) []error {
+	var refused []error
+	ids := map[int64]string{}
+	for _, m := range msgs {
+		ids[m.Seq] = m.MessageID
+	}
+	for _, out := range res.Outcomes {
+		if out.Disposition == convoy.Refused {
+			c.outcome(slog.LevelWarn, "unreadable message", "sessionId", orderID, "seq", out.Seq, "messageId", ids[out.Seq], "error", out.Reason)
+			refused = append(refused, fmt.Errorf("order %q: %s", orderID, out.Reason))
+			continue
+		}
+		messageID := ids[out.Seq]
+		if out.Drained {
+			messageID = out.MessageID // received by an earlier call, which parked it
+		}
+		attrs := []any{"sessionId", orderID, "seq", out.Seq, "messageId", messageID, "outcome", string(out.Disposition)}
+		if out.Reason != "" {
+			attrs = append(attrs, "reason", out.Reason)
+		}
+		if out.Drained {
+			attrs = append(attrs, "drained", true)
+		}
+		at := enqueued[out.Seq]
+		if out.Drained {
+			at = out.EnqueuedAt // received by an earlier call, which parked it
+			c.drainedContext(orderID, out.Seq, out.TraceParent)
+		}
+		if out.Disposition == convoy.Applied && !at.IsZero() {
+			attrs = append(attrs, "criticalTimeMs", criticalTime(applied, at).Milliseconds())
+		}
+		c.outcome(slog.LevelInfo, "order message", attrs...)
+	}
+	c.logBlocking(orderID, res)
+	return refused
+}
+
+// logBlocking writes an order's blocked and unblocked lines: once per
+// blocking, not on every message parked behind the gap. Both are facts of
+// this call's commits; when it did both, the one that describes the order
+// now comes last.
+func (c *call) logBlocking(orderID string, res convoy.Result) {
+	blocked := func() {
+		c.outcome(slog.LevelWarn, "order blocked", "sessionId", orderID, "missingSeq", res.MissingSeq,
+			"parked", res.Parked, "appliedSeq", res.AppliedSeq)
+	}
+	unblocked := func() {
+		c.outcome(slog.LevelInfo, "order unblocked", "sessionId", orderID, "appliedSeq", res.AppliedSeq)
+	}
+	switch {
+	case res.Blocked && res.Unblocked && res.MissingSeq != 0:
+		unblocked()
+		blocked()
+	case res.Blocked && res.Unblocked:
+		c.outcome(slog.LevelWarn, "order blocked", "sessionId", orderID, "parked", 0, "appliedSeq", res.AppliedSeq)
+		unblocked()
+	case res.Blocked:
+		blocked()
+	case res.Unblocked:
+		unblocked()
+	}
 }
 
 // criticalTime is a transaction's critical time (docs/operations.md, "Lag
