@@ -159,7 +159,7 @@ func (s senderLink) Transfer(_ *amqp.Link, d amqp.Delivery) *amqp.Performative {
 		msgs[i] = fromAMQP(m)
 	}
 	if _, _, err := s.q.Send(msgs); err != nil {
-		var se *SendError
+		var se *sendError
 		if errors.As(err, &se) {
 			return rejected(se.Condition, "%s", se.Error())
 		}

@@ -67,11 +67,11 @@ func (r response) because(cond amqp.Symbol) response {
 // Lock-lost answers: 410, which azservicebus reads as lock lost
 // (internal/errors.go, isLockLostError: RPCResponseCodeLockLost).
 func messageLockLost() response {
-	return failed(410, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.").because(CondMessageLockLost)
+	return failed(410, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.").because(condMessageLockLost)
 }
 
 func sessionLockLostResponse(id string) response {
-	return failed(410, "The session lock has expired on the MessageSession, or the session '%s' is not held by this receiver. Accept a new MessageSession.", id).because(CondSessionLockLost)
+	return failed(410, "The session lock has expired on the MessageSession, or the session '%s' is not held by this receiver. Accept a new MessageSession.", id).because(condSessionLockLost)
 }
 
 var replyTags atomic.Uint64
@@ -215,7 +215,7 @@ func lockTokens(body amqp.Map) []delivered {
 	if a, ok := body["lock-tokens"].(amqp.Array); ok {
 		for _, v := range a {
 			if u, ok := v.(amqp.UUID); ok {
-				lock, seq := ParseLockToken(u)
+				lock, seq := parseLockToken(u)
 				out = append(out, delivered{lock, seq})
 			}
 		}
@@ -232,7 +232,7 @@ func (r requestLink) renewLocks(body amqp.Map) response {
 	}
 	exp := make(amqp.Array, len(tokens))
 	for i, t := range tokens {
-		until, err := r.q.RenewMessageLock(t.seq, t.lock)
+		until, err := r.q.renewMessageLock(t.seq, t.lock)
 		if err != nil {
 			return messageLockLost()
 		}
@@ -249,13 +249,13 @@ func (r requestLink) sessionOp(op string, body amqp.Map) response {
 	}
 	switch op {
 	case "com.microsoft:renew-session-lock":
-		until, err := s.Renew()
+		until, err := s.renew()
 		if err != nil {
 			return sessionLockLostResponse(id)
 		}
 		return okWith(amqp.Map{"expiration": until})
 	case "com.microsoft:get-session-state":
-		state, err := s.State()
+		state, err := s.state()
 		if err != nil {
 			return sessionLockLostResponse(id)
 		}
@@ -269,7 +269,7 @@ func (r requestLink) sessionOp(op string, body amqp.Map) response {
 	if len(state) == 0 {
 		state = nil // an empty state clears it (azservicebus sends an empty binary)
 	}
-	if err := s.SetState(state); err != nil {
+	if err := s.setState(state); err != nil {
 		return sessionLockLostResponse(id)
 	}
 	return response{status: 200, description: "OK"}
@@ -287,12 +287,12 @@ func (r requestLink) sessionOp(op string, body amqp.Map) response {
 // the lock is lost (410).
 func (r requestLink) updateDisposition(body amqp.Map) response {
 	status, _ := body["disposition-status"].(string)
-	how := map[string]Settlement{"completed": SettleComplete, "abandoned": SettleAbandon, "suspended": SettleDeadLetter, "defered": SettleDefer}
+	how := map[string]settlement{"completed": settleComplete, "abandoned": settleAbandon, "suspended": settleDeadLetter, "defered": settleDefer}
 	h, known := how[status]
 	if !known {
 		return failed(400, "disposition-status %q is not one of completed, abandoned, suspended, defered", status)
 	}
-	var o SettleOptions
+	var o settleOptions
 	o.Reason, _ = body["deadletter-reason"].(string)
 	o.Description, _ = body["deadletter-description"].(string)
 	props, _ := body["properties-to-modify"].(amqp.Map)
@@ -389,19 +389,19 @@ func (r requestLink) receiveBySequenceNumber(body amqp.Map, linkName string) res
 			return sessionLockLostResponse(id)
 		}
 	}
-	got, err := r.q.ReceiveDeferred(seqs, session, peekLock)
+	got, err := r.q.receiveDeferred(seqs, session, peekLock)
 	switch {
-	case errors.Is(err, ErrLockLost):
+	case errors.Is(err, errLockLost):
 		return sessionLockLostResponse(session.SessionID())
 	case err != nil:
-		return failed(404, "Failed to lock one or more specified messages. Either the message is not deferred, or another receiver holds it (sequence numbers %v).", seqs).because(CondMessageNotFound)
+		return failed(404, "Failed to lock one or more specified messages. Either the message is not deferred, or another receiver holds it (sequence numbers %v).", seqs).because(condMessageNotFound)
 	}
 	list := make([]any, len(got))
 	for i, m := range got {
 		entry := amqp.Map{}
 		var token *amqp.UUID
 		if peekLock {
-			u := amqp.UUID(LockToken(m.Token, m.SequenceNumber))
+			u := amqp.UUID(lockToken(m.Token, m.SequenceNumber))
 			token, entry["lock-token"] = &u, u
 		}
 		payload, err := toAMQP(m.Message, m.LockedUntil, token)
@@ -453,7 +453,7 @@ func (r requestLink) schedule(body amqp.Map) response {
 	}
 	seqs, err := r.q.enqueue(msgs)
 	if err != nil {
-		var se *SendError
+		var se *sendError
 		if errors.As(err, &se) {
 			return failed(400, "%s", se.Text).because(se.Condition)
 		}
@@ -474,7 +474,7 @@ func (r requestLink) cancelScheduled(body amqp.Map) response {
 		return failed(400, "sequence-numbers is missing or not an array of long")
 	}
 	if !r.dead {
-		r.q.CancelScheduled(seqs)
+		r.q.cancelScheduled(seqs)
 	}
 	return response{status: 200, description: "OK"}
 }

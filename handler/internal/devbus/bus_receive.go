@@ -101,8 +101,8 @@ func (r *receiverLink) acceptSession(l *amqp.Link, id *string, wait time.Duratio
 	var lock *SessionLock
 	if id != nil {
 		var err error
-		if lock, err = r.q.AcceptNamedSession(*id); err != nil {
-			_ = l.Refuse(&amqp.Error{Condition: CondSessionCannotLock, Description: fmt.Sprintf("The requested session '%s' cannot be accepted. It may be locked by another receiver.", *id)})
+		if lock, err = r.q.acceptNamedSession(*id); err != nil {
+			_ = l.Refuse(&amqp.Error{Condition: condSessionCannotLock, Description: fmt.Sprintf("The requested session '%s' cannot be accepted. It may be locked by another receiver.", *id)})
 			return
 		}
 	} else {
@@ -133,7 +133,7 @@ func (r *receiverLink) acceptSession(l *amqp.Link, id *string, wait time.Duratio
 		filters[sessionFilter] = lock.SessionID()
 	}
 	source.Fields[7] = filters
-	if err := l.AttachReply(source, l.Target, 0, amqp.Map{lockedUntilUTC: ticks(lock.LockedUntil())}); err != nil {
+	if err := l.AttachReply(source, l.Target, 0, amqp.Map{lockedUntilUTC: ticks(lock.lockedUntil())}); err != nil {
 		lock.Release()
 		return
 	}
@@ -157,7 +157,7 @@ func (r *receiverLink) deliver(l *amqp.Link) {
 			return
 		default:
 		}
-		if s := r.lockedSession(); s != nil && !s.Held() {
+		if s := r.lockedSession(); s != nil && !s.heldNow() {
 			_ = l.Detach(sessionLockLost())
 			return
 		}
@@ -200,14 +200,14 @@ func (r *receiverLink) sendOne(l *amqp.Link) (bool, *amqp.Error) {
 	var until time.Time
 	switch {
 	case r.lockedSession() != nil:
-		msgs, err := r.session.TryNext(1)
+		msgs, err := r.session.tryNext(1)
 		if err != nil {
 			return false, sessionLockLost()
 		}
 		if len(msgs) == 0 {
 			return false, nil
 		}
-		m, lock, until = msgs[0], r.session.Token(), r.session.LockedUntil()
+		m, lock, until = msgs[0], r.session.Token(), r.session.lockedUntil()
 	case r.dead:
 		got := r.q.ReceiveDeadLetters(1)
 		if len(got) == 0 {
@@ -215,15 +215,15 @@ func (r *receiverLink) sendOne(l *amqp.Link) (bool, *amqp.Error) {
 		}
 		m, lock, until = &got[0].Message, got[0].LockToken, got[0].LockedUntil
 	default:
-		got := r.q.TryReceive()
+		got := r.q.tryReceive()
 		if got == nil {
 			return false, nil
 		}
 		m, lock, until = got.Message, got.Token, got.LockedUntil
 	}
-	token := amqp.UUID(LockToken(lock, m.SequenceNumber))
+	token := amqp.UUID(lockToken(lock, m.SequenceNumber))
 	if r.deletes {
-		_ = r.settle(delivered{lock, m.SequenceNumber}, SettleComplete, SettleOptions{})
+		_ = r.settle(delivered{lock, m.SequenceNumber}, settleComplete, settleOptions{})
 		until = time.Time{}
 	}
 	payload, err := toAMQP(m, until, &token)
@@ -238,7 +238,7 @@ func (r *receiverLink) sendOne(l *amqp.Link) (bool, *amqp.Error) {
 
 // sessionLockLost is Service Bus's error for a session whose lock expired.
 func sessionLockLost() *amqp.Error {
-	return &amqp.Error{Condition: CondSessionLockLost, Description: "The session lock has expired on the MessageSession. Accept a new MessageSession."}
+	return &amqp.Error{Condition: condSessionLockLost, Description: "The session lock has expired on the MessageSession. Accept a new MessageSession."}
 }
 
 func (r *receiverLink) lockedSession() *SessionLock {

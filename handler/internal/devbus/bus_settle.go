@@ -11,7 +11,7 @@ import (
 // rules every settlement path ($management's update-disposition too) keeps.
 
 // settle applies a settlement to a message this link delivered.
-func (r *receiverLink) settle(d delivered, how Settlement, o SettleOptions) error {
+func (r *receiverLink) settle(d delivered, how settlement, o settleOptions) error {
 	return settleOn(r.q, r.dead, r.c.sessionByToken(d.lock), d, how, o)
 }
 
@@ -22,21 +22,21 @@ func (r *receiverLink) settle(d delivered, how Settlement, o SettleOptions) erro
 // token whose session lock expired or was given up is lost whatever path it
 // comes by, the link or $management. Without sessions, any receiver settles
 // by lock token while the message's own lock holds.
-func settleOn(q *Queue, dead bool, session *SessionLock, d delivered, how Settlement, o SettleOptions) error {
+func settleOn(q *Queue, dead bool, session *SessionLock, d delivered, how settlement, o settleOptions) error {
 	switch {
-	case dead && how == SettleComplete:
-		return q.CompleteDeadLetter(d.seq, d.lock)
-	case dead && (how == SettleAbandon || how == SettleRelease):
+	case dead && how == settleComplete:
+		return q.completeDeadLetter(d.seq, d.lock)
+	case dead && (how == settleAbandon || how == settleRelease):
 		return q.AbandonDeadLetter(d.seq, d.lock)
 	case dead:
 		return errNotOnDeadLetters
 	case q.Properties().RequiresSession:
 		if session == nil {
-			return ErrLockLost
+			return errLockLost
 		}
-		return session.SettleAs(d.seq, how, o)
+		return session.settleAs(d.seq, how, o)
 	}
-	return q.SettleMessage(d.seq, d.lock, how, o)
+	return q.settleByToken(d.seq, d.lock, how, o)
 }
 
 // errNotOnDeadLetters: dead-lettering a dead letter, or deferring one (not
@@ -81,22 +81,22 @@ func (r *receiverLink) Disposition(_ *amqp.Link, _ uint32, tag []byte, state *am
 	if len(tag) != 16 || state == nil {
 		return nil
 	}
-	lock, seq := ParseLockToken([16]byte(netGUID([16]byte(tag))))
-	how := SettleAbandon
-	var o SettleOptions
+	lock, seq := parseLockToken([16]byte(netGUID([16]byte(tag))))
+	how := settleAbandon
+	var o settleOptions
 	switch state.Code {
 	case amqp.CodeAccepted:
-		how = SettleComplete
+		how = settleComplete
 	case amqp.CodeReleased:
-		how = SettleRelease
+		how = settleRelease
 	case amqp.CodeModified:
 		if undeliverable, _ := state.Field(1).(bool); undeliverable {
-			how = SettleDefer
+			how = settleDefer
 		}
 		ann, _ := state.Field(2).(amqp.Map)
 		o.Properties = propertiesToModify(ann)
 	case amqp.CodeRejected:
-		how = SettleDeadLetter
+		how = settleDeadLetter
 		if e := amqp.AsError(state.Field(0)); e != nil {
 			o.Reason, _ = e.Info["DeadLetterReason"].(string)
 			o.Description, _ = e.Info["DeadLetterErrorDescription"].(string)
@@ -110,11 +110,11 @@ func (r *receiverLink) Disposition(_ *amqp.Link, _ uint32, tag []byte, state *am
 		case errors.Is(err, errNotOnDeadLetters):
 			return rejected(amqp.ErrNotImplemented, "%v", err)
 		case r.lockedSession() != nil:
-			return rejected(CondSessionLockLost, "The session lock has expired on the MessageSession. Accept a new MessageSession.")
+			return rejected(condSessionLockLost, "The session lock has expired on the MessageSession. Accept a new MessageSession.")
 		}
-		return rejected(CondMessageLockLost, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.")
+		return rejected(condMessageLockLost, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.")
 	}
-	if how == SettleDeadLetter {
+	if how == settleDeadLetter {
 		// Done: the answer must carry no error (both SDKs read an error in
 		// the answer's state as a failed settlement).
 		return amqp.New(amqp.CodeRejected)

@@ -36,10 +36,10 @@ func TestDeadLetterLocks(t *testing.T) {
 	if peek := q.PeekDeadLetters(2, 10); len(peek) != 4 || peek[0].SequenceNumber != 2 {
 		t.Fatalf("peek from 2: %d messages, want 4 (locked ones too)", len(peek))
 	}
-	if err := q.CompleteDeadLetter(1, second[0].LockToken); !errors.Is(err, ErrLockLost) {
+	if err := q.completeDeadLetter(1, second[0].LockToken); !errors.Is(err, errLockLost) {
 		t.Fatalf("completing with another message's token: %v, want ErrLockLost", err)
 	}
-	if err := q.CompleteDeadLetter(1, first[0].LockToken); err != nil {
+	if err := q.completeDeadLetter(1, first[0].LockToken); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.AbandonDeadLetter(2, first[1].LockToken); err != nil {
@@ -49,7 +49,7 @@ func TestDeadLetterLocks(t *testing.T) {
 		t.Fatalf("after an abandon: %+v, want message 2 again", got)
 	}
 	time.Sleep(lockFor + 20*time.Millisecond)
-	if err := q.CompleteDeadLetter(3, second[0].LockToken); !errors.Is(err, ErrLockLost) {
+	if err := q.completeDeadLetter(3, second[0].LockToken); !errors.Is(err, errLockLost) {
 		t.Fatalf("completing after the lock expired: %v, want ErrLockLost", err)
 	}
 	if got := q.ReceiveDeadLetters(10); len(got) != 4 {

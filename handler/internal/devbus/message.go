@@ -65,17 +65,17 @@ const (
 	ReasonExpired     = "TTLExpiredException"
 )
 
-// ErrLockLost: the session or message lock expired (or was taken by another
+// errLockLost: the session or message lock expired (or was taken by another
 // receiver after it expired); completing fails and the messages come back.
-var ErrLockLost = errors.New("lock lost: the lock expired before the messages were settled")
+var errLockLost = errors.New("lock lost: the lock expired before the messages were settled")
 
-// ErrMessageNotFound: no deferred message has the sequence number asked for
+// errMessageNotFound: no deferred message has the sequence number asked for
 // (.NET's ReceiveDeferredMessageAsync: "The specified sequence number does not
 // correspond to a message that has been deferred", reason MessageNotFound).
-var ErrMessageNotFound = errors.New("message not found: no deferred message has that sequence number")
+var errMessageNotFound = errors.New("message not found: no deferred message has that sequence number")
 
-// MaxMessageIDLength is Service Bus's limit on a MessageId.
-const MaxMessageIDLength = 128
+// maxMessageIDLength is Service Bus's limit on a MessageId.
+const maxMessageIDLength = 128
 
 // PropertiesJSON is the message's application properties as JSON (an
 // object, empty if it has none): written once when the queue accepts the

@@ -138,9 +138,9 @@ func (q *Queue) enqueue(msgs []Message) ([]int64, error) {
 	for i, m := range msgs {
 		switch {
 		case q.props.RequiresSession && !m.hasSessionID():
-			return nil, &SendError{Condition: amqp.ErrNotAllowed, Text: fmt.Sprintf("message %d: The SessionId was not set on a message, and it cannot be sent to the entity. Entities that have session support enabled can only receive messages that have the SessionId set to a valid value (queue %s).", i, q.Name)}
-		case len(m.MessageID) > MaxMessageIDLength:
-			return nil, &SendError{Condition: CondArgumentOutOfRange, Text: fmt.Sprintf("message %d: MessageId of %d characters; Service Bus allows %d", i, len(m.MessageID), MaxMessageIDLength)}
+			return nil, &sendError{Condition: amqp.ErrNotAllowed, Text: fmt.Sprintf("message %d: The SessionId was not set on a message, and it cannot be sent to the entity. Entities that have session support enabled can only receive messages that have the SessionId set to a valid value (queue %s).", i, q.Name)}
+		case len(m.MessageID) > maxMessageIDLength:
+			return nil, &sendError{Condition: condArgumentOutOfRange, Text: fmt.Sprintf("message %d: MessageId of %d characters; Service Bus allows %d", i, len(m.MessageID), maxMessageIDLength)}
 		}
 	}
 	q.mu.Lock()
@@ -202,16 +202,16 @@ func (q *Queue) materialize(m *Message, now time.Time) {
 	}
 }
 
-// SendError is a send Service Bus refuses, with the AMQP error condition it
+// sendError is a send Service Bus refuses, with the AMQP error condition it
 // answers with: amqp:not-allowed for a message without a SessionId on a
 // session queue (.NET's InvalidOperationException, whose text this is),
 // com.microsoft:argument-out-of-range for a MessageId over 128 characters.
-type SendError struct {
+type sendError struct {
 	Condition amqp.Symbol
 	Text      string
 }
 
-func (e *SendError) Error() string { return e.Text }
+func (e *sendError) Error() string { return e.Text }
 
 // wait blocks until the queue changes, timeout passes or ctx ends; false when ctx ended.
 func (q *Queue) wait(ctx context.Context, ch chan struct{}, timeout time.Duration) bool {

@@ -12,7 +12,7 @@ import (
 // max messages and locks each for the queue's LockDuration; other receivers
 // do not see a locked message until its lock expires or it is abandoned; a
 // message is completed or abandoned by its lock token, and settling with a
-// lock that expired (or was never held) fails with ErrLockLost, as the SDK's
+// lock that expired (or was never held) fails with errLockLost, as the SDK's
 // MessageLockLost. PeekDeadLetters reads without locking, locked messages
 // included (Receiver.PeekMessages). The sub-queue itself is not
 // session-enabled, has no delivery limit and its messages do not expire.
@@ -71,7 +71,7 @@ func (q *Queue) ReceiveDeadLetters(max int) []LockedDeadLetter {
 	return out
 }
 
-// settleDead checks the lock of dead letter seq under q.mu: ErrLockLost
+// settleDead checks the lock of dead letter seq under q.mu: errLockLost
 // unless token holds it now.
 func (q *Queue) settleDead(seq, token int64) error {
 	now := q.now()
@@ -79,14 +79,14 @@ func (q *Queue) settleDead(seq, token int64) error {
 	q.sweepDead(now)
 	l := q.deadLocks[seq]
 	if l == nil || l.token != token || indexOf(q.dead, seq) < 0 {
-		return ErrLockLost
+		return errLockLost
 	}
 	delete(q.deadLocks, seq)
 	return nil
 }
 
-// CompleteDeadLetter removes dead letter seq, locked by token.
-func (q *Queue) CompleteDeadLetter(seq, token int64) error {
+// completeDeadLetter removes dead letter seq, locked by token.
+func (q *Queue) completeDeadLetter(seq, token int64) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.settleDead(seq, token); err != nil {

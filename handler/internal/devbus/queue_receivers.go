@@ -20,26 +20,26 @@ import (
 // own and renewed with renew-lock. Deferred messages (received by sequence
 // number) and scheduled ones (held aside until their time) are here too.
 
-// ErrSessionCannotBeLocked: another receiver holds the session.
-var ErrSessionCannotBeLocked = errors.New("the session is locked by another receiver")
+// errSessionCannotBeLocked: another receiver holds the session.
+var errSessionCannotBeLocked = errors.New("the session is locked by another receiver")
 
-// LockToken is a lock token as the AMQP face writes it: the lock (a
+// lockToken is a lock token as the AMQP face writes it: the lock (a
 // session's or a message's) and the message's sequence number.
-func LockToken(lock, seq int64) [16]byte {
+func lockToken(lock, seq int64) [16]byte {
 	var u [16]byte
 	binary.BigEndian.PutUint64(u[:8], uint64(lock))
 	binary.BigEndian.PutUint64(u[8:], uint64(seq))
 	return u
 }
 
-// ParseLockToken splits a lock token.
-func ParseLockToken(u [16]byte) (lock, seq int64) {
+// parseLockToken splits a lock token.
+func parseLockToken(u [16]byte) (lock, seq int64) {
 	return int64(binary.BigEndian.Uint64(u[:8])), int64(binary.BigEndian.Uint64(u[8:]))
 }
 
-// AcceptNamedSession locks session id, known or not: ErrSessionCannotBeLocked
-// when another receiver holds it. The lock lasts LockDuration (renewed by Renew).
-func (q *Queue) AcceptNamedSession(id string) (*SessionLock, error) {
+// acceptNamedSession locks session id, known or not: errSessionCannotBeLocked
+// when another receiver holds it. The lock lasts LockDuration (renewed by renew).
+func (q *Queue) acceptNamedSession(id string) (*SessionLock, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.now()
@@ -50,7 +50,7 @@ func (q *Queue) AcceptNamedSession(id string) (*SessionLock, error) {
 		q.sessions[id] = s
 	}
 	if s.lock.heldAt(now) {
-		return nil, ErrSessionCannotBeLocked
+		return nil, errSessionCannotBeLocked
 	}
 	token := nextToken()
 	s.lock = lock{token: token, until: q.lockUntil(now, 0), delivered: map[int64]bool{}}
@@ -60,63 +60,63 @@ func (q *Queue) AcceptNamedSession(id string) (*SessionLock, error) {
 // Token is the lock's token.
 func (l *SessionLock) Token() int64 { return l.token }
 
-// Held reports whether this receiver still holds the session lock (cheap:
+// heldNow reports whether this receiver still holds the session lock (cheap:
 // no sweep, for a receiver link that checks it every few milliseconds).
-func (l *SessionLock) Held() bool {
+func (l *SessionLock) heldNow() bool {
 	l.q.mu.Lock()
 	defer l.q.mu.Unlock()
 	return l.held(l.q.now())
 }
 
-// LockedUntil is when the lock ends unless renewed (zero: renewed without end).
-func (l *SessionLock) LockedUntil() time.Time {
+// lockedUntil is when the lock ends unless renewed (zero: renewed without end).
+func (l *SessionLock) lockedUntil() time.Time {
 	l.q.mu.Lock()
 	defer l.q.mu.Unlock()
 	return l.s.lock.until
 }
 
-// Renew extends the session lock to LockDuration from now.
-func (l *SessionLock) Renew() (time.Time, error) {
+// renew extends the session lock to LockDuration from now.
+func (l *SessionLock) renew() (time.Time, error) {
 	l.q.mu.Lock()
 	defer l.q.mu.Unlock()
 	now := l.q.now()
 	l.q.sweep(now)
 	if !l.held(now) {
-		return time.Time{}, ErrLockLost
+		return time.Time{}, errLockLost
 	}
 	l.s.lock.until = now.Add(l.q.props.LockDuration)
 	return l.s.lock.until, nil
 }
 
-// TryNext delivers up to max messages from the head of the session without
+// tryNext delivers up to max messages from the head of the session without
 // waiting: none when nothing is available.
-func (l *SessionLock) TryNext(max int) ([]*Message, error) {
+func (l *SessionLock) tryNext(max int) ([]*Message, error) {
 	return l.Next(context.Background(), max, 0)
 }
 
-// SettleOne completes (ok) or abandons one delivered message.
-func (l *SessionLock) SettleOne(seq int64, ok bool) error {
-	return l.SettleAs(seq, completeOrAbandon(ok), SettleOptions{})
+// settleOne completes (ok) or abandons one delivered message.
+func (l *SessionLock) settleOne(seq int64, ok bool) error {
+	return l.settleAs(seq, completeOrAbandon(ok), settleOptions{})
 }
 
-// DeadLetter moves a delivered message to the dead-letter sub-queue with the
+// deadLetter moves a delivered message to the dead-letter sub-queue with the
 // receiver's reason and description.
-func (l *SessionLock) DeadLetter(seq int64, reason, description string) error {
-	return l.SettleAs(seq, SettleDeadLetter, SettleOptions{Reason: reason, Description: description})
+func (l *SessionLock) deadLetter(seq int64, reason, description string) error {
+	return l.settleAs(seq, settleDeadLetter, settleOptions{Reason: reason, Description: description})
 }
 
-// SettleAs settles one message this lock delivered (by a receive or by
-// sequence number): ErrLockLost when the lock is no longer held, or did
+// settleAs settles one message this lock delivered (by a receive or by
+// sequence number): errLockLost when the lock is no longer held, or did
 // not deliver it. A session's messages are settled only while its lock is
 // held by the receiver that took them (message-sessions.md: the session
 // lock holds the session's messages).
-func (l *SessionLock) SettleAs(seq int64, how Settlement, o SettleOptions) error {
+func (l *SessionLock) settleAs(seq int64, how settlement, o settleOptions) error {
 	l.q.mu.Lock()
 	defer l.q.mu.Unlock()
 	now := l.q.now()
 	l.q.sweep(now)
 	if !l.held(now) || !l.s.lock.delivered[seq] {
-		return ErrLockLost
+		return errLockLost
 	}
 	delete(l.s.lock.delivered, seq)
 	l.q.dispose(l.s, seq, how, o)
@@ -124,22 +124,22 @@ func (l *SessionLock) SettleAs(seq int64, how Settlement, o SettleOptions) error
 	return nil
 }
 
-// State returns the session's state (nil: none set).
-func (l *SessionLock) State() ([]byte, error) {
+// state returns the session's state (nil: none set).
+func (l *SessionLock) state() ([]byte, error) {
 	l.q.mu.Lock()
 	defer l.q.mu.Unlock()
 	if !l.held(l.q.now()) {
-		return nil, ErrLockLost
+		return nil, errLockLost
 	}
 	return l.q.states[l.s.id], nil
 }
 
-// SetState sets the session's state (nil clears it).
-func (l *SessionLock) SetState(state []byte) error {
+// setState sets the session's state (nil clears it).
+func (l *SessionLock) setState(state []byte) error {
 	l.q.mu.Lock()
 	defer l.q.mu.Unlock()
 	if !l.held(l.q.now()) {
-		return ErrLockLost
+		return errLockLost
 	}
 	if state == nil {
 		delete(l.q.states, l.s.id)
@@ -149,16 +149,16 @@ func (l *SessionLock) SetState(state []byte) error {
 	return nil
 }
 
-// ReceivedMessage is a message of a queue without sessions, locked on its own.
-type ReceivedMessage struct {
+// receivedMessage is a message of a queue without sessions, locked on its own.
+type receivedMessage struct {
 	*Message
 	Token       int64
 	LockedUntil time.Time
 }
 
-// TryReceive locks the oldest message no receiver holds (queues without
+// tryReceive locks the oldest message no receiver holds (queues without
 // sessions), for LockDuration; nil when there is none.
-func (q *Queue) TryReceive() *ReceivedMessage {
+func (q *Queue) tryReceive() *receivedMessage {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.now()
@@ -175,7 +175,7 @@ func (q *Queue) TryReceive() *ReceivedMessage {
 		s.locks[m.SequenceNumber] = l
 		m.DeliveryCount++
 		c := *m
-		return &ReceivedMessage{Message: &c, Token: l.token, LockedUntil: l.until}
+		return &receivedMessage{Message: &c, Token: l.token, LockedUntil: l.until}
 	}
 	return nil
 }
@@ -187,27 +187,27 @@ func (q *Queue) messageLock(seq, token int64) (*session, *lock, error) {
 	q.sweep(now)
 	s := q.sessions[""]
 	if s == nil || s.locks[seq] == nil || s.locks[seq].token != token || !s.locks[seq].heldAt(now) {
-		return nil, nil, ErrLockLost
+		return nil, nil, errLockLost
 	}
 	return s, s.locks[seq], nil
 }
 
-// SettleReceived completes (ok) or abandons a message TryReceive locked.
-func (q *Queue) SettleReceived(seq, token int64, ok bool) error {
-	return q.SettleMessage(seq, token, completeOrAbandon(ok), SettleOptions{})
+// settleReceived completes (ok) or abandons a message tryReceive locked.
+func (q *Queue) settleReceived(seq, token int64, ok bool) error {
+	return q.settleByToken(seq, token, completeOrAbandon(ok), settleOptions{})
 }
 
-// DeadLetterReceived dead-letters a message TryReceive locked.
-func (q *Queue) DeadLetterReceived(seq, token int64, reason, description string) error {
-	return q.SettleMessage(seq, token, SettleDeadLetter, SettleOptions{Reason: reason, Description: description})
+// deadLetterReceived dead-letters a message tryReceive locked.
+func (q *Queue) deadLetterReceived(seq, token int64, reason, description string) error {
+	return q.settleByToken(seq, token, settleDeadLetter, settleOptions{Reason: reason, Description: description})
 }
 
-// SettleMessage settles a message locked on its own (queues without
-// sessions: TryReceive, or ReceiveDeferred) by its lock token, from any
+// settleByToken settles a message locked on its own (queues without
+// sessions: tryReceive, or receiveDeferred) by its lock token, from any
 // receiver (azservicebus's live test TestReceiver_SettleWithOnlyLockToken
-// settles with a new receiver): ErrLockLost when the lock expired or is
+// settles with a new receiver): errLockLost when the lock expired or is
 // not this one.
-func (q *Queue) SettleMessage(seq, token int64, how Settlement, o SettleOptions) error {
+func (q *Queue) settleByToken(seq, token int64, how settlement, o settleOptions) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	s, _, err := q.messageLock(seq, token)
@@ -220,8 +220,8 @@ func (q *Queue) SettleMessage(seq, token int64, how Settlement, o SettleOptions)
 	return nil
 }
 
-// RenewMessageLock extends a message lock to LockDuration from now.
-func (q *Queue) RenewMessageLock(seq, token int64) (time.Time, error) {
+// renewMessageLock extends a message lock to LockDuration from now.
+func (q *Queue) renewMessageLock(seq, token int64) (time.Time, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	_, l, err := q.messageLock(seq, token)
@@ -279,12 +279,12 @@ func (q *Queue) Peek(from int64, max int, sessionID *string) []Message {
 	return out
 }
 
-// Schedule enqueues msgs to become active at `at` (schedule-message): each
+// schedule enqueues msgs to become active at `at` (schedule-message): each
 // gets a sequence number now, the one it is peeked and cancelled by, and a
 // new one when it becomes active (message-sequencing.md, "Scheduled
 // messages"). A time already past enqueues them at once. It refuses what
 // Send refuses; a duplicate dropped has sequence number 0.
-func (q *Queue) Schedule(msgs []Message, at time.Time) ([]int64, error) {
+func (q *Queue) schedule(msgs []Message, at time.Time) ([]int64, error) {
 	msgs = append([]Message(nil), msgs...)
 	for i := range msgs {
 		msgs[i].ScheduledEnqueueTime = at
@@ -292,11 +292,11 @@ func (q *Queue) Schedule(msgs []Message, at time.Time) ([]int64, error) {
 	return q.enqueue(msgs)
 }
 
-// CancelScheduled deletes the scheduled messages with these sequence
+// cancelScheduled deletes the scheduled messages with these sequence
 // numbers ("Cancellation deletes the message", message-sequencing.md); a
 // number that is not a scheduled message (unknown, cancelled already, or
 // active by now) is passed over. It returns how many it deleted.
-func (q *Queue) CancelScheduled(seqs []int64) int {
+func (q *Queue) cancelScheduled(seqs []int64) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.sweep(q.now())
@@ -319,21 +319,21 @@ func (q *Queue) CancelScheduled(seqs []int64) int {
 	return n
 }
 
-// ReceiveDeferred receives the deferred messages with these sequence
+// receiveDeferred receives the deferred messages with these sequence
 // numbers (receive-by-sequence-number, message-deferral.md): locked for
 // LockDuration each when peekLock, removed at once otherwise (azservicebus's
 // live test TestReceiverDeferWithReceiveAndDelete). A message keeps its
 // deferred state (x-opt-message-state 1: TestDeferredMessages/Defer), is
 // settled by its lock token, and an abandon or a lost lock leaves it
 // deferred, its delivery counted. On a session queue the messages must be
-// of the session sl holds: ErrLockLost when it no longer holds it.
+// of the session sl holds: errLockLost when it no longer holds it.
 // A deferred message whose time to live ran out is expired when asked for
 // ("When a client tries to retrieve a deferred message, it's checked for
 // expired condition and moved to a dead-letter queue if it's already
-// expired", message-deferral.md), and is not found. ErrMessageNotFound, for
+// expired", message-deferral.md), and is not found. errMessageNotFound, for
 // the whole request, when a number is not a deferred message of the queue
 // (or of the session), or another receive by sequence number holds it.
-func (q *Queue) ReceiveDeferred(seqs []int64, sl *SessionLock, peekLock bool) ([]*ReceivedMessage, error) {
+func (q *Queue) receiveDeferred(seqs []int64, sl *SessionLock, peekLock bool) ([]*receivedMessage, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.now()
@@ -341,7 +341,7 @@ func (q *Queue) ReceiveDeferred(seqs []int64, sl *SessionLock, peekLock bool) ([
 	s := q.sessions[""]
 	if q.props.RequiresSession {
 		if sl == nil || sl.q != q || !sl.held(now) {
-			return nil, ErrLockLost
+			return nil, errLockLost
 		}
 		s = sl.s
 	}
@@ -370,9 +370,9 @@ func (q *Queue) ReceiveDeferred(seqs []int64, sl *SessionLock, peekLock bool) ([
 		q.notify()
 	}
 	if missing {
-		return nil, ErrMessageNotFound
+		return nil, errMessageNotFound
 	}
-	out := make([]*ReceivedMessage, 0, len(seqs))
+	out := make([]*receivedMessage, 0, len(seqs))
 	for _, seq := range seqs {
 		i := indexOf(s.msgs, seq)
 		if i < 0 {
@@ -381,7 +381,7 @@ func (q *Queue) ReceiveDeferred(seqs []int64, sl *SessionLock, peekLock bool) ([
 		m := s.msgs[i]
 		m.DeliveryCount++
 		c := *m
-		got := &ReceivedMessage{Message: &c}
+		got := &receivedMessage{Message: &c}
 		switch {
 		case !peekLock:
 			s.msgs = append(s.msgs[:i], s.msgs[i+1:]...)

@@ -59,7 +59,7 @@ func (l *SessionLock) held(now time.Time) bool {
 
 // Next delivers up to max messages from the head of the session, waiting up
 // to idle for one; none (and no error) means the session is idle and should
-// be released. ErrLockLost: the lock expired; the receiver must give it up.
+// be released. errLockLost: the lock expired; the receiver must give it up.
 func (l *SessionLock) Next(ctx context.Context, max int, idle time.Duration) ([]*Message, error) {
 	deadline := time.Now().Add(idle)
 	for ctx.Err() == nil {
@@ -68,7 +68,7 @@ func (l *SessionLock) Next(ctx context.Context, max int, idle time.Duration) ([]
 		l.q.sweep(now)
 		if !l.held(now) {
 			l.q.mu.Unlock()
-			return nil, ErrLockLost
+			return nil, errLockLost
 		}
 		// The head of the session, less what this lock delivered and has
 		// not settled (a receiver with more credit than one message), and
@@ -104,7 +104,7 @@ func (l *SessionLock) Next(ctx context.Context, max int, idle time.Duration) ([]
 
 // Settle completes (ok) or abandons the delivered messages. An abandoned
 // message that has used up its deliveries moves to the dead-letter queue and
-// the session moves on. ErrLockLost: the lock expired first, nothing was
+// the session moves on. errLockLost: the lock expired first, nothing was
 // settled (the SDK neither completes nor abandons then).
 func (l *SessionLock) Settle(msgs []*Message, ok bool) error {
 	l.q.mu.Lock()
@@ -112,55 +112,55 @@ func (l *SessionLock) Settle(msgs []*Message, ok bool) error {
 	now := l.q.now()
 	l.q.sweep(now)
 	if !l.held(now) {
-		return ErrLockLost
+		return errLockLost
 	}
 	for _, d := range msgs {
 		delete(l.s.lock.delivered, d.SequenceNumber)
-		l.q.dispose(l.s, d.SequenceNumber, completeOrAbandon(ok), SettleOptions{})
+		l.q.dispose(l.s, d.SequenceNumber, completeOrAbandon(ok), settleOptions{})
 	}
 	l.q.notify()
 	return nil
 }
 
-func completeOrAbandon(ok bool) Settlement {
+func completeOrAbandon(ok bool) settlement {
 	if ok {
-		return SettleComplete
+		return settleComplete
 	}
-	return SettleAbandon
+	return settleAbandon
 }
 
-// Settlement is what a receiver does with a message it holds under a lock.
-type Settlement int
+// settlement is what a receiver does with a message it holds under a lock.
+type settlement int
 
 const (
-	// SettleComplete removes the message.
-	SettleComplete Settlement = iota
-	// SettleAbandon gives it back, its delivery counted: it is delivered
+	// settleComplete removes the message.
+	settleComplete settlement = iota
+	// settleAbandon gives it back, its delivery counted: it is delivered
 	// again next, or dead-lettered once it used up MaxDeliveryCount.
-	SettleAbandon
-	// SettleRelease gives it back without counting the delivery (a
+	settleAbandon
+	// settleRelease gives it back without counting the delivery (a
 	// receiver released a message it did not take: azservicebus's releaser).
-	SettleRelease
-	// SettleDefer sets it aside: it stays in the queue, deferred, received
+	settleRelease
+	// settleDefer sets it aside: it stays in the queue, deferred, received
 	// only by its sequence number (message-deferral.md); the delivery is
 	// not counted (.NET ServiceBusReceivedMessage.DeliveryCount: the count
 	// goes up when a lock expires or a message is abandoned).
-	SettleDefer
-	// SettleDeadLetter moves it to the dead-letter sub-queue.
-	SettleDeadLetter
+	settleDefer
+	// settleDeadLetter moves it to the dead-letter sub-queue.
+	settleDeadLetter
 )
 
-// SettleOptions go with a settlement: the receiver's dead-letter reason and
+// settleOptions go with a settlement: the receiver's dead-letter reason and
 // description, and the application properties it modifies (abandon, defer
 // and dead-letter take propertiesToModify).
-type SettleOptions struct {
+type settleOptions struct {
 	Reason, Description string
 	Properties          map[string]any
 }
 
 // dispose settles message seq of s, delivered under a lock the caller has
 // checked and let go, under q.mu.
-func (q *Queue) dispose(s *session, seq int64, how Settlement, o SettleOptions) {
+func (q *Queue) dispose(s *session, seq int64, how settlement, o settleOptions) {
 	i := indexOf(s.msgs, seq)
 	if i < 0 {
 		return
@@ -173,14 +173,14 @@ func (q *Queue) dispose(s *session, seq int64, how Settlement, o SettleOptions) 
 		m.Properties, m.properties = props, propertiesJSON(props)
 	}
 	switch how {
-	case SettleComplete:
+	case settleComplete:
 		s.msgs = append(s.msgs[:i], s.msgs[i+1:]...)
-	case SettleDeadLetter:
+	case settleDeadLetter:
 		q.deadLetterAs(s, i, o.Reason, o.Description)
-	case SettleDefer:
+	case settleDefer:
 		m.State = StateDeferred
 		m.DeliveryCount = max(m.DeliveryCount-1, 0)
-	case SettleRelease:
+	case settleRelease:
 		m.DeliveryCount = max(m.DeliveryCount-1, 0)
 		fallthrough
 	default: // abandoned: it stays where it is (deferred if it was) and is delivered again next
@@ -203,7 +203,7 @@ func (l *SessionLock) Release() {
 
 // Receive locks the oldest message that is not locked (queues without
 // sessions), renewing its lock for renewFor as AcceptSession does; nil when
-// ctx ends. settle completes (ok) or abandons it, or reports ErrLockLost.
+// ctx ends. settle completes (ok) or abandons it, or reports errLockLost.
 func (q *Queue) Receive(ctx context.Context, renewFor time.Duration) (m *Message, settle func(ok bool) error) {
 	for ctx.Err() == nil {
 		q.mu.Lock()
@@ -236,10 +236,10 @@ func (q *Queue) settleMessage(s *session, seq, token int64, ok bool) error {
 	q.sweep(now)
 	l := s.locks[seq]
 	if l == nil || l.token != token || !l.heldAt(now) {
-		return ErrLockLost
+		return errLockLost
 	}
 	delete(s.locks, seq)
-	q.dispose(s, seq, completeOrAbandon(ok), SettleOptions{})
+	q.dispose(s, seq, completeOrAbandon(ok), settleOptions{})
 	q.notify()
 	return nil
 }

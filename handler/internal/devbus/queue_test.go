@@ -64,7 +64,7 @@ func TestSessionLockRenewalIsPerAcceptance(t *testing.T) {
 	}
 	m := next(t, first)
 	time.Sleep(renew + lockFor)
-	if err := first.Settle([]*Message{m}, true); !errors.Is(err, ErrLockLost) {
+	if err := first.Settle([]*Message{m}, true); !errors.Is(err, errLockLost) {
 		t.Fatalf("settle after renew+lockDuration: %v, want ErrLockLost", err)
 	}
 	second := q.AcceptSession(ctx(t), renew)
@@ -72,7 +72,7 @@ func TestSessionLockRenewalIsPerAcceptance(t *testing.T) {
 	if again.MessageID != m.MessageID || again.DeliveryCount != 2 {
 		t.Fatalf("after the lock loss got %s delivery %d, want %s delivery 2", again.MessageID, again.DeliveryCount, m.MessageID)
 	}
-	if _, err := first.Next(ctx(t), 1, time.Millisecond); !errors.Is(err, ErrLockLost) {
+	if _, err := first.Next(ctx(t), 1, time.Millisecond); !errors.Is(err, errLockLost) {
 		t.Fatalf("the first receiver goes on after losing the lock: %v", err)
 	}
 }
@@ -98,7 +98,7 @@ func TestSessionTakenWhileFirstCallRuns(t *testing.T) {
 	if err := second.Settle([]*Message{m2}, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := first.Settle([]*Message{m1}, true); !errors.Is(err, ErrLockLost) {
+	if err := first.Settle([]*Message{m1}, true); !errors.Is(err, errLockLost) {
 		t.Fatalf("the first call's completion: %v, want ErrLockLost", err)
 	}
 	if !q.Idle() {
@@ -120,7 +120,7 @@ func TestLockWithoutRenewalAndWithoutEnd(t *testing.T) {
 		msgs, _ := l.Next(ctx(t), 2, time.Second)
 		time.Sleep(lockFor + 20*time.Millisecond)
 		err := l.Settle(msgs, true)
-		if lost := errors.Is(err, ErrLockLost); lost != tc.lost {
+		if lost := errors.Is(err, errLockLost); lost != tc.lost {
 			t.Fatalf("renew %v: settle after lockDuration: %v, want lost %v", tc.renew, err, tc.lost)
 		}
 	}
@@ -186,7 +186,7 @@ func TestMessageLocksWithoutSessions(t *testing.T) {
 	q.Send([]Message{{MessageID: "a"}, {MessageID: "b", TimeToLive: 10 * time.Millisecond}, {MessageID: "c"}})
 	m, settle := q.Receive(ctx(t), 0)
 	time.Sleep(lockFor + 10*time.Millisecond)
-	if err := settle(true); !errors.Is(err, ErrLockLost) {
+	if err := settle(true); !errors.Is(err, errLockLost) {
 		t.Fatalf("completion after the lock expired: %v", err)
 	}
 	again, settle := q.Receive(ctx(t), 0)
@@ -232,12 +232,12 @@ func TestDeferredMessageDoesNotBlockItsSession(t *testing.T) {
 	send(q, "s", 2)
 	l := q.AcceptSession(ctx(t), -1)
 	a := next(t, l)
-	if err := l.SettleAs(a.SequenceNumber, SettleDefer, SettleOptions{}); err != nil {
+	if err := l.settleAs(a.SequenceNumber, settleDefer, settleOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if b := next(t, l); b.MessageID != "s:b" {
 		t.Fatalf("after deferring s:a the session gives %s, want s:b", b.MessageID)
-	} else if err := l.SettleAs(b.SequenceNumber, SettleComplete, SettleOptions{}); err != nil {
+	} else if err := l.settleAs(b.SequenceNumber, settleComplete, settleOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if msgs, err := l.Next(ctx(t), 1, 50*time.Millisecond); err != nil || len(msgs) != 0 {
@@ -268,28 +268,28 @@ func TestReceiveDeferredNeedsItsSessionLock(t *testing.T) {
 	send(q, "t", 1)
 	l := q.AcceptSession(ctx(t), 0)
 	a := next(t, l)
-	if err := l.SettleAs(a.SequenceNumber, SettleDefer, SettleOptions{}); err != nil {
+	if err := l.settleAs(a.SequenceNumber, settleDefer, settleOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.ReceiveDeferred([]int64{a.SequenceNumber}, nil, true); !errors.Is(err, ErrLockLost) {
+	if _, err := q.receiveDeferred([]int64{a.SequenceNumber}, nil, true); !errors.Is(err, errLockLost) {
 		t.Fatalf("ReceiveDeferred without a session: %v, want ErrLockLost", err)
 	}
-	other, err := q.AcceptNamedSession("t")
+	other, err := q.acceptNamedSession("t")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.ReceiveDeferred([]int64{a.SequenceNumber}, other, true); !errors.Is(err, ErrMessageNotFound) {
+	if _, err := q.receiveDeferred([]int64{a.SequenceNumber}, other, true); !errors.Is(err, errMessageNotFound) {
 		t.Fatalf("ReceiveDeferred in another session: %v, want ErrMessageNotFound", err)
 	}
-	got, err := q.ReceiveDeferred([]int64{a.SequenceNumber}, l, true)
+	got, err := q.receiveDeferred([]int64{a.SequenceNumber}, l, true)
 	if err != nil || len(got) != 1 || got[0].Token != l.Token() || got[0].State != StateDeferred || got[0].DeliveryCount != 1 {
 		t.Fatalf("ReceiveDeferred in its session: %+v, %v", got, err)
 	}
 	time.Sleep(lockFor + 50*time.Millisecond)
-	if err := l.SettleAs(a.SequenceNumber, SettleComplete, SettleOptions{}); !errors.Is(err, ErrLockLost) {
+	if err := l.settleAs(a.SequenceNumber, settleComplete, settleOptions{}); !errors.Is(err, errLockLost) {
 		t.Fatalf("completing after the session lock expired: %v, want ErrLockLost", err)
 	}
-	if _, err := q.ReceiveDeferred([]int64{a.SequenceNumber}, l, true); !errors.Is(err, ErrLockLost) {
+	if _, err := q.receiveDeferred([]int64{a.SequenceNumber}, l, true); !errors.Is(err, errLockLost) {
 		t.Fatalf("ReceiveDeferred after the session lock expired: %v, want ErrLockLost", err)
 	}
 	if st := q.Stats(); st.Deferred != 1 {
@@ -308,8 +308,8 @@ func TestDeferredMessageExpiresWhenAskedFor(t *testing.T) {
 	if _, _, err := q.Send([]Message{{MessageID: "a", TimeToLive: 100 * time.Millisecond}, {MessageID: "b"}}); err != nil {
 		t.Fatal(err)
 	}
-	a := q.TryReceive()
-	if err := q.SettleMessage(a.SequenceNumber, a.Token, SettleDefer, SettleOptions{}); err != nil {
+	a := q.tryReceive()
+	if err := q.settleByToken(a.SequenceNumber, a.Token, settleDefer, settleOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(150 * time.Millisecond)
@@ -319,13 +319,13 @@ func TestDeferredMessageExpiresWhenAskedFor(t *testing.T) {
 	if st := q.Stats(); st.Expired != 0 || st.DeadLettered != 0 {
 		t.Fatalf("stats before asking for a: %+v, want nothing expired", st)
 	}
-	if _, err := q.ReceiveDeferred([]int64{a.SequenceNumber}, nil, true); !errors.Is(err, ErrMessageNotFound) {
+	if _, err := q.receiveDeferred([]int64{a.SequenceNumber}, nil, true); !errors.Is(err, errMessageNotFound) {
 		t.Fatalf("ReceiveDeferred of an expired deferred message: %v, want ErrMessageNotFound", err)
 	}
 	if dead := q.DeadLetters(); len(dead) != 1 || dead[0].MessageID != "a" || dead[0].DeadLetterReason != ReasonExpired {
 		t.Fatalf("dead letters: %+v, want a, expired", dead)
 	}
-	if b := q.TryReceive(); b == nil || b.MessageID != "b" {
+	if b := q.tryReceive(); b == nil || b.MessageID != "b" {
 		t.Fatalf("b: %+v", b)
 	}
 }
@@ -341,7 +341,7 @@ func TestScheduledMessageActivation(t *testing.T) {
 	clock := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	q.now = func() time.Time { return clock }
 	at := clock.Add(time.Hour)
-	seqs, err := q.Schedule([]Message{{MessageID: "later", TimeToLive: time.Minute}, {MessageID: "cancelled"}}, at)
+	seqs, err := q.schedule([]Message{{MessageID: "later", TimeToLive: time.Minute}, {MessageID: "cancelled"}}, at)
 	if err != nil || len(seqs) != 2 || seqs[0] != 1 || seqs[1] != 2 {
 		t.Fatalf("Schedule: %v, %v", seqs, err)
 	}
@@ -351,19 +351,19 @@ func TestScheduledMessageActivation(t *testing.T) {
 	if peeked := q.Peek(0, 10, nil); len(peeked) != 3 || peeked[0].State != StateScheduled || peeked[2].State != StateActive {
 		t.Fatalf("peek: %+v", peeked)
 	}
-	if n := q.CancelScheduled([]int64{2, 3, 99}); n != 1 {
+	if n := q.cancelScheduled([]int64{2, 3, 99}); n != 1 {
 		t.Fatalf("CancelScheduled cancelled %d, want 1", n)
 	}
-	if m := q.TryReceive(); m == nil || m.MessageID != "now" {
+	if m := q.tryReceive(); m == nil || m.MessageID != "now" {
 		t.Fatalf("before its time: %+v, want now alone", m)
-	} else if err := q.SettleReceived(m.SequenceNumber, m.Token, true); err != nil {
+	} else if err := q.settleReceived(m.SequenceNumber, m.Token, true); err != nil {
 		t.Fatal(err)
 	}
-	if m := q.TryReceive(); m != nil {
+	if m := q.tryReceive(); m != nil {
 		t.Fatalf("%s received before its time", m.MessageID)
 	}
 	clock = at
-	m := q.TryReceive()
+	m := q.tryReceive()
 	if m == nil || m.MessageID != "later" || m.SequenceNumber != 4 || m.State != StateActive || !m.EnqueuedTime.Equal(at) || !m.ExpiresAt.Equal(at.Add(time.Minute)) {
 		t.Fatalf("at its time: %+v, want later as seq 4, enqueued at %v", m, at)
 	}
@@ -395,7 +395,7 @@ func TestEmptySessionID(t *testing.T) {
 		t.Fatalf("session \"\" gives %+v", m)
 	}
 	l.Release()
-	named, err := q.AcceptNamedSession("")
+	named, err := q.acceptNamedSession("")
 	if err != nil {
 		t.Fatal(err)
 	}
