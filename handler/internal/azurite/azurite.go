@@ -5,7 +5,6 @@
 package azurite
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -25,6 +24,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/convoy-dev/convoy/handler/internal/syncio"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
@@ -37,7 +37,7 @@ type Server struct {
 	Dir      string // data directory when persistent, else ""
 	cmd      *exec.Cmd
 	exited   chan struct{}
-	output   *syncBuffer
+	output   *syncio.Writer
 	stopOnce sync.Once
 }
 
@@ -114,7 +114,7 @@ func start(opts Options) (*Server, error) {
 	} else {
 		args = append(args, "--location", opts.Dir)
 	}
-	s := &Server{Port: opts.Port, Dir: opts.Dir, exited: make(chan struct{}), output: &syncBuffer{}}
+	s := &Server{Port: opts.Port, Dir: opts.Dir, exited: make(chan struct{}), output: &syncio.Writer{}}
 	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.output, s.output
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
@@ -230,23 +230,6 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // PID is the Azurite process's id (the benchmarks read its CPU time).

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/internal/devbus"
+	"github.com/convoy-dev/convoy/handler/internal/syncio"
 )
 
 // Options configure a Host.
@@ -74,11 +75,12 @@ type group struct {
 
 // Host emulates the Functions host running one app on Flex Consumption
 // (instances per function group, up to MaxInstances in all), with the
-// Service Bus queues its triggers read. It is split by
-// concern: supervisor.go (one instance's handler process and the host's
-// process rules), dispatch.go (trigger listeners and scale-out), front.go
-// (the HTTP front end), queueapi.go (the queues for senders and tools),
-// logs.go (what Application Insights would receive).
+// Service Bus queues its triggers read (package devbus). It is split by
+// concern: supervisor.go (one instance's handler process),
+// supervisor_restarts.go (the host's process rules), call.go (an
+// invocation's round trip), dispatch.go (trigger listeners and scale-out),
+// front.go (the HTTP front end), queueapi.go (a read-only view of the
+// queues for tools), logs.go (what Application Insights would receive).
 type Host struct {
 	app       *App
 	opts      Options
@@ -132,7 +134,7 @@ func Start(opts Options) (*Host, error) {
 		opts.TimeScale = 1
 	}
 	quiet := opts.Log == io.Discard
-	opts.Log = &syncWriter{w: opts.Log}
+	opts.Log = syncio.NewWriter(opts.Log)
 	frontLn, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", opts.Port))
 	if err != nil {
 		return nil, err
@@ -431,18 +433,6 @@ func (h *Host) WaitIdle(ctx context.Context, settle time.Duration) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// syncWriter serialises writes from the emulation's many goroutines.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 // freePort finds a free port for a handler, as the host does; a port handed
