@@ -94,19 +94,24 @@ func (c *orderCache) put(o *Order) {
 	}
 }
 
-// evictOldest drops the least recently used orders until an eighth of the
-// room is free (in orders and in bytes, whichever ran out), so that the sort
-// is paid once per many insertions.
+// evictOldest drops the least recently used orders until 1/evictShare of
+// the room is free (in orders and in bytes, whichever ran out), so that the
+// sort is paid once per many insertions.
 func (c *orderCache) evictOldest() {
 	ids := slices.Collect(maps.Keys(c.byID))
 	slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(c.byID[a].used, c.byID[b].used) })
 	for _, id := range ids[:len(ids)-1] { // the order just put stays
-		if len(c.byID) <= c.size-c.size/8 && c.bytes <= c.maxBytes-c.maxBytes/8 {
+		if len(c.byID) <= c.size-c.size/evictShare && c.bytes <= c.maxBytes-c.maxBytes/evictShare {
 			break
 		}
 		c.remove(id)
 	}
 }
+
+// evictShare: an eviction frees an eighth of the cache, so that a full
+// cache sorts its entries once per size/8 insertions, not at each, and
+// keeps seven eighths of what it holds warm.
+const evictShare = 8
 
 func (c *orderCache) remove(id string) {
 	if e, ok := c.byID[id]; ok {

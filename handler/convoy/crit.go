@@ -46,7 +46,7 @@ func critBucket(ms int64) int64 {
 	if ms < 1 {
 		return 0
 	}
-	return 1 + int64(math.Floor(4*math.Log2(float64(ms))))
+	return 1 + int64(math.Floor(critBucketsPerDoubling*math.Log2(float64(ms))))
 }
 
 // critUpper is the upper end of bucket b, in milliseconds.
@@ -54,8 +54,14 @@ func critUpper(b int64) int64 {
 	if b == 0 {
 		return 1
 	}
-	return int64(math.Ceil(math.Exp2(float64(b) / 4)))
+	return int64(math.Ceil(math.Exp2(float64(b) / critBucketsPerDoubling)))
 }
+
+// critBucketsPerDoubling is how many buckets a histogram has per doubling
+// of the time (a bucket's upper end at most 19 % above its lower): finer
+// would cost each head more buckets. Stored histograms are numbered by it,
+// so it cannot change without a new encoding.
+const critBucketsPerDoubling = 4
 
 func (h *Histogram) add(ms int64) {
 	h.addCount(critBucket(ms), 1)

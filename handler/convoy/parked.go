@@ -42,9 +42,20 @@ type parkedProbe struct {
 	parked bool
 }
 
+// What Size and MessageSize add to the bytes of an order's and a message's
+// strings for what Go keeps around them (fields, map entries, slice
+// headers): estimates of the right order, which is all a bound in bytes of
+// the processor's cache (ProcessorOptions.CacheBytes) needs.
+const (
+	messageOverhead = 200  // a Message and its Transaction
+	orderOverhead   = 1024 // an Order's head, its maps and its window
+	bucketBytes     = 16   // one (bucket, count) of its critical times
+	knownTxOverhead = 96   // one transaction the order knows, besides its id
+)
+
 // MessageSize is about how many bytes a parked message takes in memory.
 func MessageSize(m Message) int {
-	return 200 + len(m.MessageID) + len(m.TraceParent) + len(m.Tx.OrderID) + len(m.Tx.TxID) + len(m.Tx.Currency) + len(m.Tx.Data)
+	return messageOverhead + len(m.MessageID) + len(m.TraceParent) + len(m.Tx.OrderID) + len(m.Tx.TxID) + len(m.Tx.Currency) + len(m.Tx.Data)
 }
 
 // partial reports whether messages are parked beyond the window.
@@ -220,9 +231,9 @@ func (o *Order) AddParkedPage(page []Message, more bool, c *Change) error {
 // its transactions and its parked window. What the processor's cache holds
 // is bounded by it (ProcessorOptions.CacheBytes).
 func (o *Order) Size() int64 {
-	n := 1024 + len(o.ID) + len(o.Data) + 16*(len(o.Crit.Cur.Buckets)+len(o.Crit.Prev.Buckets))
+	n := orderOverhead + len(o.ID) + len(o.Data) + bucketBytes*(len(o.Crit.Cur.Buckets)+len(o.Crit.Prev.Buckets))
 	for id := range o.known {
-		n += 96 + len(id)
+		n += knownTxOverhead + len(id)
 	}
 	for _, m := range o.Parked {
 		n += MessageSize(m)

@@ -155,13 +155,21 @@ func (p *Processor) Resume(ctx context.Context, orderID string) (Result, error) 
 }
 
 // drainStop is when a drain for an operator stops so that its caller can
-// still answer within ctx's deadline (zero: no deadline, no stop): a
-// quarter of the time left, at most a second, is kept for the last commit
-// and the answer.
+// still answer within ctx's deadline (zero: no deadline, no stop): the
+// answer's reserve is kept for the last commit and the answer.
 func drainStop(ctx context.Context) time.Time {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		return time.Time{}
 	}
-	return deadline.Add(-min(time.Second, time.Until(deadline)/4))
+	return deadline.Add(-min(maxAnswerReserve, time.Until(deadline)/answerShare))
 }
+
+// The answer's reserve: 1/answerShare of the time left, at most
+// maxAnswerReserve (a commit and a view's read take well under a second on
+// a healthy account; a short deadline still leaves most of itself to the
+// drain).
+const (
+	answerShare      = 4
+	maxAnswerReserve = time.Second
+)
