@@ -3,7 +3,6 @@ package tablestore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -217,17 +216,6 @@ func (s *Ledgers) Allocate(ctx context.Context, ledgerID, hash, orderID string, 
 		}
 	}
 	return 0, fault.Errorf(fault.Unavailable, "allocate seqs of order %q: too much contention", orderID)
-}
-
-func classifyOrNil(err error, what string) error {
-	if err == nil {
-		return nil
-	}
-	var fe *fault.Error
-	if errors.As(err, &fe) {
-		return err
-	}
-	return classify(err, what)
 }
 
 var _ convoy.ActiveIndex = (*Ledgers)(nil)
