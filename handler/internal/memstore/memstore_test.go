@@ -1,9 +1,9 @@
 package memstore_test
 
 import (
-	"github.com/convoy-dev/convoy/handler/internal/healtest"
 	"testing"
 
+	"github.com/convoy-dev/convoy/handler/internal/healtest"
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/internal/storetest"
