@@ -9,7 +9,6 @@ STATICCHECK     := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TOOLS           := $(CURDIR)/.tools
 AZURITE_TABLE   := $(TOOLS)/node_modules/.bin/azurite-table
 BINARY          := bin/convoy
-FUNCTIONS       := $(notdir $(wildcard functions/*))
 GO_SOURCES      := $(shell find . -name '*.go' -not -path './.tools/*') go.mod go.sum
 
 SERVICEBUS_JS   := $(TOOLS)/node_modules/@azure/service-bus/package.json
@@ -50,14 +49,12 @@ $(DEVHOST_CMD): $(GO_SOURCES)
 # deletes the files of one that runs.
 STAGE ?= dist
 
+# The layout itself (host.json, the binary, each function.json, .funcignore,
+# local.settings.json) is written once, in Go (devhost.Stage), which the
+# emulation's tests stage with too.
 .PHONY: stage
-stage: $(BINARY) ## stage the function app in dist/ (what `func azure functionapp publish --custom` uploads)
-	@rm -rf $(STAGE) && mkdir -p $(STAGE)
-	@cp host.json $(BINARY) $(STAGE)/
-	@$(foreach f,$(FUNCTIONS),mkdir -p $(STAGE)/$(f) && cp functions/$(f)/function.json $(STAGE)/$(f)/ &&) true
-	@printf 'local.settings.json\n.funcignore\n' > $(STAGE)/.funcignore
-	@if [ -f local.settings.json ]; then cp local.settings.json $(STAGE)/; fi
-	@echo "staged in $(STAGE)/: host.json, convoy, $(words $(FUNCTIONS)) functions"
+stage: $(BINARY) $(DEVHOST_CMD) ## stage the function app in dist/ (what `func azure functionapp publish --custom` uploads)
+	@$(DEVHOST_CMD) stage -app $(STAGE) -binary $(BINARY)
 
 .PHONY: test
 test: tools chromium lint ## lint, then every test (installs Azurite and Chromium, starts and stops its own servers)

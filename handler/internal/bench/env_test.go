@@ -74,7 +74,7 @@ func stopShared() {
 func stagedApp(b *testing.B, edit func(name string, doc map[string]any)) *devhost.App {
 	b.Helper()
 	dir := b.TempDir()
-	if err := devhost.Stage(root, handlerBinary(b), dir, edit); err != nil {
+	if _, err := devhost.Stage(root, handlerBinary(b), dir, edit); err != nil {
 		b.Fatal(err)
 	}
 	app, err := devhost.LoadApp(dir, map[string]string{"OrdersQueueName": "orders", "LedgersQueueName": "ledgers"})

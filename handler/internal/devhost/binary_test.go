@@ -261,7 +261,7 @@ func TestCommands(t *testing.T) {
 	}
 	defer az.Stop()
 	app := t.TempDir()
-	if err := devhost.Stage(root, binary, app, nil); err != nil {
+	if _, err := devhost.Stage(root, binary, app, nil); err != nil {
 		t.Fatal(err)
 	}
 	queues, err := devhost.LoadQueueConfig(filepath.Join(root, "infra", "local", "servicebus-emulator-config.json"))

@@ -60,7 +60,7 @@ func TestMain(m *testing.M) {
 func stage(t *testing.T, edit func(name string, doc map[string]any)) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := devhost.Stage(root, binary, dir, edit); err != nil {
+	if _, err := devhost.Stage(root, binary, dir, edit); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -1,7 +1,9 @@
 // Command convoy-devhost is a development tool, never deployed: it runs the
 // staged function app under the local emulation of the Functions host and
-// Service Bus (package devhost), against Azurite.
+// Service Bus (package devhost), against Azurite; and it stages the app, for
+// the emulation and for a publish alike.
 //
+//	convoy-devhost stage       lay the function app out in -app, as published (make stage)
 //	convoy-devhost demo        the whole pipeline on the sample ledgers, checked (make demo)
 //	convoy-devhost run         serve until Ctrl-C or SIGTERM, for `convoy publish` and curl (make devhost)
 //	convoy-devhost break       against a running `run`: one blocked order of each kind (make break)
@@ -21,12 +23,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/internal/devhost/cmd/convoy-devhost/demo"
 )
 
 const usage = `usage: convoy-devhost COMMAND [flags]
 
 commands:
+  stage       lay the function app out in -app (default dist/), as it is published: host.json,
+              the handler binary, each function's function.json, .funcignore (make stage)
   demo        run the whole pipeline on the sample ledgers and check every order (make demo)
   run         serve the staged app under the emulated Functions host and Service Bus, with
               Azurite, until Ctrl-C or SIGTERM (make devhost)
@@ -48,6 +53,7 @@ func main() {
 	cmd := os.Args[1]
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	app := fs.String("app", "dist", "the staged function app (make stage)")
+	binary := fs.String("binary", "bin/convoy", "the handler binary to stage (stage)")
 	queues := fs.String("queues", "infra/local/servicebus-emulator-config.json", "queue properties (Service Bus emulator config format)")
 	ledgers := fs.String("ledgers", "testdata/ledgers", "sample ledgers for the demo")
 	late := fs.String("late", "03-afternoon.json", "the demo ledger whose publisher stalls, so that the next ledger overtakes it")
@@ -58,7 +64,7 @@ func main() {
 	scale := fs.Float64("time-scale", envFloat("DEVHOST_TIME_SCALE", 1), "multiplies lock durations, renewal, time to live and the crash window (run; env DEVHOST_TIME_SCALE)")
 	settingsFile := fs.String("settings", "local.settings.json", "app settings: this file's Values, then the environment, which wins (run; a missing file is no error)")
 	switch cmd {
-	case "demo", "run", "break", "port-free":
+	case "stage", "demo", "run", "break", "port-free":
 	default:
 		fmt.Fprintf(os.Stderr, "convoy-devhost: unknown command %q\n%s", cmd, usage)
 		os.Exit(2)
@@ -85,6 +91,8 @@ func main() {
 	defer stop()
 	var err error
 	switch cmd {
+	case "stage":
+		err = stage(*app, *binary)
 	case "demo":
 		err = runDemo(ctx, *app, *ledgers, *queues, *late, *logFile)
 	case "run":
@@ -99,6 +107,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "convoy-devhost:", err)
 		os.Exit(1)
 	}
+}
+
+// stage lays the app of the project in the working directory out in app,
+// and says what it staged.
+func stage(app, binary string) error {
+	n, err := devhost.Stage(".", binary, app, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("staged in %s/: host.json, %s, %d functions\n", app, filepath.Base(binary), n)
+	return nil
 }
 
 func runDemo(ctx context.Context, app, ledgers, queues, late, logFile string) error {

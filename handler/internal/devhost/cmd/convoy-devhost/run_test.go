@@ -43,7 +43,7 @@ func TestRunBreakAndStop(t *testing.T) {
 	handlerBin := build("convoy", ".")
 	self := build("convoy-devhost", "./handler/internal/devhost/cmd/convoy-devhost")
 	app := filepath.Join(dir, "app")
-	if err := devhost.Stage(root, handlerBin, app, nil); err != nil {
+	if _, err := devhost.Stage(root, handlerBin, app, nil); err != nil {
 		t.Fatal(err)
 	}
 	settings := filepath.Join(dir, "local.settings.json")
