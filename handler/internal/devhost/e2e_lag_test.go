@@ -226,9 +226,7 @@ func TestLagE2E(t *testing.T) {
 		t.Errorf("the summary at the end: %d, lag %+v; want 3 blocked (lag-gap, lag-stuck, lag-direct)", code, sum.Lag)
 	}
 
-	e.mu.Lock()
 	logText := e.log.String()
-	e.mu.Unlock()
 	applied := regexp.MustCompile(`order message [^\n]*sessionId=lag-busy [^\n]*outcome=applied[^\n]*`).FindAllString(logText, -1)
 	timed := 0
 	for _, line := range applied {

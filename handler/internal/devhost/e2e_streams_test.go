@@ -202,9 +202,7 @@ func streamScenario(t *testing.T, sessions bool) (problems []string, spread bool
 	}
 	// 4. The instances: all three de-batched ledgers, and a stream moved
 	// between instances (its session was taken by another once idle).
-	e.mu.Lock()
 	log := e.log.String()
-	e.mu.Unlock()
 	byStream := map[string]map[string]bool{}
 	all := map[string]bool{}
 	for _, m := range publishedLine.FindAllStringSubmatch(log, -1) {

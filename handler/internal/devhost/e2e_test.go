@@ -22,6 +22,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/internal/devhost/cmd/convoy-devhost/demo"
+	"github.com/convoy-dev/convoy/handler/internal/syncio"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/servicebus"
 )
@@ -70,8 +71,7 @@ type env struct {
 	t    *testing.T
 	az   *azurite.Server
 	host *devhost.Host
-	log  *bytes.Buffer
-	mu   sync.Mutex
+	log  *syncio.Writer       // the emulation's and the handler's log
 	bus  *azservicebus.Client // to the emulated namespace, as any producer connects
 }
 
@@ -88,12 +88,12 @@ func startWith(t *testing.T, app string, az azurite.Options, edit func(*devhost.
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, log: &bytes.Buffer{}}
+	e := &env{t: t, log: &syncio.Writer{}}
 	if e.az, err = azurite.Start(az); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.az.Stop)
-	opts := devhost.Options{AppDir: app, Queues: queues, Log: lockedWriter{e}, Settings: map[string]string{
+	opts := devhost.Options{AppDir: app, Queues: queues, Log: e.log, Settings: map[string]string{
 		"StateStorage": e.az.ConnectionString(), "OrdersQueueName": "orders", "LedgersQueueName": "ledgers", "TransientRetrySeconds": "10",
 	}}
 	if edit != nil {
@@ -105,24 +105,14 @@ func startWith(t *testing.T, app string, az azurite.Options, edit func(*devhost.
 	}
 	t.Cleanup(e.host.Stop)
 	t.Cleanup(func() {
-		e.mu.Lock()
-		defer e.mu.Unlock()
 		if dir := os.Getenv("E2E_LOG_DIR"); dir != "" { // the whole log, for debugging this suite
-			_ = os.WriteFile(filepath.Join(dir, t.Name()+".log"), e.log.Bytes(), 0o644)
+			_ = os.WriteFile(filepath.Join(dir, t.Name()+".log"), []byte(e.log.String()), 0o644)
 		}
 		if t.Failed() {
 			t.Logf("emulation log (last 4 KiB):\n%s", tail(e.log.String(), 4096))
 		}
 	})
 	return e
-}
-
-type lockedWriter struct{ e *env }
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.e.mu.Lock()
-	defer w.e.mu.Unlock()
-	return w.e.log.Write(p)
 }
 
 func tail(s string, n int) string {

@@ -317,9 +317,7 @@ func TestTraceFromLedgerToEveryApply(t *testing.T) {
 		}
 	}
 	// The handler's log lines about the messages carry the trace.
-	e.mu.Lock()
 	logText := e.log.String()
-	e.mu.Unlock()
 	if !strings.Contains(logText, "traceId="+ledgerTrace) || !strings.Contains(logText, "traceId="+older.TraceID().String()) {
 		t.Errorf("the log has no line with the ledger's or the Diagnostic-Id message's trace id")
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/syncio"
 )
 
 // Flex Consumption as the emulation models it (docs/host-contract.md,
@@ -106,9 +107,9 @@ func flexApp(t *testing.T, functionTimeout string) string {
 
 // flexHost runs the emulation over the app of mode "flex"; settings are
 // added to the app settings (TickSchedule defaults to once a year).
-func flexHost(t *testing.T, functionTimeout string, settings map[string]string, edit func(*devhost.Options)) (*devhost.Host, *lockedBuffer) {
+func flexHost(t *testing.T, functionTimeout string, settings map[string]string, edit func(*devhost.Options)) (*devhost.Host, *syncio.Writer) {
 	t.Helper()
-	log := &lockedBuffer{b: &bytes.Buffer{}}
+	log := &syncio.Writer{}
 	all := map[string]string{fakeHandlerMode: "flex", "TickSchedule": "0 0 0 1 1 *"}
 	for k, v := range settings {
 		all[k] = v

@@ -75,9 +75,7 @@ func TestTimerSingleton(t *testing.T) {
 		t.Fatalf("%d AutoReplay instances", n)
 	}
 	time.Sleep(3500 * time.Millisecond)
-	e.mu.Lock()
 	log := e.log.String()
-	e.mu.Unlock()
 	fired := map[string]int{}
 	for _, m := range regexp.MustCompile(`(i\d+) → AI Function\.AutoReplay\.User \[Information\]: metrics `).FindAllStringSubmatch(log, -1) {
 		fired[m[1]]++

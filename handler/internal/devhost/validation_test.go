@@ -1,7 +1,6 @@
 package devhost_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,13 +9,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/syncio"
 )
 
 // fakeHandlerMode, when set, makes this test binary a misbehaving custom
@@ -113,11 +112,11 @@ func TestResponseValidation(t *testing.T) {
 // with one queue "work" (MaxDeliveryCount 3 unless given) holding one message.
 func fakeHost(t *testing.T, mode, functionTimeout string, maxDelivery ...int) *devhost.Host {
 	t.Helper()
-	return fakeHostLog(t, mode, functionTimeout, &lockedBuffer{b: &bytes.Buffer{}}, maxDelivery...)
+	return fakeHostLog(t, mode, functionTimeout, &syncio.Writer{}, maxDelivery...)
 }
 
 // fakeHostLog is fakeHost writing the emulation's log to log.
-func fakeHostLog(t *testing.T, mode, functionTimeout string, log *lockedBuffer, maxDelivery ...int) *devhost.Host {
+func fakeHostLog(t *testing.T, mode, functionTimeout string, log *syncio.Writer, maxDelivery ...int) *devhost.Host {
 	t.Helper()
 	return fakeHostOpts(t, mode, functionTimeout, log, nil, maxDelivery...)
 }
@@ -125,10 +124,10 @@ func fakeHostLog(t *testing.T, mode, functionTimeout string, log *lockedBuffer, 
 // fakeHostWith is fakeHost with the emulation's options edited.
 func fakeHostWith(t *testing.T, mode, functionTimeout string, edit func(*devhost.Options), maxDelivery ...int) *devhost.Host {
 	t.Helper()
-	return fakeHostOpts(t, mode, functionTimeout, &lockedBuffer{b: &bytes.Buffer{}}, edit, maxDelivery...)
+	return fakeHostOpts(t, mode, functionTimeout, &syncio.Writer{}, edit, maxDelivery...)
 }
 
-func fakeHostOpts(t *testing.T, mode, functionTimeout string, log *lockedBuffer, edit func(*devhost.Options), maxDelivery ...int) *devhost.Host {
+func fakeHostOpts(t *testing.T, mode, functionTimeout string, log *syncio.Writer, edit func(*devhost.Options), maxDelivery ...int) *devhost.Host {
 	t.Helper()
 	opts := devhost.Options{AppDir: fakeApp(t, functionTimeout), Settings: map[string]string{fakeHandlerMode: mode},
 		Queues: map[string]devbus.QueueProperties{"work": {MaxDeliveryCount: append(maxDelivery, 3)[0]}}, Log: log}
@@ -142,7 +141,7 @@ func fakeHostOpts(t *testing.T, mode, functionTimeout string, log *lockedBuffer,
 
 // startLogged starts the emulation with opts, stops it when the test ends,
 // and shows the end of its log if the test failed.
-func startLogged(t *testing.T, opts devhost.Options, log *lockedBuffer) *devhost.Host {
+func startLogged(t *testing.T, opts devhost.Options, log *syncio.Writer) *devhost.Host {
 	t.Helper()
 	h, err := devhost.Start(opts)
 	if err != nil {
@@ -275,23 +274,6 @@ func TestNoAnswerWaitsOutFunctionTimeout(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
 func writeJSON(t *testing.T, path string, v any) {
 	t.Helper()
 	_ = os.MkdirAll(filepath.Dir(path), 0o755)
@@ -305,7 +287,7 @@ func writeJSON(t *testing.T, path string, v any) {
 // on shutdown, never SIGTERM: the handler never sees a signal it could handle.
 func TestStopKills(t *testing.T) {
 	t.Parallel()
-	log := &lockedBuffer{b: &bytes.Buffer{}}
+	log := &syncio.Writer{}
 	h := fakeHostLog(t, "good", "", log)
 	drain(t, h)
 	pid := h.Instances()[0].HandlerPID()
