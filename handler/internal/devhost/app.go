@@ -41,8 +41,8 @@ type Function struct {
 	Trigger Binding
 }
 
-// Batch reports whether a Service Bus trigger takes batches.
-func (f Function) Batch() bool { return strings.EqualFold(f.Trigger.Cardinality, "many") }
+// batch reports whether a Service Bus trigger takes batches.
+func (f Function) batch() bool { return strings.EqualFold(f.Trigger.Cardinality, "many") }
 
 // HostConfig is the part of host.json the emulation honours.
 type HostConfig struct {
@@ -97,25 +97,25 @@ const defaultFunctionTimeout = 30 * time.Minute
 
 // HTTP forwarding modes of customHandler in host.json.
 const (
-	ForwardNone   = "none"    // HTTP functions are invoked with an envelope (Data.req)
-	ForwardLegacy = "forward" // enableForwardingHttpRequest: the host rebuilds the request
-	ForwardProxy  = "proxy"   // enableProxyingHttpRequest (host PR #11035): YARP passes the request as is
+	forwardNone   = "none"    // HTTP functions are invoked with an envelope (Data.req)
+	forwardLegacy = "forward" // enableForwardingHttpRequest: the host rebuilds the request
+	forwardProxy  = "proxy"   // enableProxyingHttpRequest (host PR #11035): YARP passes the request as is
 )
 
-// Forwarding says how HTTP functions receive requests; proxying wins when
+// forwarding says how HTTP functions receive requests; proxying wins when
 // both are set, as DefaultHttpWorkerService checks it first.
-func (a *App) Forwarding() string {
+func (a *App) forwarding() string {
 	switch {
 	case a.Host.CustomHandler.EnableProxyingHttpRequest:
-		return ForwardProxy
+		return forwardProxy
 	case a.Host.CustomHandler.EnableForwardingHttpRequest:
-		return ForwardLegacy
+		return forwardLegacy
 	}
-	return ForwardNone
+	return forwardNone
 }
 
-// RoutePrefix is the HTTP route prefix ("api" unless host.json says otherwise).
-func (a *App) RoutePrefix() string {
+// routePrefix is the HTTP route prefix ("api" unless host.json says otherwise).
+func (a *App) routePrefix() string {
 	if p := a.Host.Extensions.HTTP.RoutePrefix; p != nil {
 		return strings.Trim(*p, "/")
 	}
@@ -185,7 +185,7 @@ func LoadApp(dir string, settings map[string]string) (*App, error) {
 		if f.Trigger.QueueName, err = resolve(f.Trigger.QueueName, settings); err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
-		if f.Batch() && f.Trigger.DataType != "string" {
+		if f.batch() && f.Trigger.DataType != "string" {
 			return nil, fmt.Errorf(`%s: "cardinality": "many" needs "dataType": "string"`, file)
 		}
 		a.Functions = append(a.Functions, f)

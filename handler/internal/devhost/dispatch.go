@@ -46,7 +46,7 @@ func (in *Instance) listen(f Function) {
 		return
 	}
 	workers, batch := maxConcurrentSessions(h.app), 1
-	if f.Batch() {
+	if f.batch() {
 		workers, batch, renewFor = 1, maxMessageBatchSize(h.app), 0
 	}
 	for range workers {
@@ -153,7 +153,7 @@ func (h *Host) invoke(ctx context.Context, in *Instance, f Function, msgs []*dev
 // sees the queue's active message count, so it divides messages.)
 func scaleTarget(a *App, f Function, st devbus.QueueStats) int {
 	switch {
-	case f.Batch():
+	case f.batch():
 		return ceilDiv(st.Active, maxMessageBatchSize(a))
 	case f.Trigger.IsSessionsEnabled:
 		return ceilDiv(st.Active, maxConcurrentSessions(a))
@@ -174,9 +174,9 @@ func (h *Host) groupTarget(g *group) int {
 			want = max(want, scaleTarget(h.app, f, h.queues[f.Trigger.QueueName].Stats()))
 		}
 	}
-	if g.name == GroupHTTP {
+	if g.name == groupHTTP {
 		demand := int(h.httpWaiting.Load())
-		for _, in := range h.Group(GroupHTTP) {
+		for _, in := range h.Group(groupHTTP) {
 			demand += int(in.inflight.Load())
 		}
 		want = max(want, ceilDiv(demand, h.opts.HTTPConcurrency))

@@ -90,7 +90,7 @@ func raw(v any) json.RawMessage {
 // EncodeInvocation returns the body the host POSTs to /<f.Name> to deliver
 // msgs to a Service Bus trigger (msgs[0] alone unless f takes batches), at now.
 func EncodeInvocation(f Function, msgs []*devbus.Message, now time.Time) []byte {
-	if !f.Batch() {
+	if !f.batch() {
 		return serviceBusSingle(f.Name, f.Trigger.Name, msgs[0], f.Trigger.IsSessionsEnabled, now)
 	}
 	inv := serviceBusBatch(f.Name, f.Trigger.Name, msgs, now)

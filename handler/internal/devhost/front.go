@@ -25,7 +25,7 @@ func (h *Host) routes() http.Handler {
 		if f.Trigger.Type != "httpTrigger" {
 			continue
 		}
-		route := "/" + h.app.RoutePrefix() + "/" + strings.Trim(routeTemplate(f.Trigger.Route), "/")
+		route := "/" + h.app.routePrefix() + "/" + strings.Trim(routeTemplate(f.Trigger.Route), "/")
 		for _, m := range f.Trigger.Methods {
 			mux.HandleFunc(strings.ToUpper(m)+" "+route, keysNotice(f, h.httpFunction(f)))
 		}
@@ -74,7 +74,7 @@ func (h *Host) acquireHTTP(ctx context.Context) (*Instance, func(), error) {
 		free := h.httpFree
 		h.httpMu.Unlock()
 		var best *Instance
-		for _, in := range h.Group(GroupHTTP) {
+		for _, in := range h.Group(groupHTTP) {
 			n := in.inflight.Load()
 			if in.up() && n < int64(h.opts.HTTPConcurrency) && (best == nil || n < best.inflight.Load()) {
 				best = in
@@ -120,13 +120,13 @@ func (h *Host) httpFunction(f Function) http.HandlerFunc {
 			http.Error(w, "the handler is not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		switch h.app.Forwarding() {
-		case ForwardProxy:
+		switch h.app.forwarding() {
+		case forwardProxy:
 			out := r.Clone(r.Context())
 			out.URL.Scheme, out.URL.Host, out.RequestURI = "http", fmt.Sprintf("127.0.0.1:%d", port), ""
 			out.Header.Del("Connection")
 			h.send(w, in, port, out)
-		case ForwardLegacy:
+		case forwardLegacy:
 			h.forward(w, r, in, port)
 		default:
 			h.envelope(w, r, in, f)

@@ -54,12 +54,12 @@ type Options struct {
 
 // Function groups (FunctionGroups in the host): all HTTP functions scale
 // together; every other function on its own.
-const GroupHTTP = "http"
+const groupHTTP = "http"
 
-// GroupOf names the group a function scales with on Flex Consumption.
-func GroupOf(f Function) string {
+// groupOf names the group a function scales with on Flex Consumption.
+func groupOf(f Function) string {
 	if f.Trigger.Type == "httpTrigger" {
-		return GroupHTTP
+		return groupHTTP
 	}
 	return "function:" + f.Name
 }
@@ -153,7 +153,7 @@ func Start(opts Options) (*Host, error) {
 	h.telemetry = newTelemetry(h.app.Logs)
 	byName := map[string]*group{}
 	for _, f := range h.app.Functions {
-		name := GroupOf(f)
+		name := groupOf(f)
 		if byName[name] == nil {
 			byName[name] = &group{name: name}
 			h.groups = append(h.groups, byName[name])
@@ -298,7 +298,7 @@ func (h *Host) Instances() []*Instance {
 }
 
 // Group returns the running instances of a function group ("http",
-// "function:OrderProcessor", …; GroupOf), in start order.
+// "function:OrderProcessor", …; groupOf), in start order.
 func (h *Host) Group(name string) []*Instance {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -368,7 +368,7 @@ func (h *Host) Stop() {
 		_ = h.front.Shutdown(ctx)
 	}
 	h.bus.Close()
-	if d := h.telemetry.DroppedSummary(); d != "" {
+	if d := h.telemetry.droppedSummary(); d != "" {
 		h.log.Printf("lines Application Insights would not have received (host.json logging.logLevel): %s", d)
 	}
 }

@@ -92,8 +92,8 @@ func (f LogFilter) Min(category string) Level {
 	return min
 }
 
-// Keeps reports whether a line of level in category reaches Application Insights.
-func (f LogFilter) Keeps(category string, level Level) bool {
+// keeps reports whether a line of level in category reaches Application Insights.
+func (f LogFilter) keeps(category string, level Level) bool {
 	return level != LevelNone && level >= f.Min(category)
 }
 
@@ -127,7 +127,7 @@ func newTelemetry(f LogFilter) *Telemetry {
 func (t *Telemetry) record(tr Trace) (kept, first bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.filter.Keeps(tr.Category, tr.Level) {
+	if t.filter.keeps(tr.Category, tr.Level) {
 		if len(t.kept) < maxTraces {
 			t.kept = append(t.kept, tr)
 		}
@@ -159,8 +159,8 @@ func (t *Telemetry) Dropped() map[string]int {
 	return out
 }
 
-// DroppedSummary is Dropped as one sorted line, for the emulation's log.
-func (t *Telemetry) DroppedSummary() string {
+// droppedSummary is Dropped as one sorted line, for the emulation's log.
+func (t *Telemetry) droppedSummary() string {
 	d := t.Dropped()
 	keys := make([]string, 0, len(d))
 	for k := range d {

@@ -26,11 +26,11 @@ func TestLogFilter(t *testing.T) {
 		{"Functional", LevelInformation, false}, // a prefix only at a dot
 		{"Host.Function.ConsoleX", LevelWarning, true},
 	} {
-		if got := f.Keeps(tc.category, tc.level); got != tc.kept {
+		if got := f.keeps(tc.category, tc.level); got != tc.kept {
 			t.Errorf("%s at %s: kept %v, want %v", tc.category, tc.level, got, tc.kept)
 		}
 	}
-	if none, _ := NewLogFilter(nil); !none.Keeps(CategoryConsole, LevelInformation) || none.Keeps(CategoryConsole, LevelDebug) {
+	if none, _ := NewLogFilter(nil); !none.keeps(CategoryConsole, LevelInformation) || none.keeps(CategoryConsole, LevelDebug) {
 		t.Error("without logLevel the default is Information")
 	}
 	if _, err := NewLogFilter(map[string]string{"default": "Loud"}); err == nil {

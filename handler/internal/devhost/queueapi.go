@@ -31,8 +31,8 @@ func (h *Host) queueStats(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// DeadLetterView is a dead letter as the inspection API shows it.
-type DeadLetterView struct {
+// deadLetterView is a dead letter as the inspection API shows it.
+type deadLetterView struct {
 	SequenceNumber        int64          `json:"sequenceNumber"`
 	MessageID             string         `json:"messageId"`
 	SessionID             string         `json:"sessionId,omitempty"`
@@ -44,8 +44,8 @@ type DeadLetterView struct {
 	DeadLetterDescription string         `json:"deadLetterErrorDescription,omitempty"`
 }
 
-func viewDeadLetter(m devbus.Message) DeadLetterView {
-	return DeadLetterView{SequenceNumber: m.SequenceNumber, MessageID: m.MessageID, SessionID: m.SessionID,
+func viewDeadLetter(m devbus.Message) deadLetterView {
+	return deadLetterView{SequenceNumber: m.SequenceNumber, MessageID: m.MessageID, SessionID: m.SessionID,
 		ContentType: m.ContentType, ApplicationProperties: m.Properties, Body: string(m.Body), DeliveryCount: m.DeliveryCount,
 		DeadLetterReason: m.DeadLetterReason, DeadLetterDescription: m.DeadLetterDescription}
 }
@@ -83,7 +83,7 @@ func (h *Host) peekDeadLetters(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	out := []DeadLetterView{}
+	out := []deadLetterView{}
 	for _, m := range q.PeekDeadLetters(from, int(max)) {
 		out = append(out, viewDeadLetter(m))
 	}
