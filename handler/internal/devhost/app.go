@@ -1,10 +1,11 @@
 // Package devhost is a development and test tool, never used in Azure: a
-// local emulation of the Azure Functions host driving a custom handler, and
-// of the Service Bus queues it is triggered by, faithful to docs/host-contract.md.
-// It reads the staged app (host.json, <Name>/function.json), starts the real
-// handler binary the way the host does, invokes it with the host's encoding,
-// serves HTTP functions at /api/<route> like `func start`, and serves the
-// queues over AMQP 1.0 (bus.go) to the handler and any Service Bus client.
+// local emulation of the Azure Functions host driving a custom handler,
+// faithful to docs/host-contract.md. It reads the staged app (host.json,
+// <Name>/function.json), starts the real handler binary the way the host
+// does, invokes it with the host's encoding, serves HTTP functions at
+// /api/<route> like `func start`, and triggers functions from the Service
+// Bus queues of package devbus, which it serves over AMQP 1.0 to the handler
+// and any Service Bus client.
 package devhost
 
 import (

@@ -10,7 +10,7 @@ import (
 )
 
 // queueRoutes: a read-only view of the emulated queues for a developer's
-// browser, at /devhost/queues/…. Clients send and receive over AMQP (bus.go),
+// browser, at /devhost/queues/…. Clients send and receive over AMQP (package devbus),
 // with any Service Bus SDK, as in Azure.
 func (h *Host) queueRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /devhost/queues/{queue}", h.queueStats)
