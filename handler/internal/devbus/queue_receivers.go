@@ -94,17 +94,6 @@ func (l *SessionLock) tryNext(max int) ([]*Message, error) {
 	return l.Next(context.Background(), max, 0)
 }
 
-// settleOne completes (ok) or abandons one delivered message.
-func (l *SessionLock) settleOne(seq int64, ok bool) error {
-	return l.settleAs(seq, completeOrAbandon(ok), settleOptions{})
-}
-
-// deadLetter moves a delivered message to the dead-letter sub-queue with the
-// receiver's reason and description.
-func (l *SessionLock) deadLetter(seq int64, reason, description string) error {
-	return l.settleAs(seq, settleDeadLetter, settleOptions{Reason: reason, Description: description})
-}
-
 // settleAs settles one message this lock delivered (by a receive or by
 // sequence number): errLockLost when the lock is no longer held, or did
 // not deliver it. A session's messages are settled only while its lock is
@@ -195,11 +184,6 @@ func (q *Queue) messageLock(seq, token int64) (*session, *lock, error) {
 // settleReceived completes (ok) or abandons a message tryReceive locked.
 func (q *Queue) settleReceived(seq, token int64, ok bool) error {
 	return q.settleByToken(seq, token, completeOrAbandon(ok), settleOptions{})
-}
-
-// deadLetterReceived dead-letters a message tryReceive locked.
-func (q *Queue) deadLetterReceived(seq, token int64, reason, description string) error {
-	return q.settleByToken(seq, token, settleDeadLetter, settleOptions{Reason: reason, Description: description})
 }
 
 // settleByToken settles a message locked on its own (queues without
