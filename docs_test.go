@@ -135,6 +135,7 @@ func TestSlug(t *testing.T) {
 
 // TestDocsLinks: every relative link resolves, anchors included.
 func TestDocsLinks(t *testing.T) {
+	t.Parallel()
 	checked := 0
 	for _, page := range docPages(t) {
 		prose, _ := splitFences(readPage(t, page))
@@ -417,6 +418,7 @@ func shellWords(l string) []string {
 
 // TestDocsCommands: every command shown is one the repository has.
 func TestDocsCommands(t *testing.T) {
+	t.Parallel()
 	targets := makeTargets(t)
 	subs := convoySubcommands(t)
 	routes := httpRoutes(t)

@@ -26,6 +26,7 @@ echo "stand-in az: unexpected call: $*" >&2; exit 2
 // stand-in az: a warning on stderr (the CLI prints them there, e.g. about
 // its own version) must not be read as the queue's properties.
 func TestMigrateLedgersReadsOnlyTheAnswer(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Fatal("make is not installed")
 	}

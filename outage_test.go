@@ -248,8 +248,10 @@ func checkBlocked(t *testing.T, status int, page map[string]any, why string, ord
 // each with where "unknown" and why (an AutoReplay run found the dead-letter
 // queue unreadable), within seconds.
 func TestBlockedListWithoutServiceBus(t *testing.T) {
+	t.Parallel()
 	for _, o := range outages {
 		t.Run(o.name, func(t *testing.T) {
+			t.Parallel()
 			a := startApp(t, o.port(t))
 			a.block(t, "o-1", "o-2")
 			a.runAutoReplay(t)
@@ -264,8 +266,10 @@ func TestBlockedListWithoutServiceBus(t *testing.T) {
 // dashboard's page and its data (the summary and the blocked list, fetched
 // at once as the page does) answer within seconds.
 func TestSummaryAndDashboardWithoutServiceBus(t *testing.T) {
+	t.Parallel()
 	for _, o := range outages {
 		t.Run(o.name, func(t *testing.T) {
+			t.Parallel()
 			a := startApp(t, o.port(t))
 			a.block(t, "o-1", "o-2")
 			a.runAutoReplay(t)
@@ -324,8 +328,10 @@ func headless(t *testing.T, url string) string {
 // letter answer 503, in the JSON error shape, with the report of what they
 // did (nothing) beside the error.
 func TestReplayWithoutServiceBus(t *testing.T) {
+	t.Parallel()
 	for _, o := range outages {
 		t.Run(o.name, func(t *testing.T) {
+			t.Parallel()
 			a := startApp(t, o.port(t))
 			a.block(t, "o-1")
 			status, rep := a.call(t, "POST", "/api/orders/o-1/replay", "")
@@ -343,9 +349,11 @@ func TestReplayWithoutServiceBus(t *testing.T) {
 // TestAutoReplayWithoutServiceBus: a timer run replays nothing, pauses (its
 // breaker opens) and says so in its Logs; so does the next run.
 func TestAutoReplayWithoutServiceBus(t *testing.T) {
+	t.Parallel()
 	const timer = `{"Data":{"timer":{"Schedule":{"AdjustForDST":true},"ScheduleStatus":null,"IsPastDue":false}},"Metadata":{"sys":{"MethodName":"AutoReplay"}}}`
 	for _, o := range outages {
 		t.Run(o.name, func(t *testing.T) {
+			t.Parallel()
 			a := startApp(t, o.port(t))
 			a.block(t, "o-1")
 			for run := 1; run <= 2; run++ {

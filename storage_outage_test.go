@@ -74,6 +74,7 @@ const hungBound = 8 * time.Second
 // AutoReplay run pauses saying storage is failing, each within hungBound
 // (the target is 5 s). They are called at once, each timed on its own.
 func TestOperatorEndpointsWithStorageHung(t *testing.T) {
+	t.Parallel()
 	const timer = `{"Data":{"timer":{"Schedule":{"AdjustForDST":true},"ScheduleStatus":null,"IsPastDue":false}},"Metadata":{"sys":{"MethodName":"AutoReplay"}}}`
 	conn, hang := hungStorage(t)
 	a := startAppOn(t, conn, refusingPort(t))
