@@ -31,9 +31,10 @@ import (
 // AccountKey is Azurite's well-known development account key.
 const AccountKey = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
-// Server is a running Azurite Table service.
+// Server is a running Azurite Table service; its Account is the
+// development account (devstoreaccount1), which every Azurite has.
 type Server struct {
-	Port     int
+	Account
 	Dir      string // data directory when persistent, else ""
 	cmd      *exec.Cmd
 	exited   chan struct{}
@@ -45,6 +46,9 @@ type Server struct {
 type Options struct {
 	Port int    // 0 picks a free port
 	Dir  string // persist to this directory; "" keeps data in memory
+	// Accounts declares that many more accounts (AccountName(1) …), each
+	// with AccountKey: namespaces of their own on one server (Shared).
+	Accounts int
 }
 
 // Binary returns the azurite-table executable: $AZURITE_TABLE, else the
@@ -114,8 +118,17 @@ func start(opts Options) (*Server, error) {
 	} else {
 		args = append(args, "--location", opts.Dir)
 	}
-	s := &Server{Port: opts.Port, Dir: opts.Dir, exited: make(chan struct{}), output: &syncio.Writer{}}
+	s := &Server{Account: Account{Name: devAccount, Port: opts.Port}, Dir: opts.Dir, exited: make(chan struct{}), output: &syncio.Writer{}}
 	s.cmd = exec.Command(bin, args...)
+	if opts.Accounts > 0 {
+		// Declaring accounts replaces the default list: keep the
+		// development account, which the demo and make devhost print.
+		accounts := []string{devAccount + ":" + AccountKey}
+		for i := 1; i <= opts.Accounts; i++ {
+			accounts = append(accounts, AccountName(i)+":"+AccountKey)
+		}
+		s.cmd.Env = append(os.Environ(), "AZURITE_ACCOUNTS="+strings.Join(accounts, ";"))
+	}
 	s.cmd.Stdout, s.cmd.Stderr = s.output, s.output
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
 	if err := s.cmd.Start(); err != nil {
@@ -147,14 +160,27 @@ func start(opts Options) (*Server, error) {
 	}
 }
 
-// Endpoint is the table service URL of the development account.
-func (s *Server) Endpoint() string {
-	return fmt.Sprintf("http://127.0.0.1:%d/devstoreaccount1", s.Port)
+// devAccount is the development account every Azurite serves.
+const devAccount = "devstoreaccount1"
+
+// Account is one storage account of a running Azurite: its tables are its
+// own, whatever other accounts of the same server hold.
+type Account struct {
+	Name string
+	Port int
 }
 
-// ConnectionString is the explicit devstoreaccount1 connection string.
-func (s *Server) ConnectionString() string {
-	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=%s;TableEndpoint=%s;", AccountKey, s.Endpoint())
+// AccountName is the name of the i-th account Options.Accounts declares.
+func AccountName(i int) string { return fmt.Sprintf("account%04d", i) }
+
+// Endpoint is the account's table service URL.
+func (a Account) Endpoint() string {
+	return fmt.Sprintf("http://127.0.0.1:%d/%s", a.Port, a.Name)
+}
+
+// ConnectionString is the account's explicit connection string.
+func (a Account) ConnectionString() string {
+	return fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;TableEndpoint=%s;", a.Name, AccountKey, a.Endpoint())
 }
 
 // Stop interrupts Azurite (SIGINT lets it flush to disk) and waits for it.
@@ -172,20 +198,20 @@ func (s *Server) Stop() {
 
 // NewTable creates a table with a fresh name and returns its client;
 // transport, if not nil, sees every request (counting round trips).
-func (s *Server) NewTable(tb testing.TB, transport Doer) *aztables.Client {
+func (a Account) NewTable(tb testing.TB, transport Doer) *aztables.Client {
 	tb.Helper()
-	client, _ := s.NewNamedTable(tb, transport)
+	client, _ := a.NewNamedTable(tb, transport)
 	return client
 }
 
 // NewNamedTable is NewTable that also returns the table's name.
-func (s *Server) NewNamedTable(tb testing.TB, transport Doer) (*aztables.Client, string) {
+func (a Account) NewNamedTable(tb testing.TB, transport Doer) (*aztables.Client, string) {
 	tb.Helper()
 	opts := &aztables.ClientOptions{}
 	if transport != nil {
 		opts.Transport = transport
 	}
-	svc, err := aztables.NewServiceClientFromConnectionString(s.ConnectionString(), opts)
+	svc, err := aztables.NewServiceClientFromConnectionString(a.ConnectionString(), opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -204,14 +230,14 @@ func (s *Server) NewNamedTable(tb testing.TB, transport Doer) (*aztables.Client,
 // NewOrderStore is the processor's store on a fresh table, built as the
 // program builds it (aztables for reads, tablestore.Batches for commits);
 // transport, if not nil, sees every request of both.
-func (s *Server) NewOrderStore(tb testing.TB, transport Doer) *tablestore.Store {
+func (a Account) NewOrderStore(tb testing.TB, transport Doer) *tablestore.Store {
 	tb.Helper()
-	table, name := s.NewNamedTable(tb, transport)
+	table, name := a.NewNamedTable(tb, transport)
 	opts := &azcore.ClientOptions{}
 	if transport != nil {
 		opts.Transport = transport
 	}
-	batches, err := tablestore.NewBatchesFromConnectionString(s.ConnectionString(), opts)
+	batches, err := tablestore.NewBatchesFromConnectionString(a.ConnectionString(), opts)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -72,11 +72,7 @@ func TestFailsFastOnBadSettings(t *testing.T) {
 
 func TestStartedLikeTheHost(t *testing.T) {
 	t.Parallel()
-	az, err := azurite.Start(azurite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer az.Stop()
+	az := azurite.Shared(t)
 	port := freePort(t)
 	cmd := exec.Command(binary)
 	cmd.Dir = filepath.Dir(binary)
@@ -255,11 +251,7 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 // against the local emulation and Azurite.
 func TestCommands(t *testing.T) {
 	t.Parallel()
-	az, err := azurite.Start(azurite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer az.Stop()
+	az := azurite.Shared(t)
 	app := t.TempDir()
 	if _, err := devhost.Stage(root, binary, app, nil); err != nil {
 		t.Fatal(err)

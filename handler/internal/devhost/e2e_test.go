@@ -53,6 +53,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	azurite.StopShared()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -68,11 +69,12 @@ func stage(t *testing.T, edit func(name string, doc map[string]any)) string {
 }
 
 type env struct {
-	t    *testing.T
-	az   *azurite.Server
-	host *devhost.Host
-	log  *syncio.Writer       // the emulation's and the handler's log
-	bus  *azservicebus.Client // to the emulated namespace, as any producer connects
+	t       *testing.T
+	storage azurite.Account // the handler's StateStorage
+	az      *azurite.Server // its server, when the test has one of its own
+	host    *devhost.Host
+	log     *syncio.Writer       // the emulation's and the handler's log
+	bus     *azservicebus.Client // to the emulated namespace, as any producer connects
 }
 
 func start(t *testing.T, app string, az azurite.Options) *env {
@@ -81,7 +83,9 @@ func start(t *testing.T, app string, az azurite.Options) *env {
 }
 
 // startWith is start with the emulation's options edited on the way
-// (instances, time scale, queue properties).
+// (instances, time scale, queue properties). Storage is an account of the
+// package's shared Azurite, or with az set (a directory to restart it on)
+// an Azurite of the test's own.
 func startWith(t *testing.T, app string, az azurite.Options, edit func(*devhost.Options)) *env {
 	t.Helper()
 	queues, err := devhost.LoadQueueConfig(filepath.Join(root, "infra", "local", "servicebus-emulator-config.json"))
@@ -89,12 +93,17 @@ func startWith(t *testing.T, app string, az azurite.Options, edit func(*devhost.
 		t.Fatal(err)
 	}
 	e := &env{t: t, log: &syncio.Writer{}}
-	if e.az, err = azurite.Start(az); err != nil {
-		t.Fatal(err)
+	if az == (azurite.Options{}) {
+		e.storage = azurite.Shared(t)
+	} else {
+		if e.az, err = azurite.Start(az); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.az.Stop)
+		e.storage = e.az.Account
 	}
-	t.Cleanup(e.az.Stop)
 	opts := devhost.Options{AppDir: app, Queues: queues, Log: e.log, Settings: map[string]string{
-		"StateStorage": e.az.ConnectionString(), "OrdersQueueName": "orders", "LedgersQueueName": "ledgers", "TransientRetrySeconds": "10",
+		"StateStorage": e.storage.ConnectionString(), "OrdersQueueName": "orders", "LedgersQueueName": "ledgers", "TransientRetrySeconds": "10",
 	}}
 	if edit != nil {
 		edit(&opts)

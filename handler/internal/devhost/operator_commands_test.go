@@ -44,7 +44,7 @@ func TestOperatorCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	bus := "ServiceBusConnection=" + e.host.ServiceBusConnectionString()
-	storage := "StateStorage=" + e.az.ConnectionString()
+	storage := "StateStorage=" + e.storage.ConnectionString()
 	convoyCmd := func(env []string, args ...string) (string, string, int) {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, binary, args...)
