@@ -90,6 +90,7 @@ func walkthroughSteps(readme string) ([]step, error) {
 }
 
 func TestDocsWalkthroughSteps(t *testing.T) {
+	t.Parallel()
 	steps, err := walkthroughSteps(readPage(t, "README.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +119,7 @@ var publishLine = regexp.MustCompile(`^(convoy|go run \.|bin/convoy) publish `)
 var healTarget = regexp.MustCompile(`/api/orders/([A-Za-z0-9._-]+)/(?:replay|skip)|(?:convoy|go run \.) (?:replay|skip) ([A-Za-z0-9._-]+)`)
 
 func TestDocsWalkthrough(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatal("the walkthrough test clones the repository: git is needed")
 	}

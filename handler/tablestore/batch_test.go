@@ -17,6 +17,7 @@ import (
 // The entity JSON the batch writer produces decodes, with the SDK's own
 // EDMEntity, to what the SDK's encoding of the same values decodes to.
 func TestEntityJSONAsTheSDKWritesIt(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 24, 3, 4, 5, 123456700, time.UTC)
 	b := (&Batches{endpoint: "https://acct.table.core.windows.net", table: "orders"}).newBody()
 	e := b.upsert("o-1'x", "h")
@@ -50,6 +51,7 @@ func TestEntityJSONAsTheSDKWritesIt(t *testing.T) {
 // The body is the multipart/mixed changeset the Table service documents:
 // one application/http part per operation, keys quoted in URLs.
 func TestBatchBodyShape(t *testing.T) {
+	t.Parallel()
 	b := (&Batches{endpoint: "http://127.0.0.1:10002/devstoreaccount1", table: "t1"}).newBody()
 	b.insert("o-1", "v:1").end()
 	b.upsert("o-1", "h").end()
@@ -88,6 +90,7 @@ func TestBatchBodyShape(t *testing.T) {
 }
 
 func TestParseConnectionString(t *testing.T) {
+	t.Parallel()
 	for conn, want := range map[string]connectionString{
 		"UseDevelopmentStorage=true": {devAccount, devKey, "http://127.0.0.1:10002/devstoreaccount1"},
 		"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.chinacloudapi.cn": {

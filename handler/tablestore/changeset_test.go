@@ -146,6 +146,7 @@ const (
 //   - https://learn.microsoft.com/rest/api/storageservices/common-rest-api-error-codes
 //     (ServerBusy 503, OperationTimedOut 500, InternalError 500, shared by every storage service)
 func TestChangesetErrorsClassified(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		status             int
 		code, message      string
@@ -208,6 +209,7 @@ func check(t *testing.T, what string, err error, code string, want outcome, conf
 // transient, saying the answer was malformed, rather than acking an effect
 // that was never stored.
 func TestMalformedAnswerIsTransient(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	svc := newStubService(t)

@@ -19,6 +19,7 @@ import (
 // again in a rolling upgrade) says the highest it has loaded, until its
 // tail drains. Either way the tail drains whole and the head ends counting 0.
 func TestHeadsOfEarlierReleasesCountParked(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	table, name := server.NewNamedTable(t, nil)
 	batches, err := tablestore.NewBatchesFromConnectionString(server.ConnectionString(), &azcore.ClientOptions{})

@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, server.NewOrderStore(t, nil))
 }
 
@@ -68,6 +69,7 @@ func msg(seq int64, op convoy.Op, txID string) convoy.Message {
 // with the active-orders index wired as serve wires it (written for the
 // order's first message only).
 func TestRoundTripBudget(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var rt countingTransport
 	store := server.NewOrderStore(t, &rt)
@@ -112,6 +114,7 @@ func TestRoundTripBudget(t *testing.T) {
 // cache) receive the same and adjacent messages of one order at once, as after
 // a lost session lock. Every effect happens exactly once.
 func TestConcurrentDuplicateInvocations(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := &conflictCounter{Store: server.NewOrderStore(t, nil)}
 	const instances, n = 4, 30
@@ -175,6 +178,7 @@ func TestConcurrentDuplicateInvocations(t *testing.T) {
 // applied messages since) must not re-apply: its commit conflicts, it reloads,
 // and the message turns out to be a duplicate.
 func TestStaleInstance(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := &conflictCounter{Store: server.NewOrderStore(t, nil)}
 	a := convoy.NewProcessor(store, convoy.ProcessorOptions{})
@@ -233,13 +237,18 @@ func (c *conflictCounter) Commit(ctx context.Context, o *convoy.Order, base int6
 	return err
 }
 
-func TestReplayStateConformance(t *testing.T) { healtest.Run(t, server.NewOrderStore(t, nil)) }
+func TestReplayStateConformance(t *testing.T) {
+	t.Parallel()
+	healtest.Run(t, server.NewOrderStore(t, nil))
+}
 
 func TestLedgersConformance(t *testing.T) {
+	t.Parallel()
 	ledgertest.Run(t, tablestore.NewLedgers(server.NewTable(t, nil)))
 }
 
 func TestLedgerCrashRecovery(t *testing.T) {
+	t.Parallel()
 	ledgertest.CrashAtEveryStep(t, tablestore.NewLedgers(server.NewTable(t, nil)))
 }
 
@@ -248,6 +257,7 @@ func TestLedgerCrashRecovery(t *testing.T) {
 // a character) is still recorded as rejected, with the first problems kept,
 // instead of failing the record and going to the dead-letter queue.
 func TestRejectedLedgerAlwaysRecordable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := tablestore.NewLedgers(server.NewTable(t, nil))
 	var b strings.Builder
@@ -283,6 +293,7 @@ func TestRejectedLedgerAlwaysRecordable(t *testing.T) {
 // its numbers (the alloc row's Timestamp, the service's clock: Azurite runs
 // on this machine, so within a second of the test's).
 func TestPublished(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := tablestore.NewLedgers(server.NewTable(t, nil))
 	if p, err := store.Published(ctx, "o-none", 1); err != nil || p != (convoy.Published{}) {
@@ -334,6 +345,7 @@ func (d *countingDoer) Do(r *http.Request) (*http.Response, error) {
 // that published to the order (here 1,100, more than a page of alloc rows
 // holds, which the lookup before seq rows needed two queries for).
 func TestPublishedCost(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var d countingDoer
 	store := tablestore.NewLedgers(server.NewTable(t, &d))
@@ -359,6 +371,7 @@ func TestPublishedCost(t *testing.T) {
 // only, as an earlier release wrote them) are still found, and so are the
 // seqs allocated after the upgrade, in the same partition.
 func TestPublishedLegacy(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	table := server.NewTable(t, nil)
 	store := tablestore.NewLedgers(table)
@@ -387,6 +400,7 @@ func TestPublishedLegacy(t *testing.T) {
 // the order's active entry from its scan and must not read it again.
 // PublishedTo, for OrderStatus, reads the entry: one round trip more.
 func TestPublishedOfAnOrderFedDirectly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var rt countingTransport
 	store := tablestore.NewLedgers(server.NewTable(t, &rt))

@@ -16,6 +16,7 @@ import (
 // made a message a duplicate, and GetLedger and Tx failed decoding an empty
 // body, as if the row were corrupt.
 func TestPointReadsWithoutAnAnswer(t *testing.T) {
+	t.Parallel()
 	conn := "DefaultEndpointsProtocol=http;AccountName=" + devAccount + ";AccountKey=" + devKey + ";TableEndpoint=http://127.0.0.1:1/" + devAccount
 	svc, err := aztables.NewServiceClientFromConnectionString(conn, ClientOptions(policy.RetryOptions{MaxRetries: -1}))
 	if err != nil {

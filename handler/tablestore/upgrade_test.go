@@ -73,6 +73,7 @@ func (l legacyRows) tx(pos int, txID string, amount int64) {
 // in pages, and rows the old release reads stay readable by it (a
 // rollback); a head it writes again is migrated again on the next Load.
 func TestLegacyPartition(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	table, name := server.NewNamedTable(t, nil)
 	batches, err := tablestore.NewBatchesFromConnectionString(server.ConnectionString(), &azcore.ClientOptions{})
@@ -206,6 +207,7 @@ func (f *failingBatches) Do(r *http.Request) (*http.Response, error) {
 // over (a key of a million transactions could otherwise never finish within
 // a deadline), and ends in the same state.
 func TestLegacyMigrationResumes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	table, name := server.NewNamedTable(t, nil)
 	open := func(transport *failingBatches) *tablestore.Store {
