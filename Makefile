@@ -61,10 +61,12 @@ stage: $(BINARY) $(DEVHOST_CMD) ## stage the function app in dist/ (what `func a
 # them first (it runs the packages in the order given, -p at a time): the
 # run then ends with the short ones instead of waiting on a long one.
 SLOW_PACKAGES := ./handler/internal/devhost ./handler/internal/devbus ./handler/tablestore .
+TEST_FLAGS    := -race -count=1 -p 3 -parallel 3 -timeout 9m
 
 test: tools chromium ## lint beside every test (installs Azurite and Chromium, starts and stops its own servers)
 	@$(MAKE) --no-print-directory lint & lint=$$!; \
-	go test -race -count=1 -p 3 -parallel 3 -timeout 9m $(SLOW_PACKAGES) ./...; tests=$$?; \
+	echo "go test $(TEST_FLAGS) $(SLOW_PACKAGES) ./..."; \
+	go test $(TEST_FLAGS) $(SLOW_PACKAGES) ./...; tests=$$?; \
 	wait $$lint || { echo "make lint failed"; exit 1; }; exit $$tests
 
 # The packages whose tests start servers (Azurite, the handler under the
