@@ -138,7 +138,11 @@ func streamScenario(t *testing.T, sessions bool) (problems []string, spread bool
 	e.host.InjectFault(rec.hook)
 
 	// Waves of ledgers, each sent in order; between waves the sessions go
-	// idle and any instance may take a stream next.
+	// idle and any instance may take a stream next. The second wave is sent
+	// while pos-1's failing ledger is still being delivered, so that its
+	// stream's later ledgers wait behind it; after that, each wave is taken
+	// whole before the next is sent: on a loaded machine a fixed pause left
+	// every session with the instance that had it, and no stream moved.
 	for w := range waves {
 		var batch [][]byte
 		for i := w * perWave; i < (w+1)*perWave; i++ {
@@ -148,7 +152,15 @@ func streamScenario(t *testing.T, sessions bool) (problems []string, spread bool
 			}
 		}
 		e.publish(ctx, batch...)
-		time.Sleep(600 * time.Millisecond)
+		if w > 0 {
+			for st := e.host.Queue("ledgers").Stats(); st.Active > 0; st = e.host.Queue("ledgers").Stats() {
+				if ctx.Err() != nil {
+					t.Fatalf("the ledgers of wave %d were not all taken: %+v", w, st)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		time.Sleep(600 * time.Millisecond) // three idle timeouts: the receivers let their sessions go
 	}
 	e.waitIdle(ctx)
 
