@@ -153,12 +153,7 @@ func streamScenario(t *testing.T, sessions bool) (problems []string, spread bool
 		}
 		e.publish(ctx, batch...)
 		if w > 0 {
-			for st := e.host.Queue("ledgers").Stats(); st.Active > 0; st = e.host.Queue("ledgers").Stats() {
-				if ctx.Err() != nil {
-					t.Fatalf("the ledgers of wave %d were not all taken: %+v", w, st)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			waitFor(t, fmt.Sprintf("wave %d's ledgers all taken", w), time.Minute, func() bool { return e.host.Queue("ledgers").Stats().Active == 0 })
 		}
 		time.Sleep(600 * time.Millisecond) // three idle timeouts: the receivers let their sessions go
 	}
