@@ -197,3 +197,40 @@ func assertOnlySkipped(t *testing.T, store *memstore.Store, orderID string, seqs
 		t.Fatalf("seqs skipped by operator: %v, want %v", skipped, seqs)
 	}
 }
+
+// TestCopyOfACutDrainsHeadDrainsFirst (issue 42, item 1): a drain cut short
+// leaves the order's next seq parked. Another copy of that seq (a
+// redelivery after a lost completion, a replayed dead letter) must not be
+// decided as the next seq while the parked row stays: the parked drain is
+// finished first, the copy is then a duplicate. Otherwise the row is
+// orphaned below appliedSeq, the order stays blocked on a seq nobody sent
+// yet, a skip of it is accepted and the real message is dropped.
+func TestCopyOfACutDrainsHeadDrainsFirst(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
+	if err := store.CutDrain(ctx, p, "o-1", 69); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := store.Load(ctx, "o-1")
+	head := o.AppliedSeq + 1
+	res, err := p.Process(ctx, "o-1", []convoy.Message{add(head, fmt.Sprintf("t-%d", head), 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.AppliedSeq != 69 || res.Parked != 0 {
+		t.Fatalf("after a copy of parked seq %d: appliedSeq %d, %d parked; want 69, none", head, res.AppliedSeq, res.Parked)
+	}
+	// The store's own rows, read apart from the head's count.
+	if rows, _, err := store.Parked(ctx, "o-1", 0, 1000); err != nil || len(rows) != 0 {
+		t.Fatalf("parked rows left after the drain: %d (%v)", len(rows), err)
+	}
+	if _, _, err := p.Skip(ctx, "o-1", 70); fault.CodeOf(err) != fault.Conflict {
+		t.Fatalf("skip of seq 70, which nobody sent yet and nothing waits for: %v, want refused", err)
+	}
+	res, err = p.Process(ctx, "o-1", []convoy.Message{add(70, "t-70", 1)})
+	if err != nil || len(res.Outcomes) != 1 || res.Outcomes[0].Disposition != convoy.Applied {
+		t.Fatalf("the real seq 70: %+v, %v; want applied", res.Outcomes, err)
+	}
+	assertOnlySkipped(t, store, "o-1")
+}

@@ -264,6 +264,11 @@ func (o *Order) Receive(m Message, now time.Time, c *Change) Outcome {
 		c.changed = true
 		return Outcome{Seq: m.Seq, Disposition: Parked}
 	default:
+		if _, parked := o.Parked[m.Seq]; parked {
+			// Its drain was cut: the parked copy is applied by DrainNext,
+			// this one changes nothing (applied too, it would orphan that row).
+			return Outcome{Seq: m.Seq, Disposition: Duplicate}
+		}
 		return o.apply(m, now, c)
 	}
 }

@@ -200,3 +200,27 @@ func TestView(t *testing.T) {
 		t.Fatal("empty lists must encode as [] not null")
 	}
 }
+
+// TestReceiveOfAParkedNextSeqIsADuplicate (issue 42, item 1): when the next
+// seq is parked (its drain was cut), receiving another copy of it changes
+// nothing; DrainNext applies the parked one, whose row it consumes.
+func TestReceiveOfAParkedNextSeqIsADuplicate(t *testing.T) {
+	o := convoy.NewOrder("o-1")
+	receiveAll(o, create(1))
+	c := &convoy.Change{}
+	o.Receive(add(3, "t-3", 5), t0, c)
+	o.Receive(add(2, "t-2", 7), t0, c) // applied; 3 is now next, parked: a cut drain
+	if _, cut := o.NextParked(); !cut {
+		t.Fatal("the setup left no parked next seq")
+	}
+	if out := o.Receive(add(3, "t-3", 5), t0, c); out.Disposition != convoy.Duplicate {
+		t.Fatalf("a copy of the parked next seq: %v, want duplicate", out)
+	}
+	out, ok := o.DrainNext(t0, c)
+	if !ok || out.Disposition != convoy.Applied || o.AppliedSeq != 3 || o.ParkedCount != 0 || o.Total() != 12 {
+		t.Fatalf("the drain: %v %v; appliedSeq %d, %d parked, total %d; want 3, 0, 12", out, ok, o.AppliedSeq, o.ParkedCount, o.Total())
+	}
+	if len(c.Park) != 0 || len(c.Unpark) != 0 {
+		t.Fatalf("seq 3 parked and drained in one change leaves rows: park %v, unpark %v", c.Park, c.Unpark)
+	}
+}

@@ -80,7 +80,7 @@ func NewProcessor(store Store, opts ProcessorOptions) *Processor {
 // the call's successful commits changed, whichever attempt made them: a retry
 // after a partial commit neither loses nor repeats what the commit did.
 type Result struct {
-	Outcomes  []Outcome // one per message received, then one per parked message drained
+	Outcomes  []Outcome // one per message received and one per parked message drained, in the order decided
 	Commits   int       // atomic writes made by this call, over all its attempts
 	Blocked   bool      // a commit of this call left the order blocked behind a new gap
 	Unblocked bool      // a commit of this call filled the gap the order was blocked by
@@ -158,16 +158,20 @@ func (p *Processor) apply(ctx context.Context, o *Order, msgs []Message, done *c
 	}
 	a := p.begin(o, done)
 	a.verify = verify
-	var err error
+	// A drain cut short (a deadline, a failed commit) leaves the next seq
+	// parked: it is finished before any message is decided, so that a copy
+	// of that seq (a redelivery, a replayed dead letter) is a duplicate of
+	// the parked one instead of applied beside it, orphaning its row.
+	err := a.drain(ctx)
 	for _, m := range msgs {
+		if err != nil {
+			break
+		}
 		if err = a.makeRoom(ctx); err == nil {
 			if err = a.lookup(ctx, m); err == nil {
 				a.outcomes = append(a.outcomes, o.Receive(m, p.now(), &a.change))
 				err = a.drain(ctx)
 			}
-		}
-		if err != nil {
-			break
 		}
 	}
 	if err == nil {

@@ -29,6 +29,7 @@ func Run(t *testing.T, store convoy.Store) {
 		{"ParkThenDrain", testParkThenDrain},
 		{"ParkedTailInPages", testParkedTailInPages},
 		{"ParkedDuplicateBeyondWindow", testParkedDuplicateBeyondWindow},
+		{"CopyOfACutDrainsHead", testCopyOfACutDrainsHead},
 		{"DataKept", testDataKept},
 		{"FailedCommitWritesNothing", testAtomicFailure},
 		{"FullCommit", testFullCommit},
@@ -114,6 +115,9 @@ func step(t *testing.T, s convoy.Store, o *convoy.Order, msgs ...convoy.Message)
 		t.Fatalf("commit at version %d: %v", o.Version, err)
 	}
 	o.Version++
+	if err := ParkedAboveApplied(context.Background(), s, o.ID); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func load(t *testing.T, s convoy.Store, id string) *convoy.Order {
