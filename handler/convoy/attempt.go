@@ -94,7 +94,7 @@ func (a *attempt) drain(ctx context.Context) error {
 			return err
 		}
 		if m, ok := a.o.NextParked(); ok {
-			if !a.stop.IsZero() && time.Now().After(a.stop) {
+			if !a.stop.IsZero() && a.p.now().After(a.stop) {
 				return nil // left parked: Result.Draining
 			}
 			if err := a.lookup(ctx, m); err != nil {

@@ -25,8 +25,8 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 	defer unlock()
 	var res Result
 	var done committed
-	verify, stop := p.cache.suspect(orderID), drainStop(ctx) // as Process: after a conflict, added txIds are looked up
-	earlier := false                                         // an earlier call skipped seq
+	verify, stop := p.cache.suspect(orderID), drainStop(ctx, p.now()) // as Process: after a conflict, added txIds are looked up
+	earlier := false                                                  // an earlier call skipped seq
 	err := p.retry.Do(ctx, func(ctx context.Context) error {
 		p.cache.drop(orderID) // an operator acts on what is stored, not on this instance's view
 		o, err := p.store.Load(ctx, orderID)
@@ -128,7 +128,7 @@ func (p *Processor) Resume(ctx context.Context, orderID string) (Result, error) 
 	defer unlock()
 	var res Result
 	var done committed
-	verify, stop := p.cache.suspect(orderID), drainStop(ctx)
+	verify, stop := p.cache.suspect(orderID), drainStop(ctx, p.now())
 	err := p.retry.Do(ctx, func(ctx context.Context) error {
 		p.cache.drop(orderID) // drain what is stored, not this instance's view
 		o, err := p.store.Load(ctx, orderID)
@@ -156,13 +156,15 @@ func (p *Processor) Resume(ctx context.Context, orderID string) (Result, error) 
 
 // drainStop is when a drain for an operator stops so that its caller can
 // still answer within ctx's deadline (zero: no deadline, no stop): the
-// answer's reserve is kept for the last commit and the answer.
-func drainStop(ctx context.Context) time.Time {
+// answer's reserve is kept for the last commit and the answer. now is the
+// processor's clock (ProcessorOptions.Now), which the drain checks the stop
+// against: a simulation's deadlines fire on its own clock.
+func drainStop(ctx context.Context, now time.Time) time.Time {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		return time.Time{}
 	}
-	return deadline.Add(-min(maxAnswerReserve, time.Until(deadline)/answerShare))
+	return deadline.Add(-min(maxAnswerReserve, deadline.Sub(now)/answerShare))
 }
 
 // The answer's reserve: 1/answerShare of the time left, at most

@@ -15,6 +15,20 @@ type RetryPolicy struct {
 	MaxAttempts int           // attempts at most; 0 for as many as the budget allows, 1 for no retry
 	Initial     time.Duration // first backoff; default 100ms
 	Max         time.Duration // backoff cap; default 2s
+	// Clock, if set, replaces the wall clock: the budget is judged by its
+	// Now and the backoffs wait in its Sleep, and no wall-clock deadline is
+	// put on the attempts (ctx's own deadline still holds). A simulation
+	// sets it, with Jitter, so that a seed replays the same under any load.
+	Clock Clock
+	// Jitter returns a number in [0, n); default the global random source.
+	Jitter func(n int64) int64
+}
+
+// Clock is a source of time that a RetryPolicy reads and waits on.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits d, or until ctx ends (then it returns ctx's error).
+	Sleep(ctx context.Context, d time.Duration) error
 }
 
 // DefaultRetryBudget is RetryPolicy.MaxElapsed's default (the app setting
@@ -40,9 +54,19 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 // cannot stretch the invocation past it.
 func (p RetryPolicy) Do(ctx context.Context, fn func(ctx context.Context) error) error {
 	p = p.withDefaults()
-	deadline := time.Now().Add(p.MaxElapsed)
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
+	clock, jitter := p.Clock, p.Jitter
+	if clock == nil {
+		clock = wallClock{}
+	}
+	if jitter == nil {
+		jitter = rand.Int64N
+	}
+	deadline := clock.Now().Add(p.MaxElapsed)
+	if p.Clock == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	backoff := p.Initial
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
@@ -50,15 +74,29 @@ func (p RetryPolicy) Do(ctx context.Context, fn func(ctx context.Context) error)
 			return err
 		}
 		// Full jitter keeps two instances that raced once from racing again in step.
-		wait := time.Duration(rand.Int64N(int64(backoff)) + 1)
-		if time.Now().Add(wait).After(deadline) {
+		wait := time.Duration(jitter(int64(backoff)) + 1)
+		if clock.Now().Add(wait).After(deadline) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
+		if clock.Sleep(ctx, wait) != nil {
 			return err
-		case <-time.After(wait):
 		}
 		backoff = min(2*backoff, p.Max)
+	}
+}
+
+// wallClock is the Clock of a RetryPolicy that sets none.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+func (wallClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
