@@ -4,6 +4,8 @@ package healtest
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,5 +83,50 @@ func Run(t *testing.T, s heal.StateStore) {
 	got2, tag4, ok, err := s.Health(ctx)
 	if err != nil || !ok || tag4 != newTag || got2.Replayed != h.Replayed || got2.Breaker.Failures != 2 || !got2.Breaker.OpenUntil.Equal(at) || got2.Breaker.Why != "a reason" {
 		t.Fatalf("read back %+v %q %v %v, want %+v %q", got2, tag4, ok, err, h, newTag)
+	}
+	limits(t, s, id, got2, tag4)
+}
+
+// limits: Table Storage's, on the rows of a StateStore, as tablestore
+// surfaces Azure's refusal (a 400: fault.Internal) and writing nothing. The
+// record and a state are each one string property holding their JSON (as
+// json.Marshal writes it: '<' as \u003c), of at most 64 KiB as UTF-16
+// (32,768 units); an order id is a RowKey, without '/', '\', '#', '?' or
+// control characters.
+func limits(t *testing.T, s heal.StateStore, id string, h heal.Health, etag string) {
+	ctx := context.Background()
+	const maxUnits = 32 * 1024
+	over := h
+	over.Breaker.Why = strings.Repeat("<", maxUnits/6+1) // six units each in JSON
+	if _, err := s.PutHealth(ctx, over, etag); fault.CodeOf(err) != fault.Internal {
+		t.Fatalf("a record of more than %d UTF-16 units: %v, want a refusal (fault.Internal)", maxUnits, err)
+	}
+	if got, tag, _, err := s.Health(ctx); err != nil || tag != etag || got.Breaker.Why != h.Breaker.Why {
+		t.Fatalf("after the refused write: %q (%d characters) %v, want the record as it was", tag, len(got.Breaker.Why), err)
+	}
+	fit := h
+	fit.Breaker.Why = "x"
+	raw, _ := json.Marshal(fit)
+	fit.Breaker.Why = strings.Repeat("x", maxUnits-len(raw)+1) // the JSON: 32,768 units exactly
+	tag, err := s.PutHealth(ctx, fit, etag)
+	if err != nil {
+		t.Fatalf("a record of %d UTF-16 units: %v, want it kept", maxUnits, err)
+	}
+	fit.Breaker.Why += "x"
+	if _, err := s.PutHealth(ctx, fit, tag); fault.CodeOf(err) != fault.Internal {
+		t.Fatalf("a record of %d UTF-16 units: %v, want a refusal (fault.Internal)", maxUnits+1, err)
+	}
+	st := heal.State{OrderID: id + "-limit", Seq: 1, LastError: strings.Repeat("e", maxUnits)}
+	if _, err := s.PutReplayState(ctx, st, ""); fault.CodeOf(err) != fault.Internal {
+		t.Fatalf("a state of more than %d UTF-16 units: %v, want a refusal (fault.Internal)", maxUnits, err)
+	}
+	for _, c := range []string{"/", "#", "?", `\`, "\x01"} {
+		st := heal.State{OrderID: id + c + "x", Seq: 1}
+		if _, err := s.PutReplayState(ctx, st, ""); fault.CodeOf(err) != fault.Internal {
+			t.Fatalf("the state of order %q: %v, want a refusal (fault.Internal)", st.OrderID, err)
+		}
+	}
+	if _, _, ok, err := s.ReplayState(ctx, id+"-limit"); ok || err != nil {
+		t.Fatalf("a refused state was stored: %v, %v", ok, err)
 	}
 }

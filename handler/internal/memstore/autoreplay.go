@@ -36,6 +36,9 @@ func (s *Store) PutReplayState(_ context.Context, st heal.State, etag string) (s
 	if err := s.fail("index", st.OrderID); err != nil {
 		return "", err
 	}
+	if err := stateEntity(st).check(); err != nil {
+		return "", err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.replay == nil {
@@ -98,6 +101,9 @@ func (s *Store) Health(context.Context) (heal.Health, string, bool, error) {
 // PutHealth implements heal.StateStore.
 func (s *Store) PutHealth(_ context.Context, h heal.Health, etag string) (string, error) {
 	if err := s.fail("health", ""); err != nil {
+		return "", err
+	}
+	if err := healthEntity(h).check(); err != nil {
 		return "", err
 	}
 	s.mu.Lock()

@@ -23,11 +23,16 @@ func (s *Store) MarkBlocked(_ context.Context, orderID string, since time.Time, 
 		s.blocked = map[string]convoy.BlockedEntry{}
 	}
 	key := convoy.BlockedKey(orderID, since)
+	e := convoy.BlockedEntry{Key: key, OrderID: orderID, Since: since.UTC(), Version: version}
+	if err := blockedEntity(e).check(); err != nil {
+		return err
+	}
 	s.tags++
 	if _, ok := s.blocked[key]; !ok {
 		s.blockedKeys = nil
 	}
-	s.blocked[key] = convoy.BlockedEntry{Key: key, OrderID: orderID, Since: since.UTC(), Version: version, ETag: strconv.FormatInt(s.tags, 10)}
+	e.ETag = strconv.FormatInt(s.tags, 10)
+	s.blocked[key] = e
 	return nil
 }
 
@@ -48,6 +53,9 @@ func (s *Store) UpdateBlocked(_ context.Context, orderID string, since time.Time
 	}
 	if u.Note != nil {
 		e.Note = *u.Note
+	}
+	if err := blockedEntity(e).check(); err != nil {
+		return err
 	}
 	s.tags++
 	e.ETag = strconv.FormatInt(s.tags, 10)

@@ -183,8 +183,10 @@ func (s *Store) Commit(_ context.Context, o *convoy.Order, base int64, c *convoy
 	if err := s.fail("commit", o.ID); err != nil {
 		return err
 	}
-	if n := c.Records(); n > convoy.MaxChangeRecords {
-		return fault.Errorf(fault.Internal, "change touches %d records, more than %d", n, convoy.MaxChangeRecords)
+	// More than convoy.MaxChangeRecords records are more than 100
+	// operations, which tablestore refuses before sending, as Azure would.
+	if err := commitGroup(o, c).check(); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -2,7 +2,8 @@
 // in-memory store and the Table Storage store run the same tests. Run lists
 // them; they live by what they check: commit.go an order's state and its
 // atomic commits, history.go its transactions read by id and by page,
-// parked.go the parked tail, blocked.go the blocked-orders index.
+// parked.go the parked tail, blocked.go the blocked-orders index, limits.go
+// Table Storage's limits.
 package storetest
 
 import (
@@ -41,6 +42,10 @@ func Run(t *testing.T, store convoy.Store) {
 		{"BlockedIndexListedMidCommit", testBlockedListedMidCommit},
 		{"BlockedIndexPageWithoutHeads", testBlockedPageWithoutHeads},
 		{"BlockedIndexNotes", testBlockedNotes},
+		{"PropertyLimit", testPropertyLimit},
+		{"KeyLimits", testKeyLimits},
+		{"GroupLimits", testGroupLimits},
+		{"BlockedIndexLimits", testBlockedLimits},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
