@@ -28,6 +28,40 @@ func Run(t *testing.T, s ledger.Store) {
 	if idx, ok := s.(convoy.ActiveIndex); ok {
 		t.Run("ActiveIndex", func(t *testing.T) { testActive(t, s, idx, prefix+"-act") })
 	}
+	t.Run("KeysTableStorageRefuses", func(t *testing.T) { testKeys(t, s, prefix+"-key") })
+}
+
+// testKeys: a ledger id is a key ("ledger:<id>", "alloc:<id>"), and so is an
+// order id ("order:<id>", its active entry's RowKey); a key with a
+// character Table Storage does not allow ('#' here; '/', '\', '?' and
+// control characters alike) is refused as tablestore surfaces Azure's 400
+// (fault.Internal), and writes nothing.
+func testKeys(t *testing.T, s ledger.Store, prefix string) {
+	ctx := context.Background()
+	bad, good := prefix+"#x", prefix+"-ok"
+	if err := s.CreateLedger(ctx, &ledger.Record{ID: bad, Hash: "abc", Status: ledger.StatusPublishing}); fault.CodeOf(err) != fault.Internal {
+		t.Fatalf("create ledger %q: %v, want a refusal (fault.Internal)", bad, err)
+	}
+	if r, err := s.GetLedger(ctx, bad); err != nil || r != nil {
+		t.Fatalf("ledger %q after its refused create: %+v, %v", bad, r, err)
+	}
+	if _, err := s.Allocate(ctx, bad, "h", good, 1); fault.CodeOf(err) != fault.Internal {
+		t.Fatalf("allocate to ledger %q: %v, want a refusal (fault.Internal)", bad, err)
+	}
+	if _, err := s.Allocate(ctx, good, "h", bad, 1); fault.CodeOf(err) != fault.Internal {
+		t.Fatalf("allocate to order %q: %v, want a refusal (fault.Internal)", bad, err)
+	}
+	if first, err := s.Allocate(ctx, good, "h", good, 1); err != nil || first != 1 {
+		t.Fatalf("an allocation after the refused ones: first seq %d, %v; want 1", first, err)
+	}
+	if err := s.Activate(ctx, []string{good, bad}); fault.CodeOf(err) != fault.Internal {
+		t.Fatalf("activate order %q: %v, want a refusal (fault.Internal)", bad, err)
+	}
+	if m, ok := s.(convoy.ActiveMarker); ok {
+		if err := m.MarkActive(ctx, bad, convoy.Seen{Seq: 1, At: time.Now()}); fault.CodeOf(err) != fault.Internal {
+			t.Fatalf("mark order %q active: %v, want a refusal (fault.Internal)", bad, err)
+		}
+	}
 }
 
 // testActive: the active-orders index lists what Activate wrote, by order

@@ -82,6 +82,9 @@ func (s *Ledgers) CreateLedger(_ context.Context, r *ledger.Record) error {
 	if err := s.fail("create"); err != nil {
 		return err
 	}
+	if err := ledgerEntity(r.ID, r.Hash, string(r.Status)).check(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.records[r.ID]; ok {
@@ -105,6 +108,9 @@ func (s *Ledgers) SaveLedger(_ context.Context, r *ledger.Record) error {
 	if err := s.fail("save"); err != nil {
 		return err
 	}
+	if err := ledgerEntity(r.ID, r.Hash, string(r.Status)).check(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cur, ok := s.records[r.ID]; !ok || cur.ETag != r.ETag {
@@ -117,6 +123,9 @@ func (s *Ledgers) SaveLedger(_ context.Context, r *ledger.Record) error {
 // Allocate implements ledger.Store.
 func (s *Ledgers) Allocate(_ context.Context, ledgerID, hash, orderID string, count int) (int64, error) {
 	if err := s.fail("allocate"); err != nil {
+		return 0, err
+	}
+	if err := allocationGroup(ledgerID, hash, orderID).check(); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
@@ -140,6 +149,11 @@ func (s *Ledgers) Allocate(_ context.Context, ledgerID, hash, orderID string, co
 func (s *Ledgers) Activate(_ context.Context, orderIDs []string) error {
 	if err := s.fail("activate"); err != nil {
 		return err
+	}
+	for _, id := range orderIDs { // tablestore writes them 100 to a transaction
+		if err := activeEntity(id).check(); err != nil {
+			return err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -204,6 +218,9 @@ func (s *Ledgers) Deactivate(_ context.Context, e convoy.ActiveOrder) error {
 // MarkActive implements convoy.ActiveMarker.
 func (s *Ledgers) MarkActive(_ context.Context, orderID string, seen convoy.Seen) error {
 	if err := s.fail("mark"); err != nil {
+		return err
+	}
+	if err := activeEntity(orderID).check(); err != nil {
 		return err
 	}
 	s.mu.Lock()
