@@ -31,6 +31,9 @@ const (
 	LineReplayed = "auto-replay replayed" // one order's dead letters re-sent
 	LineFailed   = "auto-replay failed"   // one order's replay failed
 	LinePaused   = "auto-replay paused"   // the run replayed nothing: storage or Service Bus failing, breaker open
+	// LineUnrecorded: the run's figures could not be written into the
+	// auto-replay record (the summary and the surveys stay where they were).
+	LineUnrecorded = "auto-replay unrecorded"
 )
 
 // MetricsLine is the summary as one line of key=value fields, as AutoReplay
@@ -112,6 +115,9 @@ func (s *server) autoReplay(ctx context.Context, c *call) (map[string]any, error
 	}
 	if r.Paused != "" {
 		c.outcome(slog.LevelWarn, LinePaused, "reason", r.Paused)
+	}
+	if r.Unrecorded != "" {
+		c.outcome(slog.LevelWarn, LineUnrecorded, "reason", r.Unrecorded)
 	}
 	if r.Summary != nil {
 		c.outcome(slog.LevelInfo, LineMetrics, metricsAttrs(*r.Summary)...)

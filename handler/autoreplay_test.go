@@ -28,11 +28,12 @@ func (f fakeHealer) RunOnce(context.Context) heal.Run { return f.run }
 // TestAutoReplayInvocation: the timer's call succeeds even when the run
 // paused or failed (a failed call's Logs are lost), and its Logs hold one
 // line per replayed order, per failure listed (and one for those past
-// MaxOrders, counted), the pause and the metrics, each starting as the alert
-// rules expect.
+// MaxOrders, counted), the pause, the record left unwritten and the
+// metrics, each starting as the alert rules expect.
 func TestAutoReplayInvocation(t *testing.T) {
 	run := heal.Run{Replayed: []heal.Replay{{OrderID: "o-1", Seqs: []int64{4, 5}, Attempt: 2, NextWait: "2m0s"}},
 		Failed: []heal.Failure{{OrderID: "o-2", Error: "send: down"}}, FailedMore: 4990, Paused: "a replay failed",
+		Unrecorded: "the record could not be written (since 2026-11-25T18:00:00Z): too large",
 		Summary: &heal.Summary{BlockedOrders: 3, OldestBlockedSeconds: 99, DeadLetters: &heal.DeadLetters{Total: 4, Permanent: 1},
 			Lag: &heal.LagFigures{Orders: 12, ByStatus: map[convoy.LagStatus]int{convoy.LagOK: 2, convoy.LagCatchingUp: 6, convoy.LagStalled: 3, convoy.LagBlocked: 1},
 				StalledTwoWindows: 1, SurveyedThisPeriod: 7, PeriodSeconds: 240,
@@ -51,6 +52,7 @@ func TestAutoReplayInvocation(t *testing.T) {
 		`auto-replay failed orderId=o-2 error="send: down"`,
 		`auto-replay failed more=4990 error="and 4990 more orders, not listed (a run lists at most AutoReplayMaxOrders)"`,
 		`auto-replay paused reason="a replay failed"`,
+		`auto-replay unrecorded reason="the record could not be written (since 2026-11-25T18:00:00Z): too large"`,
 		"metrics blockedOrders=3 oldestBlockedSeconds=99 parkedMessages=0 deadLetters=4 deadLettersTransient=0 deadLettersPermanent=1 autoReplayPending=0 autoReplayRetrying=0 autoReplayed=0 autoReplayEnabled=false breakerOpen=false" +
 			" lagOrders=12 lagOk=2 lagCatchingUp=6 lagStalled=3 lagBlocked=1 lagStalledTwoWindows=1 oldestHeadSeconds=912 criticalTimeP50Ms=120 criticalTimeP99Ms=2300 criticalTimeMaxMs=4100" +
 			" lagSurveyedThisPeriod=7 lagOldestSurveySeconds=210 lagPeriodSeconds=240",

@@ -18,6 +18,7 @@ package heal
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -119,6 +120,9 @@ type Healer struct {
 	// (the shared one, in Health, cannot be read either then).
 	mu    sync.Mutex
 	local Breaker
+	// unwritten: since when this instance's runs could not write the
+	// Health record (writeRecord), nil when the last one could.
+	unwritten *Unwritten
 }
 
 // Defaults of Options (the app settings AutoReplay… default to them).
@@ -193,7 +197,7 @@ func (h *Healer) Explain(ctx context.Context, orders []convoy.BlockedOrder) ([]B
 // cut shortens an error quoted in what a run records and reports.
 func cut(s string) string {
 	if len(s) > 120 {
-		return s[:120] + "…"
+		return strings.ToValidUTF8(s[:120], "") + "…" // not half a rune
 	}
 	return s
 }

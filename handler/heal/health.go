@@ -20,6 +20,17 @@ type Health struct {
 	Replayed int64 `json:"replayed"`
 	// LastRun: the figures of the last run, nil before the first.
 	LastRun *Figures `json:"lastRun,omitempty"`
+	// Unwritten: since when the runs could not write their figures here,
+	// and why; nil when the last run's were written (recordFailure).
+	Unwritten *Unwritten `json:"unwritten,omitempty"`
+}
+
+// Unwritten is a failed write of the record, kept in the record as it
+// stands: what is written then is small and bounded, so it can be written
+// while the whole record could not (issue 42).
+type Unwritten struct {
+	Since time.Time `json:"since"`
+	Why   string    `json:"why"`
 }
 
 // Breaker is the circuit breaker of automatic replay.
@@ -132,6 +143,7 @@ func updateHealth(ctx context.Context, s StateStore, change func(*Health)) (Heal
 			return h, err
 		}
 		change(&h)
+		h.bound()
 		if _, err = s.PutHealth(ctx, h, etag); err == nil || fault.CodeOf(err) != fault.Conflict || try == 3 {
 			return h, err
 		}

@@ -68,8 +68,8 @@ func newLetter(m replay.DeadLetter, strs interned) letter {
 		seq = 0
 	}
 	c := operator.Classify(m, -1)
-	c.Why = strs.of(c.Why)
-	return letter{seq: seq, qseq: m.SequenceNumber, id: strings.Clone(m.MessageID), reason: strs.of(m.Reason),
+	c.Why = strs.of(clip(c.Why, maxWhyBytes)) // it quotes the reason: a note is a Table property too
+	return letter{seq: seq, qseq: m.SequenceNumber, id: strings.Clone(m.MessageID), reason: strs.of(clip(m.Reason, maxReasonBytes)),
 		cause: c, addressed: operator.Addressed(m)}
 }
 
@@ -145,7 +145,7 @@ func ReadDeadLetters(ctx context.Context, src replay.Source, limit int) (*DeadLe
 			from = max(from, m.SequenceNumber+1)
 			d.Total++
 			d.qseqs = append(d.qseqs, m.SequenceNumber)
-			reason := m.Reason
+			reason := clip(m.Reason, maxReasonBytes) // as newLetter keeps it
 			if reason == "" {
 				reason = "(none)"
 			}

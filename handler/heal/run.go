@@ -36,6 +36,9 @@ type Run struct {
 	// Paused says why the run replayed nothing: the breaker is open, or
 	// storage or Service Bus failed (then Summary may be nil).
 	Paused string `json:"paused,omitempty"`
+	// Unrecorded says that the run's figures could not be written into the
+	// Health record, since when and why ("" when they were).
+	Unrecorded string `json:"unrecorded,omitempty"`
 }
 
 // RunOnce is one timer run, bounded by ctx's deadline:
@@ -77,7 +80,7 @@ func (h *Healer) RunOnce(ctx context.Context) Run {
 	dls, dlErr := h.deadLetters(readCtx)
 	states, err := h.readStates(readCtx)
 	if err != nil {
-		r.Paused = h.trip(ctx, "storage is failing: "+cut(err.Error()), nil)
+		r.Paused = h.trip(ctx, &r, "storage is failing: "+cut(err.Error()), nil)
 		return r
 	}
 	var lagPass, blockedPass Pass // where the last run left the surveys
@@ -86,7 +89,7 @@ func (h *Healer) RunOnce(ctx context.Context) Run {
 	}
 	f, blocked, err := h.survey(readCtx, dls, dlErr, states, now, blockedPass)
 	if err != nil {
-		r.Paused = h.trip(ctx, "storage is failing: "+cut(err.Error()), nil)
+		r.Paused = h.trip(ctx, &r, "storage is failing: "+cut(err.Error()), nil)
 		return r
 	}
 	// The lag survey runs alongside the replay pass, and is waited for
@@ -98,16 +101,16 @@ func (h *Healer) RunOnce(ctx context.Context) Run {
 		r.Summary = &sum
 	}
 	if dlErr != nil {
-		r.Paused = h.trip(ctx, "Service Bus is failing: "+dlErr.Error(), f)
+		r.Paused = h.trip(ctx, &r, "Service Bus is failing: "+dlErr.Error(), f)
 		return r
 	}
 	if h.opts.Disabled {
-		h.record(ctx, f, 0, true)
+		h.record(ctx, &r, f, 0, true)
 		return r
 	}
 	if b := hl.Breaker; now.Before(b.OpenUntil) {
 		r.Paused = fmt.Sprintf("circuit breaker open until %s after a failing run", b.OpenUntil.UTC().Format(time.RFC3339))
-		h.record(ctx, f, 0, false)
+		h.record(ctx, &r, f, 0, false)
 		return r
 	}
 	replayed, settled, failed := h.replayDue(ctx, dls, blocked, states, now, &r)
@@ -118,10 +121,10 @@ func (h *Healer) RunOnce(ctx context.Context) Run {
 	r.Summary = &sum
 	sum.AutoReplay.Unreached, sum.AutoReplay.Deferred = f.Unreached, f.Deferred
 	if failed != "" {
-		r.Paused = h.trip(ctx, failed, f)
+		r.Paused = h.trip(ctx, &r, failed, f)
 		return r
 	}
-	h.record(ctx, f, replayed, true)
+	h.record(ctx, &r, f, replayed, true)
 	sum.AutoReplay.Replayed += replayed
 	return r
 }

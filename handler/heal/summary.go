@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/operator"
 )
 
 // Summary is the health of every order at a glance.
@@ -31,6 +32,11 @@ type Summary struct {
 	// Lag is the lag of the active orders as the last AutoReplay run
 	// surveyed it (LagFigures.At); null before the first.
 	Lag *LagFigures `json:"lag"`
+	// RecordFailingSince: the AutoReplay runs since then could not write
+	// their figures into the auto-replay record (RecordFailingWhy says why):
+	// the figures above are as of the last run that could, FiguresAt.
+	RecordFailingSince string `json:"recordFailingSince,omitempty"`
+	RecordFailingWhy   string `json:"recordFailingWhy,omitempty"`
 }
 
 // AutoReplay are the automatic replay's figures.
@@ -94,7 +100,16 @@ func (h *Healer) Summarize(ctx context.Context) (Summary, error) {
 	if b := hl.Breaker; now.Before(b.OpenUntil) {
 		s.AutoReplay.BreakerOpen, s.AutoReplay.OpenUntil, s.AutoReplay.BreakerWhy = true, b.OpenUntil.UTC().Format(time.RFC3339), b.Why
 	}
+	s.unwritten(hl.Unwritten)
 	return s, nil
+}
+
+// unwritten shows a record that could not be written since u.Since (nil:
+// none).
+func (s *Summary) unwritten(u *Unwritten) {
+	if u != nil {
+		s.RecordFailingSince, s.RecordFailingWhy = u.Since.UTC().Format(time.RFC3339), u.Why
+	}
 }
 
 // secondsSince is how long before now the RFC 3339 time since was (0 for
@@ -117,13 +132,18 @@ func countBlocked(blocked []convoy.BlockedOrder, last *Figures) Figures {
 	return f
 }
 
-// missingKey is where o's missing message is, as MissingBy counts it.
+// missingKey is where o's missing message is, as MissingBy counts it: one
+// of a few keys (a note saying otherwise counts as WhereUnknown), so that
+// what the Health record keeps per key is bounded.
 func missingKey(o convoy.BlockedOrder, last *Figures) string {
 	m := missingOf(o, last)
-	if m.Cause != "" {
+	switch {
+	case (m.Where == WhereDeadLetter || m.Where == WhereDeadLetterNoSeq) && (m.Cause == operator.Transient || m.Cause == operator.Permanent):
 		return m.Where + "/" + m.Cause
+	case m.Where == WhereNotDeadLettered:
+		return m.Where
 	}
-	return m.Where
+	return WhereUnknown
 }
 
 // summaryOf is the summary a run writes its metrics line from.
@@ -134,5 +154,6 @@ func (h *Healer) summaryOf(f *Figures, hl Health, now time.Time) Summary {
 		AutoReplay:         AutoReplay{Enabled: h.Enabled(), Replayed: hl.Replayed, Pending: f.Pending, Retrying: f.Retrying},
 		OldestBlockedSince: f.OldestBlockedSince, Lag: f.Lag}
 	s.OldestBlockedSeconds = secondsSince(f.OldestBlockedSince, now)
+	s.unwritten(hl.Unwritten)
 	return s
 }
