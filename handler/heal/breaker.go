@@ -7,18 +7,24 @@ import (
 )
 
 // record writes a run's figures, and what it replayed, into the Health
-// record; closed closes the breaker (a run that succeeded). A write that
-// fails is told (writeRecord), and the next run tries again.
-func (h *Healer) record(ctx context.Context, r *Run, f *Figures, replayed int64, closed bool) {
+// record; closes, when not nil, is the breaker the run read at its start,
+// which it closes (a run that succeeded). A write that fails is told
+// (writeRecord), and the next run tries again.
+//
+// Runs overlap (two instances; a slow run and the next firing), and each
+// writes the record as it stands (under its ETag): what another run wrote
+// since this one read it is kept where it is newer (Figures.over), and a
+// close clears only the trip the run saw, not one recorded since.
+func (h *Healer) record(ctx context.Context, r *Run, f *Figures, replayed int64, closes *Breaker) {
 	ctx, cancel := recordContext(ctx)
 	defer cancel()
 	_ = h.writeRecord(ctx, r, func(hl *Health) {
-		hl.LastRun, hl.Replayed = f, hl.Replayed+replayed
-		if closed {
-			hl.Breaker = Breaker{}
+		hl.LastRun, hl.Replayed = f.over(hl.LastRun), hl.Replayed+replayed
+		if closes != nil && hl.Breaker.Trips == closes.Trips {
+			hl.Breaker = Breaker{Trips: hl.Breaker.Trips}
 		}
 	})
-	if closed {
+	if closes != nil {
 		h.mu.Lock()
 		h.local = Breaker{}
 		h.mu.Unlock()
@@ -94,10 +100,11 @@ func (h *Healer) trip(ctx context.Context, r *Run, why string, f *Figures) strin
 	defer cancel()
 	err := h.writeRecord(ctx, r, func(hl *Health) {
 		hl.Breaker.Failures++
+		hl.Breaker.Trips++
 		hl.Breaker.OpenUntil = now.Add(double(h.opts.BreakerBase, hl.Breaker.Failures, h.opts.BackoffMax))
 		hl.Breaker.Why = why
 		if f != nil {
-			hl.LastRun = f
+			hl.LastRun = f.over(hl.LastRun)
 		}
 		b = hl.Breaker
 	})

@@ -38,6 +38,9 @@ type Breaker struct {
 	Failures  int       `json:"failures"` // failed runs in a row
 	OpenUntil time.Time `json:"openUntil"`
 	Why       string    `json:"why,omitempty"` // of the last failed run
+	// Trips counts the failed runs ever recorded (never reset): a run that
+	// succeeded closes the breaker only if no run failed since it read it.
+	Trips int64 `json:"trips,omitempty"`
 }
 
 // Figures are what a run learnt by reading the dead-letter queue once, the

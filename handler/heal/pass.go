@@ -214,3 +214,47 @@ func done(finished []bool) int {
 	}
 	return len(finished)
 }
+
+// over is f as a run writes it over stored, the record's figures as they
+// stand: of each survey, the pass stored when it is ahead of f's (another
+// run wrote it since this one read it), with that survey's figures, so
+// that a slow run never moves a cursor back (the next run would survey the
+// same orders again, and the figures would go back with it).
+func (f *Figures) over(stored *Figures) *Figures {
+	if stored == nil {
+		return f
+	}
+	out := *f
+	if f.BlockedPass.behind(stored.BlockedPass) {
+		out.BlockedPass, out.BlockedComplete = stored.BlockedPass, stored.BlockedComplete
+		out.BlockedOrders, out.ParkedMessages, out.MissingBy = stored.BlockedOrders, stored.ParkedMessages, stored.MissingBy
+	}
+	if f.LagPass.behind(stored.LagPass) {
+		out.LagPass, out.Lag = stored.LagPass, stored.Lag
+	}
+	return &out
+}
+
+// behind reports whether p is behind q: of an earlier generation (the last
+// complete pass, by when it ended), or of the same one with a cursor
+// before q's. A missing pass is behind any.
+func (p *Pass) behind(q *Pass) bool {
+	switch {
+	case q == nil:
+		return false
+	case p == nil:
+		return true
+	}
+	if pg, qg := p.generation(), q.generation(); !pg.Equal(qg) {
+		return pg.Before(qg)
+	}
+	return p.After < q.After
+}
+
+// generation is when the last complete pass ended (zero before the first).
+func (p *Pass) generation() time.Time {
+	if p.Last == nil {
+		return time.Time{}
+	}
+	return p.Last.EndedAt
+}

@@ -122,7 +122,7 @@ func TestHealthRecordWorstCaseFits(t *testing.T) {
 		byStatus[s] = math.MaxInt
 	}
 	h := Health{
-		Breaker:   Breaker{Failures: math.MaxInt, OpenUntil: at, Why: nasty(3)},
+		Breaker:   Breaker{Failures: math.MaxInt, OpenUntil: at, Why: nasty(3), Trips: math.MaxInt64},
 		Replayed:  math.MaxInt64,
 		Unwritten: &Unwritten{Since: at, Why: nasty(4)},
 		LastRun: &Figures{At: at, DeadLetters: dls, DeadLettersUnreadable: nasty(5), Pending: math.MaxInt, Retrying: math.MaxInt,

@@ -105,12 +105,12 @@ func (h *Healer) RunOnce(ctx context.Context) Run {
 		return r
 	}
 	if h.opts.Disabled {
-		h.record(ctx, &r, f, 0, true)
+		h.record(ctx, &r, f, 0, &hl.Breaker)
 		return r
 	}
 	if b := hl.Breaker; now.Before(b.OpenUntil) {
 		r.Paused = fmt.Sprintf("circuit breaker open until %s after a failing run", b.OpenUntil.UTC().Format(time.RFC3339))
-		h.record(ctx, &r, f, 0, false)
+		h.record(ctx, &r, f, 0, nil)
 		return r
 	}
 	replayed, settled, failed := h.replayDue(ctx, dls, blocked, states, now, &r)
@@ -124,7 +124,7 @@ func (h *Healer) RunOnce(ctx context.Context) Run {
 		r.Paused = h.trip(ctx, &r, failed, f)
 		return r
 	}
-	h.record(ctx, &r, f, replayed, true)
+	h.record(ctx, &r, f, replayed, &hl.Breaker)
 	sum.AutoReplay.Replayed += replayed
 	return r
 }
