@@ -46,8 +46,11 @@ type LagFigures struct {
 	// (the current aligned window and the one before) of the orders this
 	// run surveyed; nil when none was.
 	CriticalTime *CriticalTimeFigures `json:"criticalTime,omitempty"`
-	// Unread says why some orders could not be read ("" when all were).
-	Unread string `json:"unread,omitempty"`
+	// Unread says why some orders could not be read ("" when all were);
+	// UnreadOrders counts the orders of the period whose read failed, each
+	// skipped until the next pass (lagSkipsPerRun).
+	Unread       string `json:"unread,omitempty"`
+	UnreadOrders int    `json:"unreadOrders"`
 }
 
 // OldestHead is one order of LagFigures.OldestHeads.
@@ -84,8 +87,12 @@ const lagParallelism = 32
 const DefaultLagPerRun = 10_000
 
 // lagStalled2W names the count of orders stalled for two windows in a
-// Pass's segments (the others: "n" and the statuses).
+// Pass's segments (the others: "n" and the statuses, and surveyUnread).
 const lagStalled2W = "stalled2w"
+
+// lagSkipsPerRun is how many orders whose read failed a run's lag survey
+// skips (UnreadOrders) before it takes storage to be failing, and ends.
+const lagSkipsPerRun = 10
 
 // surveyLag judges the lag of up to LagPerRun orders of the active-orders
 // index, from where the last run's survey stopped (pass): its head
@@ -110,10 +117,14 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time,
 	f := &LagFigures{At: now.UTC(), Window: int64(window / time.Second), Complete: true, OrdersPerRun: h.opts.LagPerRun,
 		ByStatus: map[convoy.LagStatus]int{convoy.LagOK: 0, convoy.LagCatchingUp: 0, convoy.LagStalled: 0, convoy.LagBlocked: 0}}
 	var mu sync.Mutex
-	// The first failure ends the survey: storage failing for one read
-	// fails the next thousands alike, each waiting for its own deadline.
+	// An order whose read fails is skipped until the next pass, counted:
+	// one that always fails (a corrupt entity) would otherwise hold the
+	// cursor before it for ever. Past lagSkipsPerRun failures, storage is
+	// failing: the survey ends there (the next reads would fail alike,
+	// each waiting for its own deadline), and skips none.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	failures := 0
 	fail := func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -136,15 +147,38 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time,
 	}
 	verdicts := make([]verdict, len(entries))
 	finished := make([]bool, len(entries))
+	unread := make([]bool, len(entries))
+	// failed skips entry i, whose read failed with err (not for the end of
+	// ctx), or ends the survey past lagSkipsPerRun failures.
+	failed := func(i int, err error) {
+		if ctx.Err() != nil {
+			return // the deadline, or the survey ended: not this order's
+		}
+		mu.Lock()
+		failures++
+		skip := failures <= lagSkipsPerRun
+		finished[i], unread[i] = skip, skip
+		mu.Unlock()
+		if !skip {
+			fail(err)
+			return
+		}
+		mu.Lock()
+		f.Complete = false
+		if f.Unread == "" {
+			f.Unread = cut(err.Error())
+		}
+		mu.Unlock()
+	}
 	one := func(i int, e convoy.ActiveOrder) {
 		head, _, err := h.blocked.Head(ctx, e.OrderID)
 		if err != nil {
-			fail(err)
+			failed(i, err)
 			return
 		}
 		p, err := h.opts.Active.Published(ctx, e.OrderID, head.AppliedSeq+1)
 		if err != nil {
-			fail(err)
+			failed(i, err)
 			return
 		}
 		p = p.WithSeen(e, head.AppliedSeq+1) // an order fed by a producer of the user's own: what the processor saw
@@ -217,13 +251,22 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time,
 	if ctx.Err() != nil {
 		fail(ctx.Err())
 	}
+	if failures > lagSkipsPerRun { // storage failing: the orders it skipped are not passed over
+		for i := range unread {
+			finished[i] = finished[i] && !unread[i]
+		}
+	}
 
 	// What this run adds to the pass: the orders it worked through in order.
 	n := done(finished)
 	counts := Counts{}
 	var heads oldestHeads // the OldestHeadsShown oldest of this run's
 	var crit convoy.Histogram
-	for _, v := range verdicts[:n] {
+	for i, v := range verdicts[:n] {
+		if unread[i] {
+			counts[surveyUnread]++
+			continue
+		}
 		counts["n"]++
 		counts[string(v.status)]++
 		if v.stalled {
@@ -242,7 +285,7 @@ func (h *Healer) surveyLag(ctx context.Context, dls *DeadLetters, now time.Time,
 
 	all, oldest := pass.rolling()
 	surveyed, since := pass.current(now)
-	f.Orders, f.StalledTwoWindows = int(all["n"]), int(all[lagStalled2W])
+	f.Orders, f.StalledTwoWindows, f.UnreadOrders = int(all["n"]), int(all[lagStalled2W]), int(all[surveyUnread])
 	for s := range f.ByStatus {
 		f.ByStatus[s] = int(all[string(s)])
 	}

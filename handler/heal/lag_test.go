@@ -152,9 +152,9 @@ func TestLagSurvey(t *testing.T) {
 	}
 }
 
-// TestLagSurveyStopsAtFirstFailure: storage failing for one order's read
-// ends the survey (the next reads would fail alike, each waiting for its
-// deadline): the figures say it is incomplete, and why.
+// TestLagSurveyStopsAtFirstFailure: storage failing for the orders' reads
+// ends the survey after a few (the next reads would fail alike, each
+// waiting for its deadline): the figures say it is incomplete, and why.
 func TestLagSurveyStopsAtFirstFailure(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
@@ -179,8 +179,8 @@ func TestLagSurveyStopsAtFirstFailure(t *testing.T) {
 		return nil
 	}
 	lag := f.healer(heal.Options{Active: ledgers, Disabled: true}).RunOnce(ctx).Summary.Lag
-	if lag.Complete || !strings.Contains(lag.Unread, "storage is down") || lag.Orders >= 100 || reads.Load() >= 100 {
-		t.Errorf("lag %+v after %d reads; want incomplete, saying why, stopped after its first failure", lag, reads.Load())
+	if lag.Complete || !strings.Contains(lag.Unread, "storage is down") || lag.Orders >= 100 || reads.Load() >= 100 || lag.UnreadOrders != 0 {
+		t.Errorf("lag %+v after %d reads; want incomplete, saying why, stopped after its first failures, none skipped", lag, reads.Load())
 	}
 }
 
@@ -191,4 +191,51 @@ func equalCounts(a, b map[convoy.LagStatus]int) bool {
 		}
 	}
 	return len(a) == len(b)
+}
+
+// unreadable is an active-orders index whose read of one order always
+// fails (a corrupt entity, say), and which records the orders read.
+type unreadable struct {
+	*surveyed
+	bad string
+}
+
+func (u *unreadable) Published(ctx context.Context, orderID string, seq int64) (convoy.Published, error) {
+	p, err := u.surveyed.Published(ctx, orderID, seq)
+	if orderID == u.bad {
+		return convoy.Published{}, errors.New("the entity of " + orderID + " cannot be decoded")
+	}
+	return p, err
+}
+
+// TestLagSurveySkipsAnOrderItCannotRead (issue 42, item 3b): one order
+// whose read always fails held the lag survey for ever: each run stopped at
+// it, its cursor before it, and the orders after it were never surveyed
+// again. It is now skipped, counted (unreadOrders) and said why, and the
+// survey reaches every other order within a pass: 3 runs of 2 for 6 orders.
+func TestLagSurveySkipsAnOrderItCannotRead(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	index := &unreadable{surveyed: activeOrders(t, f, 6), bad: "o-002"}
+	h := f.healer(heal.Options{Active: index, LagPerRun: 2, Disabled: true, Sequential: true})
+	var lag *heal.LagFigures
+	why := ""
+	for range 3 {
+		lag = h.RunOnce(ctx).Summary.Lag
+		why += lag.Unread
+		f.clock.add(time.Minute)
+	}
+	read := map[string]bool{}
+	for _, id := range index.take() {
+		read[id] = true
+	}
+	for _, id := range ids("o", 0, 6) {
+		if !read[id] {
+			t.Errorf("%s not surveyed in 3 runs of 2 over 6 orders (read: %v)", id, read)
+		}
+	}
+	if lag.Orders != 5 || lag.UnreadOrders != 1 || !strings.Contains(why, "cannot be decoded") || lag.PeriodSeconds == 0 {
+		t.Errorf("the figures after a pass: %d orders, %d unread (the runs said %q), period %d s; want 5, 1 and why, a pass ended",
+			lag.Orders, lag.UnreadOrders, why, lag.PeriodSeconds)
+	}
 }

@@ -50,8 +50,10 @@ type Segment struct {
 }
 
 // Counts are a survey's figures over a segment, by name; "n" counts the
-// entries surveyed.
+// entries surveyed, surveyUnread those skipped because their read failed.
 type Counts map[string]int64
+
+const surveyUnread = "unread"
 
 func (c Counts) add(o Counts, sign int64) {
 	for k, v := range o {
@@ -84,7 +86,7 @@ func (p *Pass) advance(to string, c Counts, heads []OldestHead, end bool, now ti
 	if p.StartedAt.IsZero() {
 		p.StartedAt = now
 	}
-	if c["n"] > 0 {
+	if c["n"] > 0 || c[surveyUnread] > 0 {
 		s := Segment{To: to, At: now, Counts: c}
 		if n := len(p.Segments); n >= maxSegments {
 			last := &p.Segments[n-1]
