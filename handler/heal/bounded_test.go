@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,4 +190,54 @@ func TestStatesBoundedWhenThePeekIsPartial(t *testing.T) {
 	if fmt.Sprint(left) != "[gone-recently o-00007]" {
 		t.Errorf("states left %v; want [gone-recently o-00007]", left)
 	}
+}
+
+// slowLink is a sub-queue of dead letters of b.size bytes behind a link
+// that brings budget bytes within a read's deadline: a peek whose page
+// would not arrive in what is left of it waits for the deadline, as over a
+// slow link (no page is made that would not arrive).
+type slowLink struct {
+	*bodies
+	budget int
+	mu     sync.Mutex
+	sent   int
+}
+
+func (l *slowLink) Peek(ctx context.Context, from int64, n int) ([]replay.DeadLetter, error) {
+	page := min(n, max(l.n-max(int(from)-1, 0), 0)) * l.size
+	l.mu.Lock()
+	fits := l.sent+page <= l.budget
+	if fits {
+		l.sent += page
+	}
+	l.mu.Unlock()
+	if !fits {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return l.bodies.Peek(ctx, from, n)
+}
+
+// TestPeekOfLargeDeadLettersOverASlowLink (issue 42, item 3a): 300 dead
+// letters of 256 KiB (the most Service Bus Standard takes) behind a link
+// that brings 4 MiB within the read's deadline. A first page of 250 (64
+// MB) never arrived: every run found the sub-queue unreadable, opened the
+// breaker and replayed nothing. Pages are now sized by bytes (the first for
+// the largest message, the next for the largest seen): the run reads what
+// the link brings in time, marked incomplete, and the breaker stays shut.
+func TestPeekOfLargeDeadLettersOverASlowLink(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	link := &slowLink{bodies: &bodies{n: 300, size: 256 << 10}, budget: 4 << 20}
+	h := heal.New(f.store, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) { return link, f.sender, func() {}, nil },
+		// PeekTimeout: what the run does with the pages that arrive takes well under it.
+		heal.Options{Now: f.clock.now, PeekTimeout: time.Second, Disabled: true})
+	r := h.RunOnce(ctx)
+	if r.Paused != "" || r.Summary == nil || r.Summary.DeadLetters == nil || r.Summary.DeadLetters.Total == 0 || r.Summary.DeadLetters.Complete {
+		t.Fatalf("run: paused %q, summary %+v; want the dead letters the link brought, incomplete, and no pause", r.Paused, r.Summary)
+	}
+	if s, err := h.Summarize(ctx); err != nil || s.AutoReplay.BreakerOpen {
+		t.Fatalf("the breaker: %+v, %v; want it shut", s.AutoReplay, err)
+	}
+	t.Logf("read %d of %d dead letters of 256 KiB", r.Summary.DeadLetters.Total, link.n)
 }
