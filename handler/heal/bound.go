@@ -160,3 +160,18 @@ func clipKeys[V int | int64](m map[string]V) map[string]V {
 	}
 	return out
 }
+
+// bounded is m with its strings cut to their bounds: a blocked order's note
+// is one string property of its index entry, written by a run, a replay or
+// a skip, and quotes reasons and errors that other tools wrote.
+func (m Missing) bounded() Missing {
+	m.MessageID = clipKey(m.MessageID)
+	m.DeadLetterReason = clip(m.DeadLetterReason, maxReasonBytes)
+	m.Why = clip(m.Why, maxWhyBytes)
+	if st := m.AutoReplay; st != nil {
+		c := *st
+		c.LastError = clip(c.LastError, maxWhyBytes)
+		m.AutoReplay = &c
+	}
+	return m
+}

@@ -152,7 +152,7 @@ func (h *Healer) giveBack(ctx context.Context, claims map[string]claim, now time
 	for _, c := range claims {
 		c.st.Attempts--
 		c.st.NextAttempt = now
-		c.st.LastError = why
+		c.st.LastError = clip(why, maxWhyBytes)           // a state is one Table property
 		_, _ = h.states.PutReplayState(ctx, c.st, c.etag) // best effort
 	}
 }

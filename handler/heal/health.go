@@ -114,6 +114,7 @@ func missingOf(o convoy.BlockedOrder, last *Figures) Missing {
 // encodeNote is m as a note learnt at at; ok is false when it says what
 // prev already says (no write needed).
 func encodeNote(m Missing, at time.Time, prev string) (string, bool) {
+	m = m.bounded()
 	var old note
 	if prev != "" && json.Unmarshal([]byte(prev), &old) == nil {
 		a, _ := json.Marshal(old.Missing)

@@ -2,7 +2,9 @@ package heal_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
@@ -32,5 +34,26 @@ func TestRunResumesACutDrain(t *testing.T) {
 	}
 	if page, _ := convoy.ListBlocked(ctx, f.store, "", 10); len(page.Orders) != 0 {
 		t.Fatalf("a drained order is still listed blocked: %+v", page.Orders)
+	}
+}
+
+// TestLongNoteIsBounded (issue 42, item 2): what a replay or a skip learnt
+// about a missing message is written into the blocked order's index entry,
+// one Table property. A reason or an error of any length (other tools write
+// exception text of kilobytes, and '<', '>', '&' cost six bytes in JSON)
+// must still fit it: memstore refuses what Table Storage refuses.
+func TestLongNoteIsBounded(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	f.block(t, "o-1")
+	long := strings.Repeat("<&> exception text ", 5000) // 95 KB, 155 KB in JSON
+	m := heal.Missing{Where: heal.WhereDeadLetter, MessageID: "L:1", DeadLetterReason: long, Why: long,
+		AutoReplay: &heal.State{OrderID: "o-1", Seq: 1, LastError: long}}
+	if err := heal.Learnt(ctx, f.store, "o-1", m, time.Now()); err != nil {
+		t.Fatalf("the note was not written: %v", err)
+	}
+	page, err := convoy.ListBlocked(ctx, f.store, "", 10)
+	if err != nil || len(page.Orders) != 1 || !strings.Contains(page.Orders[0].Note, "exception text") {
+		t.Fatalf("the note is not the one learnt: %+v, %v", page.Orders, err)
 	}
 }
