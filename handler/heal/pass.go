@@ -80,13 +80,17 @@ func (p *Pass) clone() Pass {
 const maxSegments = 8
 
 // advance records a run's survey of the entries after p.After up to to,
-// which found c (c["n"] entries; none: nothing is recorded), and, when end
-// says the run reached the end of the index, closes the pass.
+// which found c (to is p.After when it worked through none: nothing is
+// recorded), and, when end says the run reached the end of the index,
+// closes the pass. Entries worked through that counted nothing (none still
+// blocked, or left for the next pass) move the cursor too: otherwise a run
+// of such entries only would leave it where it was, and the next run would
+// stop at the same entries, for ever (issue 42).
 func (p *Pass) advance(to string, c Counts, heads []OldestHead, end bool, now time.Time) {
 	if p.StartedAt.IsZero() {
 		p.StartedAt = now
 	}
-	if c["n"] > 0 || c[surveyUnread] > 0 {
+	if to != p.After {
 		s := Segment{To: to, At: now, Counts: c}
 		if n := len(p.Segments); n >= maxSegments {
 			last := &p.Segments[n-1]
