@@ -40,34 +40,6 @@ const (
 	maxReasonsInSummaries = 20
 )
 
-// peekPage is how many dead letters one peek asks for at most, the size of
-// replay's peeks (its peekBatch): the bodies of a page are held only until
-// what a run keeps of each (letter) is read from them.
-const peekPage = 250
-
-// A page is also sized to bring at most peekPageBytes: 250 dead letters of
-// 256 KiB (64 MB) do not arrive within a read's deadline (3 s) over a
-// link slower than about 170 Mbit/s, and a first page that never arrives
-// leaves the sub-queue unreadable, the breaker open and AutoReplay stopped
-// on every run (issue 42). 2 MiB arrive within 3 s from about 6 Mbit/s.
-// The first page is sized for the largest dead letter Service Bus Standard
-// takes (maxMessageBytes), the next ones for the largest seen so far.
-const (
-	peekPageBytes   = 2 << 20
-	maxMessageBytes = 256 << 10
-	// messageOverhead: a message's headers and properties besides its body.
-	messageOverhead = 1 << 10
-)
-
-// pageFor is how many dead letters the next peek asks for, the largest
-// seen so far being largest bytes (0: none seen yet).
-func pageFor(largest int) int {
-	if largest == 0 {
-		largest = maxMessageBytes
-	}
-	return max(1, min(peekPage, peekPageBytes/largest))
-}
-
 // letter is what a run keeps of one peeked dead letter: never its body
 // (60 KiB each, 50,000 in a peek), only what Missing and the run's choices
 // read, its cause derived once as it is peeked.
@@ -150,7 +122,7 @@ func ReadDeadLetters(ctx context.Context, src replay.Source, limit int) (*DeadLe
 	largest := 0
 	for {
 		// At the limit, one more message is asked for: none proves the end.
-		batch, err := src.Peek(ctx, from, max(1, min(pageFor(largest), limit-d.Total)))
+		batch, err := src.Peek(ctx, from, max(1, min(replay.PeekPage(largest), limit-d.Total)))
 		if err != nil && d.Total > 0 && ctx.Err() != nil {
 			d.unread = fmt.Sprintf("the dead-letter queue was read only in part (%d messages) before the deadline", d.Total)
 			break
@@ -166,7 +138,7 @@ func ReadDeadLetters(ctx context.Context, src replay.Source, limit int) (*DeadLe
 			break // more than limit: not read whole
 		}
 		for _, m := range batch {
-			largest = max(largest, len(m.Body)+messageOverhead)
+			largest = max(largest, replay.MessageBytes(m))
 			from = max(from, m.SequenceNumber+1)
 			d.Total++
 			d.qseqs = append(d.qseqs, m.SequenceNumber)

@@ -71,12 +71,36 @@ type OrderReader interface {
 // locked, while it looks for what to replay (setting ReplayScanLimit).
 const DefaultMaxScan = 5000
 
-// receiveBatch is how many dead letters one receive asks for; peekBatch how
-// many one peek asks for.
+// receiveBatch is how many dead letters one receive asks for (a receive
+// returns what has arrived: it needs no sizing by bytes).
+const receiveBatch = 100
+
+// A peek is one request whose answer holds every message it asked for, so
+// a page is sized by bytes as well as by count: 250 dead letters of 256 KiB
+// (64 MB) do not arrive within AutoReplay's read deadline (3 s) over a link
+// slower than about 170 Mbit/s, and a page that never arrives leaves the
+// sub-queue unread on every try (issue 42). 2 MiB arrive within 3 s from
+// about 6 Mbit/s. The first page is sized for the largest message Service
+// Bus Standard takes, the next ones for the largest seen so far.
 const (
-	receiveBatch = 100
-	peekBatch    = 250
+	peekBatch       = 250
+	peekPageBytes   = 2 << 20
+	maxMessageBytes = 256 << 10
+	// messageOverhead: a message's headers and properties besides its body.
+	messageOverhead = 1 << 10
 )
+
+// PeekPage is how many dead letters the next peek asks for, given the
+// largest seen so far (MessageBytes; 0 before the first page).
+func PeekPage(largest int) int {
+	if largest == 0 {
+		largest = maxMessageBytes
+	}
+	return max(1, min(peekBatch, peekPageBytes/largest))
+}
+
+// MessageBytes is about what m takes in a peek's answer.
+func MessageBytes(m DeadLetter) int { return len(m.Body) + messageOverhead }
 
 // Options tune a run; the zero value works.
 type Options struct {
@@ -336,11 +360,12 @@ func notReceived(ctx context.Context, src Source, received func(seq int64) bool,
 // peek stopped at limit before the end.
 func peekWanted(ctx context.Context, src Source, limit int, want func(DeadLetter) bool) (seqs []int64, cut bool, err error) {
 	var from int64
+	largest := 0
 	for peeked := 0; ; {
 		if peeked >= limit {
 			return seqs, true, nil
 		}
-		batch, err := src.Peek(ctx, from, min(peekBatch, limit-peeked))
+		batch, err := src.Peek(ctx, from, min(PeekPage(largest), limit-peeked))
 		if err != nil {
 			return seqs, false, fmt.Errorf("peek dead letters: %w", err)
 		}
@@ -349,6 +374,7 @@ func peekWanted(ctx context.Context, src Source, limit int, want func(DeadLetter
 		}
 		peeked += len(batch)
 		for _, m := range batch {
+			largest = max(largest, MessageBytes(m))
 			if want(m) {
 				seqs = append(seqs, m.SequenceNumber)
 			}

@@ -686,3 +686,47 @@ func TestReplayStopsWhenItsDeadLettersAreInHand(t *testing.T) {
 	}
 	q.endRun(t)
 }
+
+// narrowLink is a sub-queue reached over a slow link: a peek's answer is
+// one response, and one that would carry more than maxBytes does not arrive
+// within the caller's deadline.
+type narrowLink struct {
+	*fakeDLQ
+	maxBytes int
+	asked    []int
+}
+
+func (l *narrowLink) Peek(ctx context.Context, from int64, max int) ([]replay.DeadLetter, error) {
+	l.asked = append(l.asked, max)
+	page, err := l.fakeDLQ.Peek(ctx, from, max)
+	size := 0
+	for _, m := range page {
+		size += len(m.Body) + len(m.MessageID) + 200 // what headers and properties add, about
+	}
+	if size > l.maxBytes {
+		return nil, fault.Errorf(fault.Unavailable, "a peek of %d messages (%d bytes) did not arrive in time", len(page), size)
+	}
+	return page, err
+}
+
+// TestReplayPeeksLargeDeadLettersInPagesThatArrive (issue 42, item 3a, on
+// the operator's path): a replay's peeks of a sub-queue of 250 KB dead
+// letters ask for pages that arrive over a link that brings 4 MB before the
+// deadline; pages of 250 (64 MB) never arrived and the replay failed on
+// every try.
+func TestReplayPeeksLargeDeadLettersInPagesThatArrive(t *testing.T) {
+	ctx := context.Background()
+	var msgs []replay.DeadLetter
+	pad := strings.Repeat("x", 250<<10)
+	for i := range int64(40) {
+		m := dead(i+1, "o-1", i+1)
+		m.Body = []byte(fmt.Sprintf(`{"transaction":{"orderId":"o-1","op":"DeleteOrder","data":%q}}`, pad))
+		msgs = append(msgs, m)
+	}
+	link := &narrowLink{fakeDLQ: newDLQ(msgs...), maxBytes: 4 << 20}
+	sender := &ledgertest.Sender{}
+	rep, err := replay.Order(ctx, link, sender, "o-1", replay.Options{})
+	if err != nil || len(rep.Replayed) != 40 {
+		t.Fatalf("replay over a narrow link: %d replayed, %v (peeks asked for %v); want all 40", len(rep.Replayed), err, link.asked)
+	}
+}
