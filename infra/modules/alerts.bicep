@@ -76,7 +76,7 @@ traces
 var failingQuery = '''
 traces
 | where tostring(customDimensions.Category) == "{category}"
-| where message startswith "auto-replay failed" or message startswith "auto-replay paused"
+| where message startswith "auto-replay failed" or message startswith "auto-replay paused" or message startswith "auto-replay unrecorded"
 '''
 
 // The heartbeat: AutoReplay writes its metrics line on every run (the app
@@ -117,7 +117,7 @@ var rules = [
   }
   {
     name: 'auto-replay-failing'
-    displayName: 'convoy: automatic replay is failing or paused'
+    displayName: 'convoy: automatic replay is failing, paused or cannot record its figures'
     severity: 1
     query: replace(failingQuery, '{category}', category)
   }

@@ -856,7 +856,7 @@ func checkAlerts(d deployFiles) []string {
 			out = append(out, fmt.Sprintf("alerts.bicep: no rule runs the query %s", m[1]))
 		}
 	}
-	known := map[string]bool{handler.LineMetrics + " ": true, handler.LineFailed: true, handler.LinePaused: true}
+	known := map[string]bool{handler.LineMetrics + " ": true, handler.LineFailed: true, handler.LinePaused: true, handler.LineUnrecorded: true}
 	used := map[string]bool{}
 	for _, m := range kustoStartsWith.FindAllStringSubmatch(src, -1) {
 		if !known[m[1]] {
