@@ -91,8 +91,8 @@ func (w *world) retryPolicy() fault.RetryPolicy {
 // deadline a few round trips away (a deadline that fires mid-drain), else
 // one far enough never to fire.
 func (w *world) actionContext() (context.Context, context.CancelFunc) {
-	if w.armed && w.r.IntN(100) < 25 {
-		return w.withDeadline(time.Duration(2+w.r.IntN(40)) * time.Millisecond)
+	if w.armed && w.r.IntN(100) < 35 {
+		return w.withDeadline(time.Duration(3+w.r.IntN(60)) * time.Millisecond)
 	}
 	return w.withDeadline(time.Hour)
 }
@@ -109,7 +109,7 @@ func (w *world) storeFault(op, orderID string) error {
 	}
 	what := op + "|" + orderID
 	d := time.Millisecond
-	if w.armed && w.roll("slow|"+what) < 5 {
+	if w.armed && w.roll("slow|"+what) < 10 {
 		d += time.Duration(w.roll("latency|"+what)) * time.Millisecond
 	}
 	w.advance(d)

@@ -87,8 +87,32 @@ func (s *checkedStore) Commit(ctx context.Context, o *convoy.Order, base int64, 
 	err := s.Store.Commit(ctx, o, base, c)
 	if landed := err == nil || errors.Is(err, memstore.ErrReplyLost); landed && !s.w.quiet {
 		s.w.afterCommit(o.ID, skips, before)
+		if s.w.dies(o.ID) {
+			return errInstanceDied
+		}
 	}
 	return err
+}
+
+// errInstanceDied is what a call sees of its instance dying right after a
+// commit landed (a host recycled, a SIGKILL): nothing more of the call
+// happens, its delivery's lock expires. Not transient: the call does not
+// retry it.
+var errInstanceDied = errors.New("the instance died")
+
+// dies reports whether the instance dies after a commit that left
+// orderID's drain cut (its next seq parked): the drains cut between two
+// commits that issue 42 is about, made common.
+func (w *world) dies(orderID string) bool {
+	if !w.armed || w.depth > 0 {
+		return false
+	}
+	if _, cut := w.peek(orderID).NextParked(); !cut || w.roll("dies|"+orderID) >= 40 {
+		return false
+	}
+	w.stepFaults++
+	w.note("the instance dies after a commit of %s that left its drain cut", orderID)
+	return true
 }
 
 // afterCommit: no parked row at or below appliedSeq, as many rows as the

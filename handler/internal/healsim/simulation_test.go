@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/convoy-dev/convoy/handler/convoy"
 )
 
 var (
@@ -117,9 +119,10 @@ func simulate(seed uint64, verbose bool) (stats, error) {
 	w.armed = true
 	steps := 200 + w.r.IntN(300)
 	for i := range steps {
-		if i == steps*3/4 {
-			w.send(w.late, "")
-			w.late = nil
+		for _, l := range w.late {
+			if int(l.at*float64(steps)) == i {
+				w.send([]convoy.OrderMessage{l.m}, " (sent late)")
+			}
 		}
 		w.step()
 		for _, id := range w.orders {

@@ -44,7 +44,7 @@ type world struct {
 	active                   *surveyLog
 	lagPerRun, blockedPerRun int
 	queue                    []*delivery
-	late                     []convoy.OrderMessage // sent three quarters through the run
+	late                     []late // sent later than the seqs after them
 	sentIDs                  map[string]time.Time  // MessageIds the queue saw, when (duplicate detection)
 	dlq                      *deadLetters
 	// msgs are each order's messages, seq 1..n (index seq-1); poison: the
@@ -101,12 +101,19 @@ func newWorld(seed uint64, verbose bool) *world {
 		w.orders = append(w.orders, id)
 		w.msgs[id], w.poison[id] = w.newOrder(id)
 		for _, m := range w.msgs[id] {
-			if m.Seq == 1 && len(w.msgs[id]) >= 40 {
-				w.late = append(w.late, m) // sent after the rest: a stalled publisher
+			if len(w.msgs[id]) >= 40 && (m.Seq == 1 || w.r.IntN(60) == 0) {
+				// Sent later than the seqs after it (a stalled publisher):
+				// a long parked tail builds behind it, whose drain takes
+				// several commits and can be cut between them.
+				at := 0.35 + 0.6*w.r.Float64()
+				if m.Seq == 1 {
+					at = 0.3 + 0.2*w.r.Float64() // the tail behind it then fills and drains in runs, behind the later late seqs
+				}
+				w.late = append(w.late, late{m: m, at: at})
 				continue
 			}
 			first = append(first, m)
-			if w.r.IntN(100) < 8 {
+			if len(w.msgs[id]) < 40 && w.r.IntN(100) < 8 { // a long order's tail stays long
 				w.flaky[key(id, m.Seq)] = 1 + w.r.IntN(4)
 			}
 		}
@@ -193,9 +200,9 @@ func (w *world) newOrder(id string) ([]convoy.OrderMessage, map[int64]bool) {
 		m.MessageID = fmt.Sprintf("L:%s:%d", id, seq)
 		density := 8
 		if long {
-			density = 2 // its parked tail comes in long runs
+			density = 0 // its parked tail comes in long runs
 		}
-		if seq > 1 && seq < int64(n) && w.r.IntN(100) < density || seq == 1 && long && w.r.IntN(2) == 0 {
+		if seq > 1 && seq < int64(n) && w.r.IntN(100) < density || seq == 1 && long && w.r.IntN(4) == 0 {
 			poison[seq] = true
 			m.Body = []byte(`{"transaction":`)
 		}
@@ -246,9 +253,9 @@ func (w *world) step() {
 	defer func() { cancel(); w.ctx, w.busy, w.deadlines = nil, -1, nil }()
 	w.busy = w.r.IntN(instances)
 	switch k := w.r.IntN(100); {
-	case k < 65:
+	case k < 62:
 		w.deliver(ctx, w.busy, -1)
-	case k < 67:
+	case k < 69:
 		w.skipListed(ctx, w.busy)
 	case k < 72:
 		w.replayOrder(ctx)
@@ -300,4 +307,10 @@ func (w *world) serve(ctx context.Context, inst int, req *http.Request) (int, st
 	rec := httptest.NewRecorder()
 	w.servers[inst].ServeHTTP(rec, req.WithContext(ctx))
 	return rec.Code, rec.Body.String()
+}
+
+// late is a message sent when the run is a fraction at through its steps.
+type late struct {
+	m  convoy.OrderMessage
+	at float64
 }
