@@ -44,8 +44,8 @@ type world struct {
 	active                   *surveyLog
 	lagPerRun, blockedPerRun int
 	queue                    []*delivery
-	late                     []late // sent later than the seqs after them
-	sentIDs                  map[string]time.Time  // MessageIds the queue saw, when (duplicate detection)
+	late                     []late               // sent later than the seqs after them
+	sentIDs                  map[string]time.Time // MessageIds the queue saw, when (duplicate detection)
 	dlq                      *deadLetters
 	// msgs are each order's messages, seq 1..n (index seq-1); poison: the
 	// seqs whose body no processor can read; flaky: handler failures left
