@@ -231,7 +231,19 @@ func (w *world) healRun(inst int, viaTimer bool) {
 	var metrics map[string]string
 	if viaTimer {
 		body := `{"Data":{"timer":{"Schedule":{"AdjustForDST":true},"ScheduleStatus":null,"IsPastDue":false}},"Metadata":{"sys":{"MethodName":"AutoReplay"}}}`
-		code, out := w.serve(context.Background(), inst, httptest.NewRequest(http.MethodPost, "/"+handler.FnAutoReplay, strings.NewReader(body)))
+		ctx := context.Background()
+		if w.inRun == 1 && w.depth == 0 {
+			// The host may cancel the invocation mid-run (storeFault): a
+			// cancellation, not a simulated deadline, which heal would
+			// judge against the wall clock (its peek's and lag survey's
+			// timers).
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			was := w.ctx
+			w.ctx, w.runCancel, w.runPeeked = ctx, cancel, false
+			defer func() { cancel(); w.ctx, w.runCancel = was, nil }()
+		}
+		code, out := w.serve(ctx, inst, httptest.NewRequest(http.MethodPost, "/"+handler.FnAutoReplay, strings.NewReader(body)))
 		metrics = metricsOf(out)
 		if code != http.StatusOK {
 			w.violate("AutoReplay's invocation answered %d: %s", code, out)

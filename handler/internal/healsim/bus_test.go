@@ -210,6 +210,9 @@ func (r *dlReader) Receive(_ context.Context, max int) ([]replay.DeadLetter, err
 func (r *dlReader) Peek(_ context.Context, from int64, max int) ([]replay.DeadLetter, error) {
 	r.q.mu.Lock()
 	defer r.q.mu.Unlock()
+	if r.q.w.inRun > 0 {
+		r.q.w.runPeeked = true
+	}
 	if r.q.w.sbFault("peek", "dead letters") {
 		return nil, fault.Errorf(fault.Unavailable, "injected: peek fails")
 	}

@@ -119,6 +119,12 @@ func (w *world) storeFault(op, orderID string) error {
 	if !w.armed {
 		return nil
 	}
+	if w.depth == 0 && w.runCancel != nil && w.runPeeked && w.roll("cancel|"+what) < 2 {
+		w.stepFaults++
+		w.note("the host cancels the AutoReplay invocation before %s of %s", op, orderID)
+		w.runCancel()
+		return context.Canceled
+	}
 	if w.depth == 0 && w.roll("interleave|"+what) < 6 {
 		w.depth++
 		w.interleave(orderID)

@@ -66,6 +66,12 @@ type world struct {
 	ctx       context.Context
 	deadlines []*simDeadline
 	inRun     int // AutoReplay runs under way (2: one inside another)
+	// runCancel cancels the top-level AutoReplay invocation (the host
+	// shutting down), once its peek of the dead letters is done
+	// (runPeeked: the peek runs on a goroutine of heal's, racing a
+	// cancellation).
+	runCancel context.CancelFunc
+	runPeeked bool
 	raced     bool
 	// What the current top-level step met: store faults and lost replies,
 	// Service Bus faults, interleaved actions.
