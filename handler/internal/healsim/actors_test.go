@@ -364,6 +364,11 @@ func (w *world) readStatus(ctx context.Context, inst int, orderID string) {
 	}
 	_ = json.Unmarshal([]byte(body), &v)
 	w.note("instance %d: GET %s: %d, appliedSeq %d, %d parked", inst, orderID, code, v.AppliedSeq, v.Parked)
+	if code == http.StatusInternalServerError {
+		// Storage failing is a 503; a 500 is a bug (the server's recover
+		// middleware turns a panic into one).
+		w.violate("GET /api/orders/%s answered 500: %s", orderID, body)
+	}
 }
 
 // quiesce stops the faults and heals everything, as a patient operator
