@@ -357,7 +357,15 @@ func (s *surveyLog) ids() []string {
 // server): it reads the order and, when its next seq is parked (a drain
 // cut short), resumes the drain.
 func (w *world) readStatus(ctx context.Context, inst int, orderID string) {
+	faults, sb, interleaved := w.stepFaults, w.stepSB, w.stepInterleaved
 	code, body := w.serve(ctx, inst, httptest.NewRequest(http.MethodGet, "/api/orders/"+orderID, nil))
+	deadline, _ := ctx.Deadline()
+	clean := w.stepFaults == faults && w.stepSB == sb && w.stepInterleaved == interleaved && deadline.Sub(w.now) > time.Minute
+	if _, cut := w.peek(orderID).NextParked(); cut && clean && code == http.StatusOK {
+		// Every read of an order resumes its cut drain: with nothing
+		// failing and time to spare, none is left.
+		w.violate("GET /api/orders/%s answered 200 with nothing failing, and left its drain cut", orderID)
+	}
 	var v struct {
 		AppliedSeq int64 `json:"appliedSeq"`
 		Parked     int   `json:"parked"`
