@@ -16,6 +16,7 @@ var (
 	seedsFlag    = flag.Int("seeds", 0, "how many seeds to run (default 300, 200 under -race, 40 with -short)")
 	durationFlag = flag.Duration("duration", 0, "run seeds until this much time has passed (make soak), whatever -seeds says")
 	firstFlag    = flag.Uint64("first", 1, "the first seed")
+	allFlag      = flag.Bool("all", false, "go on past a failing seed, and say how many failed (a mutation check counts the seeds that kill a mutant)")
 )
 
 // TestHealingSimulation runs the simulation over many seeds; a failing seed
@@ -38,7 +39,7 @@ func TestHealingSimulation(t *testing.T) {
 	}
 	var total stats
 	start := time.Now()
-	n := 0
+	n, failed := 0, 0
 	for seed := *firstFlag; ; seed++ {
 		if *durationFlag > 0 {
 			if time.Since(start) > *durationFlag {
@@ -48,13 +49,20 @@ func TestHealingSimulation(t *testing.T) {
 			break
 		}
 		st, err := runSeed(seed, false)
-		if err != nil {
+		if err != nil && *allFlag {
+			failed++
+			first, _, _ := strings.Cut(err.Error(), "\n")
+			t.Errorf("seed %d: %s", seed, first)
+		} else if err != nil {
 			t.Fatalf("seed %d: %v\n%s", seed, err, replayCommand(seed))
 		}
 		total.add(st)
 		n++
 	}
 	t.Logf("%d seeds in %s: %s", n, time.Since(start).Round(time.Millisecond), total)
+	if failed > 0 {
+		t.Errorf("%d of %d seeds failed", failed, n)
+	}
 }
 
 func replayCommand(seed uint64) string {
