@@ -6,6 +6,7 @@
 // lost replies, a crash between the index steps, a deadline mid-drain),
 // two instances on one order, cache evictions, and skips and replays racing
 // applies. After quiescence it checks the invariants healing must keep
-// (simulation_test.go). Test code only: `make test` runs a few hundred
+// (oracle_test.go; the Service Bus model is bus_test.go, the simulated
+// clock clock_test.go). Test code only: `make test` runs a few hundred
 // seeds, `make soak` as many as asked.
 package healsim
