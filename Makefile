@@ -132,6 +132,16 @@ FIRST    ?= 1
 soak: ## the healing simulation for as long as asked: make soak SEEDS=20000 (or DURATION=30m; FIRST= the first seed)
 	go test -count=1 -timeout 0 -run TestHealingSimulation ./handler/internal/healsim -v -seeds=$(SEEDS) -duration=$(DURATION) -first=$(FIRST)
 
+# make mutants ONLY=resume-dropped,skip-accepts-parked JOBS=2: the mutation
+# check of the healing path (handler/internal/mutants/mutants.txt), each
+# mutant compiled in with go test -overlay (the tree is never touched).
+JOBS ?= 1
+ONLY ?=
+
+.PHONY: mutants
+mutants: ## the mutation check of the healing path: each mutant against the simulation, then the unit tests (ONLY=ids, JOBS=1)
+	go run ./handler/internal/mutants -jobs=$(JOBS) -only=$(ONLY)
+
 .PHONY: bench
 bench: tools ## the benchmark suite: BENCH lines and a table, each figure against a baseline measured in the same run
 	go test -run '^$$' -bench . -benchtime 1x -timeout 30m ./handler/internal/bench
