@@ -234,3 +234,38 @@ func TestCopyOfACutDrainsHeadDrainsFirst(t *testing.T) {
 	}
 	assertOnlySkipped(t, store, "o-1")
 }
+
+// TestSkipWhoseDrainStopsAtOnceRefusesTheParkedHead: a skip's drain that
+// stops before its first step (the answer's deadline near, on the
+// processor's clock) leaves a cut drain's head parked; that seq was
+// received, so a skip of it is refused there too, and the head drains
+// with the rest (Resume): nothing is skipped.
+func TestSkipWhoseDrainStopsAtOnceRefusesTheParkedHead(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	deadline := time.Now().Add(time.Hour)
+	now := deadline.Add(-4 * time.Second) // the drain's stop: a second before the deadline
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1},
+		Now: func() time.Time { return now }})
+	if err := store.CutDrain(ctx, p, "o-1", 69); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := store.Load(ctx, "o-1")
+	head := o.AppliedSeq + 1
+	store.Fail = func(op, _ string) error {
+		if op == "load" {
+			now = deadline.Add(-500 * time.Millisecond) // past the stop once the order is read
+		}
+		return nil
+	}
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	if _, _, err := p.Skip(dctx, "o-1", head); fault.CodeOf(err) != fault.Conflict {
+		t.Fatalf("skip of seq %d, received and parked, with no time left to drain it: %v, want a conflict", head, err)
+	}
+	store.Fail = nil
+	if res, err := p.Resume(ctx, "o-1"); err != nil || res.AppliedSeq != 69 || res.Parked != 0 {
+		t.Fatalf("Resume: %+v, %v; want appliedSeq 69, none parked", res, err)
+	}
+	assertOnlySkipped(t, store, "o-1")
+}
