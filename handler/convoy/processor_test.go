@@ -401,6 +401,34 @@ func TestUnblockedAfterAFailedGuess(t *testing.T) {
 	wantEach(t, res.Outcomes, convoy.Applied, []int64{1, 2})
 }
 
+// TestBlockedAgainInOneCommit: one call fills an order's gap, drains its
+// parked tail and parks a later message behind a new gap, all in one
+// commit. That commit ends the first block and begins the second: the
+// index lists the order once, blocked on its new missing seq, never on the
+// old one.
+func TestBlockedAgainInOneCommit(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store, Now: func() time.Time { now = now.Add(time.Second); return now }})
+	for _, m := range []convoy.Message{create(1), add(3, "t-3", 3)} {
+		if _, err := p.Process(ctx, "o-1", []convoy.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := p.Process(ctx, "o-1", []convoy.Message{add(2, "t-2", 2), add(5, "t-5", 5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Commits != 1 || !res.Unblocked || !res.Blocked || res.MissingSeq != 4 {
+		t.Fatalf("%+v: want one commit that unblocked the order and blocked it again on seq 4", res)
+	}
+	page, err := convoy.ListBlocked(ctx, store, "", 10)
+	if err != nil || len(page.Orders) != 1 || page.Orders[0].MissingSeq != 4 || page.Orders[0].Parked != 1 {
+		t.Fatalf("blocked orders %+v, %v; want o-1 once, missing seq 4, 1 parked", page.Orders, err)
+	}
+}
+
 // countingStore counts the calls a processor makes to its store: each is one
 // Table round trip in tablestore.
 type countingStore struct {
