@@ -283,3 +283,111 @@ func TestBlockedSurveyGoesOnFromWhereTheLastRunStopped(t *testing.T) {
 		f.clock.add(time.Minute)
 	}
 }
+
+// cutAt is a blocked index that ends its run's context at its n-th head
+// read, as the host does when it cancels an invocation: that read and every
+// later one fail, as Table Storage's do once their context ended.
+type cutAt struct {
+	*memstore.Store
+	n      int
+	cancel context.CancelFunc
+	read   []string // the orders whose head was read
+}
+
+func (c *cutAt) Head(ctx context.Context, orderID string) (convoy.Head, bool, error) {
+	c.read = append(c.read, orderID)
+	if c.n--; c.n == 0 {
+		c.cancel()
+	}
+	if err := ctx.Err(); err != nil {
+		return convoy.Head{}, false, err
+	}
+	return c.Store.Head(ctx, orderID)
+}
+
+// TestCutRunLeavesTheBlockedSurveyWhereItStopped: a run cut short in the
+// middle of its blocked survey moves the survey's cursor past the entries
+// it verified and no further; the next run verifies the rest, and only then
+// is the pass whole, counting every blocked order once.
+func TestCutRunLeavesTheBlockedSurveyWhereItStopped(t *testing.T) {
+	f := newFixture()
+	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store, Now: f.clock.now})
+	amount := int64(2)
+	all := ids("b", 0, 30)
+	for _, id := range all {
+		m := convoy.Message{Seq: 2, MessageID: id + ":2", Tx: convoy.Transaction{OrderID: id, Op: convoy.AddTransaction, TxID: "t2", Amount: &amount}}
+		if _, err := p.Process(context.Background(), id, []convoy.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.add(time.Millisecond)
+	}
+	idx := &cutAt{Store: f.store}
+	h := heal.New(idx, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) { return f.q, f.sender, func() {}, nil },
+		heal.Options{Now: f.clock.now, BlockedPerRun: 100, Disabled: true, Sequential: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	idx.n, idx.cancel = 10, cancel
+	s := h.RunOnce(ctx).Summary
+	cut := slices.Clone(idx.read)
+	if s == nil || s.BlockedComplete || len(cut) >= len(all) {
+		t.Fatalf("a run cut at its 10th head read (%d read): summary %+v; want the blocked figures not complete", len(cut), s)
+	}
+	f.clock.add(time.Minute)
+	idx.read, idx.n = nil, 0
+	s = h.RunOnce(context.Background()).Summary
+	for _, id := range all[len(cut)-1:] { // from the one whose read failed
+		if !slices.Contains(idx.read, id) {
+			t.Errorf("%s, which the cut run did not verify, was not verified by the next run", id)
+		}
+	}
+	if s == nil || !s.BlockedComplete || s.BlockedOrders != len(all) {
+		t.Fatalf("after the run that ended the pass: %+v; want all %d blocked orders, the pass whole", s, len(all))
+	}
+}
+
+// readsFailing is an active-orders index whose reads of what was published
+// fail from the failFrom-th on (0: never), and that records the orders read.
+type readsFailing struct {
+	*memstore.Ledgers
+	failFrom, reads int
+	read            []string
+}
+
+func (r *readsFailing) Published(ctx context.Context, orderID string, seq int64) (convoy.Published, error) {
+	if r.reads++; r.failFrom > 0 && r.reads >= r.failFrom {
+		return convoy.Published{}, fmt.Errorf("storage is down")
+	}
+	r.read = append(r.read, orderID)
+	return r.Ledgers.Published(ctx, orderID, seq)
+}
+
+// TestLagSurveyGoesOnBeforeItsFirstFailure: a lag survey that stops at a
+// failed read leaves its cursor before the orders it did not read; the next
+// run reads them, so that every order of the index is surveyed in its turn.
+func TestLagSurveyGoesOnBeforeItsFirstFailure(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	ledgers := memstore.NewLedgers()
+	ledgers.Now = f.clock.now
+	all := ids("o", 0, 300)
+	for _, id := range all {
+		if _, err := ledgers.Allocate(ctx, "L", "h", id, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ledgers.Activate(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	index := &readsFailing{Ledgers: ledgers, failFrom: 10}
+	h := f.healer(heal.Options{Active: index, LagPerRun: 100, Disabled: true, Sequential: true})
+	if lag := h.RunOnce(ctx).Summary.Lag; lag.Complete || len(index.read) >= 100 {
+		t.Fatalf("a survey failing at its 10th read: %d read, %+v; want it stopped there, incomplete", len(index.read), lag)
+	}
+	f.clock.add(time.Minute)
+	index.failFrom = 0
+	h.RunOnce(ctx)
+	for _, id := range all[:100] {
+		if id != all[9] && !slices.Contains(index.read, id) { // all[9]: the failed read
+			t.Errorf("%s, within the first run's budget and not read by it, was not read by the next run either", id)
+		}
+	}
+}
