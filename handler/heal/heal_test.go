@@ -187,6 +187,25 @@ func TestTransientOnlyWithBackoff(t *testing.T) {
 	}
 }
 
+// TestANewSeqDoesNotWaitOutTheLastOnesBackoff: an order's backoff is that
+// of the seq it replayed; a later seq of the order dead-lettered after that
+// one was replayed is replayed at the next run, not once the earlier seq's
+// backoff is over.
+func TestANewSeqDoesNotWaitOutTheLastOnesBackoff(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	h := f.healer(heal.Options{BackoffBase: time.Hour, BackoffMax: time.Hour})
+	f.q.add("o-1", 2, operator.ReasonMaxDelivery, "")
+	if r := h.RunOnce(ctx); len(r.Replayed) != 1 || fmt.Sprint(r.Replayed[0].Seqs) != "[2]" {
+		t.Fatalf("first run %+v", r)
+	}
+	f.clock.add(time.Minute)
+	f.q.add("o-1", 3, operator.ReasonMaxDelivery, "")
+	if r := h.RunOnce(ctx); len(r.Replayed) != 1 || fmt.Sprint(r.Replayed[0].Seqs) != "[3]" || r.Waiting != 0 {
+		t.Fatalf("the run after seq 3 was dead-lettered: %+v; want seq 3 replayed, nothing waiting", r)
+	}
+}
+
 // TestBreaker: a run that cannot read the dead-letter queue (Service Bus
 // failing) replays nothing and opens the breaker: the next runs wait 30 s,
 // then 60 s after a second failure; after that, a run replays.
