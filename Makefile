@@ -135,12 +135,14 @@ soak: ## the healing simulation for as long as asked: make soak SEEDS=20000 (or 
 # make mutants ONLY=resume-dropped,skip-accepts-parked JOBS=2: the mutation
 # check of the healing path (handler/internal/mutants/mutants.txt), each
 # mutant compiled in with go test -overlay (the tree is never touched).
+# MUTANT_SEEDS: the simulation's seeds per mutant (make test runs 300).
 JOBS ?= 1
 ONLY ?=
+MUTANT_SEEDS ?= 500
 
 .PHONY: mutants
-mutants: ## the mutation check of the healing path: each mutant against the simulation, then the unit tests (ONLY=ids, JOBS=1)
-	go run ./handler/internal/mutants -jobs=$(JOBS) -only=$(ONLY)
+mutants: ## the mutation check of the healing path: each mutant against the simulation, then the unit tests (ONLY=ids, JOBS=1, MUTANT_SEEDS=500)
+	go run ./handler/internal/mutants -jobs=$(JOBS) -only=$(ONLY) -seeds=$(MUTANT_SEEDS)
 
 .PHONY: bench
 bench: tools ## the benchmark suite: BENCH lines and a table, each figure against a baseline measured in the same run
