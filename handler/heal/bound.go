@@ -29,8 +29,6 @@ const (
 	// characters, '|' and an order id of at most convoy.MaxIDLength (100)
 	// characters of [A-Za-z0-9._-].
 	maxKeyBytes = 128
-	// maxRecordBytes is the JSON of the whole record at its largest.
-	maxRecordBytes = 32 << 10
 )
 
 // clip is s cut so that its JSON is at most n bytes, quotes included,
