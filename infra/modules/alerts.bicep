@@ -17,6 +17,12 @@ param tags object
 param applicationInsightsId string
 param namePrefix string
 
+@description('The Application Insights component the rules query, named in their descriptions.')
+param applicationInsightsName string
+
+@description('Display name of the workbook (workbook.bicep) that charts what the rules fire on.')
+param workbookDisplayName string
+
 @description('E-mail address the alerts are sent to; empty: no action group, the alerts only show in the portal.')
 param alertEmail string = ''
 
@@ -136,6 +142,7 @@ resource alertRules 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = [for r
   kind: 'LogAlert'
   properties: {
     displayName: r.displayName
+    description: '${r.displayName}. The trends: see the workbook "${workbookDisplayName}" in the Application Insights resource ${applicationInsightsName} (Workbooks).'
     severity: r.severity
     enabled: true
     scopes: [ applicationInsightsId ]

@@ -56,12 +56,25 @@ module monitoring 'monitoring.bicep' = {
   }
 }
 
+// The trends in Azure: a workbook under the Application Insights component.
+module workbook 'workbook.bicep' = {
+  name: 'workbook'
+  params: {
+    location: location
+    tags: tags
+    applicationInsightsId: monitoring.outputs.applicationInsightsId
+    environmentName: environmentName
+  }
+}
+
 module alerts 'alerts.bicep' = {
   name: 'alerts'
   params: {
     location: location
     tags: tags
     applicationInsightsId: monitoring.outputs.applicationInsightsId
+    applicationInsightsName: monitoring.outputs.applicationInsightsName
+    workbookDisplayName: workbook.outputs.displayName
     namePrefix: names.alerts
     alertEmail: alertEmail
     blockedAlertMinutes: blockedAlertMinutes

@@ -151,6 +151,25 @@ var deployRules = []deployRule{
 		{"infra/modules/alerts.bicep", "windowSize: 'PT15M'", "windowSize: 'PT2M'"},
 		{"infra/modules/functionapp.bicep", "AutoReplaySchedule: '0 */1 * * * *'", "AutoReplaySchedule: '0 */30 * * * *'"},
 	}},
+	{"the workbook charts fields the program writes, and the alerts point to it", checkWorkbook, []mutation{
+		// A field renamed in a query: the chart would be empty.
+		{"infra/modules/workbook.bicep", `extract(@"lagCatchingUp=(\d+)"`, `extract(@"lagCatchUp=(\d+)"`},
+		{"infra/modules/workbook.bicep", `extract(@"criticalTimeMs=(\d+)"`, `extract(@"criticalTime=(\d+)"`},
+		// A field of another line: the metrics line has no criticalTimeMs.
+		{"infra/modules/workbook.bicep", `extract(@"parkedMessages=(\d+)"`, `extract(@"criticalTimeMs=(\d+)"`},
+		// A line under another category, a line the program does not write, a value it never logs.
+		{"infra/modules/workbook.bicep", "\"Function.OrderProcessor.User\"\n| where message startswith \"order blocked \"", "\"Function.AutoReplay.User\"\n| where message startswith \"order blocked \""},
+		{"infra/modules/workbook.bicep", `| where message startswith "order blocked " or`, `| where message startswith "order block " or`},
+		{"infra/modules/workbook.bicep", "| where extract(@\"outcome=(\\w+)\", 1, message) == \"applied\"\n| summarize applied", "| where extract(@\"outcome=(\\w+)\", 1, message) == \"Applied\"\n| summarize applied"},
+		// A chart gone; the workbook under another resource; another API version.
+		{"infra/modules/workbook.bicep", "    chart('lag', 'Orders by lag status: ok, catching up, stalled, blocked', lagQuery, 'timechart')\n", ""},
+		{"infra/modules/workbook.bicep", "sourceId: applicationInsightsId", "sourceId: resourceGroup().id"},
+		{"infra/modules/workbook.bicep", "'Microsoft.Insights/workbooks@2023-06-01'", "'Microsoft.Insights/workbooks@2022-04-01'"},
+		{"infra/modules/workbook.bicep", "value: { durationMs: 14400000 }", "value: { durationMs: 86400000 }"},
+		// The alerts no longer point to the workbook.
+		{"infra/modules/alerts.bicep", `see the workbook "${workbookDisplayName}"`, `see the dashboard`},
+		{"infra/modules/resources.bicep", "workbookDisplayName: workbook.outputs.displayName", "workbookDisplayName: 'convoy'"},
+	}},
 	{"the alert e-mail comes from ALERT_EMAIL with azd and make provision", checkAlertEmail, []mutation{
 		{"infra/main.parameters.json", `"alertEmail": { "value": "${ALERT_EMAIL}" }`, `"alertEmail": { "value": "" }`},
 		{"infra/main.parameters.json", `"${ALERT_EMAIL}"`, `"${ALERT_MAIL}"`},
@@ -296,6 +315,9 @@ var nameRules = map[string]nameRule{
 	// scheduledQueryRules 1-260, not *#&+:<>?@%{}\/| or control characters; neither ends with a space or period.
 	"Microsoft.Insights/actionGroups":        {1, 260, regexp.MustCompile(`^[^:<>+/&%\\?|\x00-\x1f]*[^:<>+/&%\\?|\x00-\x1f. ]$`), nil, 0},
 	"Microsoft.Insights/scheduledQueryRules": {1, 260, regexp.MustCompile(`^[^*#&+:<>?@%{}\\/|\x00-\x1f]*[^*#&+:<>?@%{}\\/|\x00-\x1f. ]$`), nil, 0},
+	// A workbook's name is its id, a GUID: Azure's REST examples of Microsoft.Insights/workbooks@2023-06-01
+	// (resourceName "deadb33f-5e0d-4064-8ebb-1a4ed0313eb2") and the portal name them so.
+	"Microsoft.Insights/workbooks": {36, 36, regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`), nil, 0},
 	// resource-name-rules: global, 6-50, alphanumerics and hyphens, starts with a letter, ends with a letter
 	// or number, must not end with -sb or -mgmt.
 	"Microsoft.ServiceBus/namespaces": {6, 50, regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]*[a-zA-Z0-9]$`), func(s string) string {

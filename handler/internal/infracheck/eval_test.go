@@ -1,6 +1,9 @@
 package infracheck
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -56,7 +59,7 @@ func (e *evaluator) eval(n *ts.Node, args map[string]any) (any, error) {
 			case "string_content":
 				b.WriteString(e.text(c))
 			case "escape_sequence":
-				b.WriteString(strings.TrimPrefix(e.text(c), `\`))
+				b.WriteString(unescape(e.text(c)))
 			case "interpolation":
 				v, err := e.eval(c.NamedChild(0), args)
 				if err != nil {
@@ -162,6 +165,53 @@ func (e *evaluator) eval(n *ts.Node, args map[string]any) (any, error) {
 		return e.call(n, args)
 	}
 	return nil, fmt.Errorf("cannot evaluate %s %q", n.Kind(), clip(e.text(n)))
+}
+
+// resolve evaluates every member of an object, and every element of an
+// array, all the way down: the value as JSON would hold it.
+func (e *evaluator) resolve(v any) (any, error) {
+	switch x := v.(type) {
+	case lazyObject:
+		out := map[string]any{}
+		for k, n := range x.members {
+			m, err := e.eval(n, x.args)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			if out[k], err = e.resolve(m); err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, m := range x {
+			var err error
+			if out[i], err = e.resolve(m); err != nil {
+				return nil, fmt.Errorf("element %d: %w", i, err)
+			}
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+// unescape reads one escape of a Bicep string: \n \r \t \\ \' \$ and \u{…}.
+func unescape(s string) string {
+	switch s {
+	case `\n`:
+		return "\n"
+	case `\r`:
+		return "\r"
+	case `\t`:
+		return "\t"
+	}
+	if strings.HasPrefix(s, `\u{`) {
+		if r, err := strconv.ParseUint(strings.TrimSuffix(s[3:], "}"), 16, 32); err == nil {
+			return string(rune(r))
+		}
+	}
+	return strings.TrimPrefix(s, `\`)
 }
 
 // lazyObject is an object literal: its members' expressions, evaluated
@@ -336,11 +386,30 @@ func (e *evaluator) call(n *ts.Node, args map[string]any) (any, error) {
 	switch name {
 	case "string":
 		if len(in) == 1 {
-			if k, ok := in[0].(int); ok {
-				return strconv.Itoa(k), nil
+			switch x := in[0].(type) {
+			case int:
+				return strconv.Itoa(x), nil
+			case string:
+				return x, nil
+			case lazyObject, []any:
+				// An object or array: its JSON, as Bicep's string() writes it.
+				v, err := e.resolve(x)
+				if err != nil {
+					return nil, err
+				}
+				data, err := json.Marshal(v)
+				return string(data), err
 			}
 		}
 		return nil, fmt.Errorf("string(%v)", in)
+	case "guid":
+		// Azure's guid() hashes its arguments into a GUID: deterministic, the
+		// same arguments give the same GUID. A stand-in of the same shape.
+		sum := sha256.Sum256([]byte(fmt.Sprint(in...)))
+		h := hex.EncodeToString(sum[:16])
+		return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32], nil
+	case "resourceGroup":
+		return map[string]any{"id": "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg-test", "name": "rg-test", "location": "eastus2"}, nil
 	case "toLower":
 		return strings.ToLower(str(0)), nil
 	case "toUpper":
