@@ -161,7 +161,7 @@ func startAppOn(t *testing.T, conn string, serviceBusPort int) *app {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := newServer(cfg, c, slog.New(slog.DiscardHandler))
+	e, err := newServer(cfg, c, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

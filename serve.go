@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/heal"
+	"github.com/convoy-dev/convoy/handler/metrics"
 	"github.com/convoy-dev/convoy/handler/operator"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/settings"
@@ -40,18 +42,34 @@ func serve() error {
 	defer flushTracing()
 	if traces.Enabled {
 		log.Info("exporting traces over OTLP/HTTP", "setting", traces.Endpoint)
-		// An export that fails (the receiver down) is a warning in our log,
-		// not a bare line on stderr; the spans are dropped, nothing waits.
-		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("trace export failed", "error", err) }))
 	} else if traces.Recording {
 		log.Info("making spans, exporting none (OTEL_TRACES_EXPORTER=none)")
+	}
+	meters, metricsCfg, flushMetrics, err := startMetrics(func(err error) { log.Warn("metrics not exported at shutdown", "error", err) })
+	if err != nil {
+		return err
+	}
+	defer flushMetrics()
+	if metricsCfg.Enabled {
+		log.Info("exporting metrics over OTLP/HTTP", "setting", metricsCfg.Endpoint)
+	}
+	if traces.Enabled || metricsCfg.Enabled {
+		// An export that fails (the receiver down) is a warning in our log,
+		// not a bare line on stderr; what it held is dropped, nothing waits.
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			if strings.Contains(err.Error(), "metric") {
+				log.Warn("metrics export failed", "error", err)
+				return
+			}
+			log.Warn("trace export failed", "error", err)
+		}))
 	}
 	c, err := newClients(cfg)
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	e, err := newServer(cfg, c, log)
+	e, err := newServer(cfg, c, log, meters)
 	if err != nil {
 		return err
 	}
@@ -107,6 +125,25 @@ func startTracing(warn func(error)) (cfg tracing.Config, flush func(), err error
 	}, nil
 }
 
+// startMetrics builds the OpenTelemetry instruments from the standard
+// OTEL_* settings of the environment (docs/tracing.md, "Metrics": with no
+// endpoint, nothing is built and the recorder is nil); flush, deferred,
+// exports what was recorded since the last export (5 s at most), reporting
+// a failure to warn.
+func startMetrics(warn func(error)) (r *metrics.Recorder, cfg metrics.Config, flush func(), err error) {
+	r, cfg, stop, err := metrics.Setup(context.Background(), os.Getenv)
+	if err != nil {
+		return nil, cfg, nil, fmt.Errorf("invalid settings:\n%w", err)
+	}
+	return r, cfg, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stop(ctx); err != nil {
+			warn(err)
+		}
+	}, nil
+}
+
 // newServer is the custom handler's echo server on clients c: the processor,
 // the publisher, replay and automatic replay on the orders table and queue.
 //
@@ -115,7 +152,7 @@ func startTracing(warn func(error)) (cfg tracing.Config, flush func(), err error
 // SkipGap's, a commit of the processor under its lock, bounded by
 // SkipDeadline), and operators' (OrderStatus, BlockedOrders, HealthSummary,
 // the replays and AutoReplay), whose requests fail fast when storage hangs.
-func newServer(cfg settings.Settings, c *clients, log *slog.Logger) (*echo.Echo, error) {
+func newServer(cfg settings.Settings, c *clients, log *slog.Logger, meters *metrics.Recorder) (*echo.Echo, error) {
 	store := c.orderStore(cfg.OrdersTable)
 	processor := convoy.NewProcessor(store, convoy.ProcessorOptions{
 		CacheSize: cfg.OrderCacheSize,
@@ -141,5 +178,6 @@ func newServer(cfg settings.Settings, c *clients, log *slog.Logger) (*echo.Echo,
 		Active: ledgers, LagWindow: cfg.LagWindow, LagPerRun: cfg.LagPerRun, BlockedPerRun: ar.BlockedPerRun, Resume: processor.Resume})
 	return handler.New(handler.Deps{Processor: processor, Orders: orders, Ledgers: publisher, Blocked: orders,
 		Replay: rep, Heal: healer, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes,
-		Allocations: ledgers, LagWindow: cfg.LagWindow}), nil
+		Allocations: ledgers, LagWindow: cfg.LagWindow,
+		Metrics: meters, OrdersQueue: cfg.OrdersQueue, LedgersQueue: cfg.LedgersQueue}), nil
 }

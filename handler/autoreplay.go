@@ -11,6 +11,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/heal"
+	"github.com/convoy-dev/convoy/handler/metrics"
 )
 
 // Healer is automatic replay and the orders' health (heal.Healer).
@@ -89,6 +90,20 @@ func metricsAttrs(s heal.Summary) []any {
 		"lagPeriodSeconds", lag.PeriodSeconds)
 }
 
+// figures are the gauges' values in s, the figures of the metrics line.
+func figures(s heal.Summary) metrics.Figures {
+	f := metrics.Figures{BlockedOrders: int64(s.BlockedOrders), ParkedMessages: s.ParkedMessages}
+	if dl := s.DeadLetters; dl != nil {
+		f.DeadLettersRead, f.DeadLettersTransient, f.DeadLettersPermanent = true, int64(dl.Transient), int64(dl.Permanent)
+	}
+	if lag := s.Lag; lag != nil {
+		for _, st := range []convoy.LagStatus{convoy.LagOK, convoy.LagCatchingUp, convoy.LagStalled, convoy.LagBlocked} {
+			f.Lag = append(f.Lag, metrics.LagCount{Status: string(st), Orders: int64(lag.ByStatus[st])})
+		}
+	}
+	return f
+}
+
 // autoReplay is AutoReplay, the timer function: one run of automatic
 // replay, then the figures as a metrics line. It always succeeds (a failed
 // call's Logs are lost, and a timer is not retried): what went wrong is in
@@ -121,7 +136,10 @@ func (s *server) autoReplay(ctx context.Context, c *call) (map[string]any, error
 	}
 	if r.Summary != nil {
 		c.outcome(slog.LevelInfo, LineMetrics, metricsAttrs(*r.Summary)...)
+		s.Metrics.SetFigures(figures(*r.Summary))
 	}
+	s.Metrics.AutoReplayed(ctx, "replayed", len(r.Replayed))
+	s.Metrics.AutoReplayed(ctx, "failed", len(r.Failed)+r.FailedMore)
 	c.logAt(slog.LevelDebug, "auto-replay run", "waiting", r.Waiting, "elsewhere", r.Elsewhere, "deferred", r.Deferred, "pastDue", timer.IsPastDue)
 	return nil, nil
 }

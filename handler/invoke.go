@@ -4,12 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/invocation"
+	"github.com/convoy-dev/convoy/handler/metrics"
 )
 
 // call is one invocation being handled: its payload, its logger (function,
@@ -24,6 +26,11 @@ type call struct {
 	// drained are the trace contexts of parked messages this invocation
 	// applied, by order id and seq (tracing.go).
 	drained map[drainedKey]trace.SpanContext
+	// metrics records the function's messages (nil: metrics off, or a
+	// function not triggered by a queue); consumed counts the messages the
+	// invocation was given.
+	metrics  *metrics.Consumer
+	consumed int
 }
 
 // logAt logs a line with the invocation's attributes first, and the trace
@@ -59,11 +66,19 @@ type invocationFunc func(ctx context.Context, c *call) (outputs map[string]any, 
 func (s *server) invocation(name string, fn invocationFunc) echo.HandlerFunc {
 	return func(ec echo.Context) error {
 		r := ec.Request()
-		c := &call{log: s.Logger, attrs: []any{"function", name, "invocationId", r.Header.Get("X-Azure-Functions-InvocationId")}}
+		c := &call{log: s.Logger, attrs: []any{"function", name, "invocationId", r.Header.Get("X-Azure-Functions-InvocationId")},
+			metrics: s.consumers[name]}
+		var start time.Time
+		if c.metrics != nil {
+			start = time.Now()
+		}
 		ctx, cancel := s.withDeadline(r.Context(), name)
 		defer cancel()
 		outputs, err := s.decodeAndRun(ctx, ec, c, name, fn)
 		err = s.pastDeadline(ctx, name, err)
+		if c.metrics != nil {
+			c.metrics.Processed(ctx, c.consumed, time.Since(start), errorType(err))
+		}
 		defer c.endMessageSpans(err)
 		if err != nil {
 			status, body := errorResponse(err)
@@ -80,6 +95,14 @@ func (s *server) invocation(name string, fn invocationFunc) echo.HandlerFunc {
 		}
 		return ec.JSON(http.StatusOK, invocation.Response{Outputs: outputs, Logs: c.logs})
 	}
+}
+
+// errorType is err's error.type in the metrics: its class, "" for none.
+func errorType(err error) string {
+	if err == nil {
+		return ""
+	}
+	return string(fault.CodeOf(err))
 }
 
 func (s *server) decodeAndRun(ctx context.Context, ec echo.Context, c *call, name string, fn invocationFunc) (map[string]any, error) {

@@ -31,6 +31,7 @@ func (s *server) ingestLedger(ctx context.Context, c *call) (map[string]any, err
 	if err != nil {
 		return nil, fault.Wrap(fault.Invalid, err, "unreadable Service Bus trigger payload")
 	}
+	c.consumed = len(msgs)
 	for _, m := range msgs {
 		if err := s.ingestOne(ctx, c, m); err != nil {
 			return nil, err
@@ -56,8 +57,10 @@ func (s *server) ingestOne(ctx context.Context, c *call, m invocation.Message) (
 		return []any{"traceId", sc.TraceID().String(), "spanId", sc.SpanID().String()}
 	}
 	sum, err = s.Ledgers.PublishQueued(ctx, m.Body, m.SessionID)
+	pub := s.publishers[FnLedgerIngest]
 	switch fault.CodeOf(err) {
 	case "":
+		pub.Ledger(ctx, sum.Outcome, sentBy(sum))
 		c.outcome(slog.LevelInfo, "ledger "+sum.Outcome, append([]any{"ledgerId", sum.LedgerID, "stream", m.SessionID, "messageId", m.MessageID,
 			"transactions", sum.Transactions, "orders", sum.Orders, "messages", sum.Messages}, ids()...)...)
 	case fault.Invalid, fault.TooLarge:
@@ -65,9 +68,11 @@ func (s *server) ingestOne(ctx context.Context, c *call, m invocation.Message) (
 		if rerr != nil {
 			return rerr
 		}
+		pub.Ledger(ctx, ledger.OutcomeRejected, 0)
 		c.outcome(slog.LevelWarn, "ledger rejected", append([]any{"ledgerId", rec.ID, "stream", m.SessionID, "messageId", m.MessageID,
 			"problems", len(rec.Problems), "error", fault.MessageOf(err)}, ids()...)...)
 	case fault.Conflict:
+		pub.Ledger(ctx, outcomeConflict, 0)
 		c.outcome(slog.LevelError, "ledger rejected: its id was used for other content", append([]any{"ledgerId", sum.LedgerID,
 			"messageId", m.MessageID, "error", fault.MessageOf(err)}, ids()...)...)
 	default:
@@ -95,6 +100,11 @@ func (s *server) uploadLedger(ctx context.Context, r httpRequest) (int, any, err
 	sum, err := s.Ledgers.Publish(ctx, r.Body)
 	ledger.EndPublish(span, sum, err)
 	traceID := ledger.TraceIDOf(ctx)
+	if out := uploadOutcome(err); out != "" {
+		s.publishers[FnLedgerUpload].Ledger(ctx, out, 0)
+	} else if err == nil {
+		s.publishers[FnLedgerUpload].Ledger(ctx, sum.Outcome, sentBy(sum))
+	}
 	if err != nil {
 		s.Logger.Warn("ledger upload failed", "function", FnLedgerUpload, "invocationId", invocationID, "error", fault.MessageOf(err), "traceId", traceID)
 		return 0, nil, err
@@ -106,4 +116,32 @@ func (s *server) uploadLedger(ctx context.Context, r httpRequest) (int, any, err
 		status = http.StatusOK
 	}
 	return status, ledger.Published{Summary: sum, TraceID: traceID}, nil
+}
+
+// outcomeConflict is the convoy.outcome of a ledger whose id was used for
+// other content, in the metrics.
+const outcomeConflict = "conflict"
+
+// uploadOutcome is the convoy.outcome of an upload that failed with err
+// ("" when it did not fail, or failed for a reason that says nothing of the
+// ledger: storage or Service Bus down).
+func uploadOutcome(err error) string {
+	switch fault.CodeOf(err) {
+	case fault.Invalid, fault.TooLarge:
+		return ledger.OutcomeRejected
+	case fault.Conflict:
+		return outcomeConflict
+	}
+	return ""
+}
+
+// sentBy is the number of order messages publishing sum's ledger sent: all
+// of them when it was published now (a resumed publish re-sends what it had
+// sent, which Service Bus's duplicate detection drops), none when it had
+// been already.
+func sentBy(sum ledger.Summary) int {
+	if sum.Outcome == ledger.OutcomePublished {
+		return sum.Messages
+	}
+	return 0
 }

@@ -28,6 +28,7 @@ func (s *server) processOrders(ctx context.Context, c *call) (map[string]any, er
 	if err != nil {
 		return nil, fault.Wrap(fault.Invalid, err, "unreadable Service Bus trigger payload")
 	}
+	c.consumed = len(raw)
 	b := readOrderMessages(c, raw)
 	unreadable := b.unreadable
 	var failed []error
@@ -95,6 +96,7 @@ func (c *call) logProcessed(orderID string, msgs []convoy.Message, res convoy.Re
 		ids[m.Seq] = m.MessageID
 	}
 	for _, out := range res.Outcomes {
+		c.metrics.Outcome(context.Background(), string(out.Disposition))
 		if out.Disposition == convoy.Refused {
 			c.outcome(slog.LevelWarn, "unreadable message", "sessionId", orderID, "seq", out.Seq, "messageId", ids[out.Seq], "error", out.Reason)
 			refused = append(refused, fmt.Errorf("order %q: %s", orderID, out.Reason))
@@ -117,7 +119,9 @@ func (c *call) logProcessed(orderID string, msgs []convoy.Message, res convoy.Re
 			c.drainedContext(orderID, out.Seq, out.TraceParent)
 		}
 		if out.Disposition == convoy.Applied && !at.IsZero() {
-			attrs = append(attrs, "criticalTimeMs", criticalTime(applied, at).Milliseconds())
+			crit := criticalTime(applied, at)
+			attrs = append(attrs, "criticalTimeMs", crit.Milliseconds())
+			c.metrics.CriticalTime(context.Background(), crit)
 		}
 		c.outcome(slog.LevelInfo, "order message", attrs...)
 	}

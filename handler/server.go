@@ -19,6 +19,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/metrics"
 	"github.com/convoy-dev/convoy/handler/operator"
 )
 
@@ -67,6 +68,12 @@ type Deps struct {
 	// Deadlines replace the deadlines of the functions they name (default:
 	// deadlines.go's, which serve uses).
 	Deadlines map[string]time.Duration
+	// Metrics records the OpenTelemetry instruments (docs/tracing.md,
+	// "Metrics"); nil: metrics are off, and nothing is recorded.
+	Metrics *metrics.Recorder
+	// OrdersQueue and LedgersQueue name the queues in the metrics'
+	// attributes; default "orders" and "ledgers".
+	OrdersQueue, LedgersQueue string
 }
 
 // DefaultMaxRequestBytes bounds a request's body when Deps does not (the
@@ -78,6 +85,10 @@ const DefaultMaxRequestBytes = 64 << 20
 
 type server struct {
 	Deps
+	// consumers and publishers record the metrics of the functions they
+	// are keyed by (all nil when metrics are off).
+	consumers  map[string]*metrics.Consumer
+	publishers map[string]*metrics.Publisher
 }
 
 // New returns the echo server of the custom handler.
@@ -95,7 +106,22 @@ func New(d Deps) *echo.Echo {
 	maps.Copy(all, deadlines)
 	maps.Copy(all, d.Deadlines)
 	d.Deadlines = all
-	s := &server{Deps: d}
+	if d.OrdersQueue == "" {
+		d.OrdersQueue = "orders"
+	}
+	if d.LedgersQueue == "" {
+		d.LedgersQueue = "ledgers"
+	}
+	s := &server{Deps: d,
+		consumers: map[string]*metrics.Consumer{
+			FnOrderProcessor: d.Metrics.Consumer(FnOrderProcessor, d.OrdersQueue),
+			FnLedgerIngest:   d.Metrics.Consumer(FnLedgerIngest, d.LedgersQueue),
+		},
+		publishers: map[string]*metrics.Publisher{
+			FnLedgerIngest: d.Metrics.Publisher(FnLedgerIngest, d.OrdersQueue),
+			FnLedgerUpload: d.Metrics.Publisher(FnLedgerUpload, d.OrdersQueue),
+		},
+	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
