@@ -194,9 +194,9 @@ func TestMetricsAtAReceiver(t *testing.T) {
 	srv := handler.New(handler.Deps{
 		Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store}),
 		Blocked:   store, Orders: store,
-		Ledgers:   ledger.NewPublisher(ledgers, sender, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}}),
-		Heal:      fakeHealer{run: run},
-		Metrics:   rec, OrdersQueue: "orders-q", LedgersQueue: "ledgers-q",
+		Ledgers: ledger.NewPublisher(ledgers, sender, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}}),
+		Heal:    fakeHealer{run: run},
+		Metrics: rec, OrdersQueue: "orders-q", LedgersQueue: "ledgers-q",
 	})
 	post := func(path string, body []byte) int {
 		t.Helper()
@@ -253,7 +253,7 @@ func TestMetricsAtAReceiver(t *testing.T) {
 		points     map[string]int64 // attrs → value (a histogram's count)
 	}
 	wants := map[string]want{
-		metrics.ProcessDuration: {"s", "histogram", map[string]int64{orders: 5, errOrders: 1, ledgerQ: 3}},
+		metrics.ProcessDuration:  {"s", "histogram", map[string]int64{orders: 5, errOrders: 1, ledgerQ: 3}},
 		metrics.ConsumedMessages: {"{message}", "sum", map[string]int64{orders: 5, errOrders: 1, ledgerQ: 3}},
 		metrics.SentMessages: {"{message}", "sum", map[string]int64{
 			"faas.name=LedgerIngest messaging.destination.name=orders-q messaging.operation.name=send messaging.operation.type=send messaging.system=servicebus": 5}},
