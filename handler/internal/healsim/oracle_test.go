@@ -202,7 +202,11 @@ func (w *world) snapshotRun() runSnapshot {
 		if err != nil {
 			continue
 		}
-		if _, cut := o.NextParked(); cut && !w.deadLettered(o.ID, o.AppliedSeq+1) {
+		// Only the entry of the order's current block is verified as it:
+		// another (a stale one, left by a commit that failed) is cleared
+		// (seed 8052).
+		current := e.Since.Equal(o.BlockedSince)
+		if _, cut := o.NextParked(); cut && current && !w.deadLettered(o.ID, o.AppliedSeq+1) {
 			s.resumable[o.ID] = true
 		}
 	}
