@@ -29,6 +29,7 @@ func (h *Healer) record(ctx context.Context, r *Run, f *Figures, replayed int64,
 		h.local = Breaker{}
 		h.mu.Unlock()
 	}
+	h.addTrend(ctx, f, f.At)
 }
 
 // writeRecord applies change to the Health record (updateHealth). A write
@@ -108,6 +109,9 @@ func (h *Healer) trip(ctx context.Context, r *Run, why string, f *Figures) strin
 		}
 		b = hl.Breaker
 	})
+	if f != nil {
+		h.addTrend(ctx, f, f.At)
+	}
 	if err != nil {
 		return h.tripLocal(why)
 	}

@@ -64,6 +64,13 @@ type StateStore interface {
 	// PutHealth writes h only if the record still has etag ("": only if
 	// there is none); a fault.Conflict otherwise.
 	PutHealth(ctx context.Context, h Health, etag string) (string, error)
+	// Trends reads the trend series (each run's point, the last
+	// TrendsKept), in an entity of its own; the zero Trends, "" and ok
+	// false when there is none yet.
+	Trends(ctx context.Context) (t Trends, etag string, ok bool, err error)
+	// PutTrends writes t only if the series still has etag ("": only if
+	// there is none); a fault.Conflict otherwise.
+	PutTrends(ctx context.Context, t Trends, etag string) (string, error)
 }
 
 // Options tune a Healer; the zero value works (and replays).

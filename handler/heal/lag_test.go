@@ -131,6 +131,18 @@ func TestLagSurvey(t *testing.T) {
 	if string(a) != string(b) {
 		t.Errorf("summary's lag\n%s\nwant the run's\n%s", a, b)
 	}
+	// The run's point of the trend series: the same figures, as the test
+	// made them (one blocked order, o-gap, one parked message; o-dl's dead
+	// letter, of a transient cause; 4 applied in the 360 s recent window).
+	if sum.Trends == nil || len(sum.Trends.Points) != 1 || sum.Trends.Kept != heal.TrendsKept {
+		t.Fatalf("the summary's trends %+v, want the run's one point", sum.Trends)
+	}
+	wantPoint := heal.TrendPoint{At: f.clock.now(), BlockedOrders: 1, ParkedMessages: 1, DeadTransient: 1, DeadPermanent: 0,
+		LagOK: 2, LagCatchingUp: 2, LagStalled: 1, LagBlocked: 2, CriticalP50Ms: ct.P50Ms, CriticalP99Ms: ct.P99Ms,
+		Applied: 4, AppliedSeconds: 360, AppliedPartial: 0}
+	if got := sum.Trends.Points[0]; got != wantPoint {
+		t.Errorf("the run's trend point\n%+v\nwant\n%+v", got, wantPoint)
+	}
 	// o-idle left the index; a run later surveys the six others.
 	if again := h.RunOnce(ctx).Summary.Lag; again.Orders != 6 || again.ByStatus[convoy.LagOK] != 1 {
 		t.Errorf("second run: %+v; want 6 orders, one ok", again)

@@ -37,6 +37,11 @@ type Summary struct {
 	// the figures above are as of the last run that could, FiguresAt.
 	RecordFailingSince string `json:"recordFailingSince,omitempty"`
 	RecordFailingWhy   string `json:"recordFailingWhy,omitempty"`
+	// Trends are the figures of the last TrendsKept runs, oldest first
+	// (absent from a run's own summary, the metrics line);
+	// TrendsUnreadable says why they are absent from the summary.
+	Trends           *TrendsView `json:"trends,omitempty"`
+	TrendsUnreadable string      `json:"trendsUnreadable,omitempty"`
 }
 
 // AutoReplay are the automatic replay's figures.
@@ -62,10 +67,11 @@ type AutoReplay struct {
 // notRunYet is DeadLettersUnreadable before the first run.
 const notRunYet = "not read yet: AutoReplay reads the dead-letter queue on each run, and none has run yet"
 
-// Summarize is the summary from the Health record and the first page of the
-// blocked index: two reads of storage (plus one per index entry a crash
-// left pending), nothing of Service Bus, whatever the outage's size. With
-// more blocked orders than a page holds, the counts are the last run's.
+// Summarize is the summary from the Health record, the trend series and the
+// first page of the blocked index: three reads of storage (plus one per
+// index entry a crash left pending), nothing of Service Bus, whatever the
+// outage's size. With more blocked orders than a page holds, the counts are
+// the last run's. A series that cannot be read is said, not a failure.
 func (h *Healer) Summarize(ctx context.Context) (Summary, error) {
 	hl, _, _, err := h.states.Health(ctx)
 	if err != nil {
@@ -101,6 +107,7 @@ func (h *Healer) Summarize(ctx context.Context) (Summary, error) {
 		s.AutoReplay.BreakerOpen, s.AutoReplay.OpenUntil, s.AutoReplay.BreakerWhy = true, b.OpenUntil.UTC().Format(time.RFC3339), b.Why
 	}
 	s.unwritten(hl.Unwritten)
+	s.Trends, s.TrendsUnreadable = h.trendsView(ctx)
 	return s, nil
 }
 

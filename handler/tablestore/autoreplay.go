@@ -16,10 +16,13 @@ import (
 // state (order ids cannot start with '~').
 const autoReplayPartition = "~autoreplay"
 
-// healthPartition and healthRow hold the shared heal.Health record.
+// healthPartition and healthRow hold the shared heal.Health record;
+// trendsRow, in the same partition, the trend series (a property of its
+// own entity: the record's is near its 64 KiB at its largest).
 const (
 	healthPartition = "~health"
 	healthRow       = "autoreplay"
+	trendsRow       = "trends"
 )
 
 var _ heal.StateStore = (*Store)(nil)
@@ -94,6 +97,29 @@ func (s *Store) PutHealth(ctx context.Context, h heal.Health, etag string) (stri
 	return s.putJSONRow(ctx, healthPartition, healthRow, "Health", raw, etag, "the auto-replay record")
 }
 
+// Trends implements heal.StateStore: a point read.
+func (s *Store) Trends(ctx context.Context) (heal.Trends, string, bool, error) {
+	raw, etag, ok, err := s.getJSONRow(ctx, healthPartition, trendsRow, "read the trend series")
+	if !ok || err != nil {
+		return heal.Trends{}, "", false, err
+	}
+	var e aztables.EDMEntity
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return heal.Trends{}, "", false, fault.Wrap(fault.Internal, err, "decode the trend series")
+	}
+	t, err := heal.DecodeTrends(props(e.Properties).str("Points"))
+	if err != nil {
+		return heal.Trends{}, "", false, err
+	}
+	return t, etag, true, nil
+}
+
+// PutTrends implements heal.StateStore: insert when etag is "", otherwise
+// a replace under If-Match.
+func (s *Store) PutTrends(ctx context.Context, t heal.Trends, etag string) (string, error) {
+	return s.putRow(ctx, healthPartition, trendsRow, "Points", t.Encode(), etag, "the trend series")
+}
+
 // getJSONRow is a point read of a row; ok is false when there is none.
 func (s *Store) getJSONRow(ctx context.Context, pk, rk, what string) (raw []byte, etag string, ok bool, err error) {
 	resp, err := s.table.GetEntity(ctx, pk, rk, nil)
@@ -110,9 +136,15 @@ func (s *Store) getJSONRow(ctx context.Context, pk, rk, what string) (raw []byte
 // document): an insert when etag is "", otherwise a replace under If-Match.
 // Another writer first is a fault.Conflict naming what.
 func (s *Store) putJSONRow(ctx context.Context, pk, rk, prop string, value []byte, etag, what string) (string, error) {
+	return s.putRow(ctx, pk, rk, prop, string(value), etag, what)
+}
+
+// putRow writes a row whose one string property prop holds value, as
+// putJSONRow.
+func (s *Store) putRow(ctx context.Context, pk, rk, prop, value, etag, what string) (string, error) {
 	data, err := json.Marshal(aztables.EDMEntity{
 		Entity:     aztables.Entity{PartitionKey: pk, RowKey: rk},
-		Properties: map[string]any{prop: string(value)},
+		Properties: map[string]any{prop: value},
 	})
 	if err != nil {
 		return "", fault.Wrap(fault.Internal, err, "encode "+what)

@@ -5,6 +5,7 @@ package healtest
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +86,53 @@ func Run(t *testing.T, s heal.StateStore) {
 		t.Fatalf("read back %+v %q %v %v, want %+v %q", got2, tag4, ok, err, h, newTag)
 	}
 	limits(t, s, id, got2, tag4)
+	trends(t, s)
+}
+
+// trends: the trend series, an entity of its own, insert-only without an
+// ETag, replaced under the current one; at its largest (TrendsKept points
+// of twelve-digit figures) it fits its one property, and a series of many
+// more points than a run keeps is refused as Azure refuses it (the
+// property past 64 KiB), the stored one left as it was.
+func trends(t *testing.T, s heal.StateStore) {
+	ctx := context.Background()
+	tr, tag, ok, err := s.Trends(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	one := heal.TrendPoint{At: at, BlockedOrders: 2, ParkedMessages: 3, DeadTransient: -1, DeadPermanent: 1, LagOK: 5, LagCatchingUp: 6,
+		LagStalled: 7, LagBlocked: 8, CriticalP50Ms: 120, CriticalP99Ms: 2300, Applied: 40, AppliedSeconds: 360, AppliedPartial: 1}
+	tr.Points = append(tr.Points, one)
+	newTag, err := s.PutTrends(ctx, tr, tag)
+	if err != nil || (ok && newTag == tag) {
+		t.Fatalf("write the trend series (existing %v): %q, %v", ok, newTag, err)
+	}
+	if _, err := s.PutTrends(ctx, tr, tag); fault.CodeOf(err) != fault.Conflict {
+		t.Fatalf("a write of the series under a stale ETag: %v, want a conflict", err)
+	}
+	got, tag2, ok, err := s.Trends(ctx)
+	if err != nil || !ok || tag2 != newTag || len(got.Points) != len(tr.Points) || got.Points[len(got.Points)-1] != one {
+		t.Fatalf("read back %d points %q %v %v, want the last %+v, ETag %q", len(got.Points), tag2, ok, err, one, newTag)
+	}
+	worst := heal.Trends{}
+	for i := range heal.TrendsKept {
+		const w = 999_999_999_999
+		worst.Points = append(worst.Points, heal.TrendPoint{At: time.Date(9999, 12, 31, 0, 0, i, 0, time.UTC), BlockedOrders: w, ParkedMessages: w,
+			DeadTransient: w, DeadPermanent: w, LagOK: w, LagCatchingUp: w, LagStalled: w, LagBlocked: w, CriticalP50Ms: w, CriticalP99Ms: w,
+			Applied: w, AppliedSeconds: w, AppliedPartial: w})
+	}
+	tag3, err := s.PutTrends(ctx, worst, tag2)
+	if err != nil {
+		t.Fatalf("the series at its largest (%d characters): %v, want it kept", len(worst.Encode()), err)
+	}
+	over := heal.Trends{Points: slices.Repeat(worst.Points, 2)}
+	if _, err := s.PutTrends(ctx, over, tag3); fault.CodeOf(err) != fault.Internal {
+		t.Fatalf("a series of %d characters (more than 32,768): %v, want a refusal (fault.Internal)", len(over.Encode()), err)
+	}
+	if got, tag4, _, err := s.Trends(ctx); err != nil || tag4 != tag3 || len(got.Points) != heal.TrendsKept || got.Points[0] != worst.Points[0] {
+		t.Fatalf("after the refused write: %d points %q %v, want the series as it was", len(got.Points), tag4, err)
+	}
 }
 
 // limits: Table Storage's, on the rows of a StateStore, as tablestore

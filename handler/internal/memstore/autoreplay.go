@@ -115,3 +115,39 @@ func (s *Store) PutHealth(_ context.Context, h heal.Health, etag string) (string
 	s.health, s.healthTag = h, s.tags
 	return strconv.FormatInt(s.tags, 10), nil
 }
+
+// Trends implements heal.StateStore.
+func (s *Store) Trends(context.Context) (heal.Trends, string, bool, error) {
+	if err := s.fail("health", ""); err != nil {
+		return heal.Trends{}, "", false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.trendsTag == 0 {
+		return heal.Trends{}, "", false, nil
+	}
+	return heal.Trends{Points: slices.Clone(s.trends.Points)}, strconv.FormatInt(s.trendsTag, 10), true, nil
+}
+
+// PutTrends implements heal.StateStore.
+func (s *Store) PutTrends(_ context.Context, t heal.Trends, etag string) (string, error) {
+	if err := s.fail("health", ""); err != nil {
+		return "", err
+	}
+	if err := trendsEntity(t).check(); err != nil {
+		return "", err
+	}
+	// As stored: what the encoding keeps (Unix seconds, figures bounded).
+	t, err := heal.DecodeTrends(t.Encode())
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if (etag == "") != (s.trendsTag == 0) || (etag != "" && strconv.FormatInt(s.trendsTag, 10) != etag) {
+		return "", fault.Errorf(fault.Conflict, "the trend series changed meanwhile")
+	}
+	s.tags++
+	s.trends, s.trendsTag = t, s.tags
+	return strconv.FormatInt(s.tags, 10), nil
+}

@@ -106,6 +106,12 @@ func healthEntity(h heal.Health) *entity {
 	return newEntity("~health", "autoreplay").str("Health", string(raw))
 }
 
+// trendsEntity is tablestore's row of the trend series: one property
+// holding its encoding (heal.Trends.Encode).
+func trendsEntity(t heal.Trends) *entity {
+	return newEntity("~health", "trends").str("Points", t.Encode())
+}
+
 // The rows of tablestore.Ledgers. A ledger record's Error and Problems are
 // left out: tablestore cuts them to fit (recordEntity) before writing.
 func ledgerEntity(id, hash, status string) *entity {

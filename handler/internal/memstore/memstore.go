@@ -28,6 +28,9 @@ type Store struct {
 	// health is the heal.Health record; healthTag its ETag (0: none yet).
 	health    heal.Health
 	healthTag int64
+	// trends is the heal.Trends series; trendsTag its ETag (0: none yet).
+	trends    heal.Trends
+	trendsTag int64
 	replay    map[string]replayState // automatic replay states, by order
 	tags      int64
 	// Fail, if set, is called before every operation ("load", "commit",
