@@ -132,7 +132,11 @@ func (k *keyedFront) requests() []seenRequest {
 // header, not in their URLs, and once loaded the address no longer holds it
 // (the referer of its requests). Opened without a key (make devhost), it
 // loads too. The orders' missing messages are unreadable (a permanent
-// cause): no row offers replay, each offers skip.
+// cause): no row offers replay, each offers skip. Two AutoReplay runs, the
+// second after a fourth order was poisoned and a fifth (dash-gap) sent its
+// seqs 1 and 3 and never its seq 2, are the trend charts' two points, as
+// the test made them: 3 then 5 blocked orders and parked messages, 3 then
+// 4 dead letters of a permanent cause, none transient.
 func TestDashboardInChromium(t *testing.T) {
 	t.Parallel()
 	ctx := timeout(t, 2*time.Minute)
@@ -144,8 +148,15 @@ func TestDashboardInChromium(t *testing.T) {
 	if err := e.host.FireTimer(ctx, "AutoReplay", 0); err != nil { // learns where the missing messages are
 		t.Fatal(err)
 	}
-	if n := len(e.blocked(t)); n != 3 {
-		t.Fatalf("%d blocked orders, want 3", n)
+	e.poison(t, "dash-d")
+	e.send(ctx, "orders", rawOrderMessage("G:0", "dash-gap", "G", 1, `{"transaction":{"orderId":"dash-gap","op":"CreateOrder","currency":"EUR"}}`),
+		rawOrderMessage("G:2", "dash-gap", "G", 3, `{"transaction":{"orderId":"dash-gap","op":"AddTransaction","txId":"t-2","amount":5}}`))
+	e.waitIdle(ctx)
+	if err := e.host.FireTimer(ctx, "AutoReplay", 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.blocked(t)); n != 5 {
+		t.Fatalf("%d blocked orders, want 5", n)
 	}
 	front := &keyedFront{key: "somekey"}
 	keyed := front.serve(t, e.host.URL()).URL + "/api/dashboard?code=somekey"
@@ -154,17 +165,22 @@ func TestDashboardInChromium(t *testing.T) {
 		if st := statusLine.FindStringSubmatch(dom); !strings.Contains(dom, `data-ready="true"`) || st == nil || strings.HasPrefix(st[1], "Could not load") {
 			t.Fatalf("%s: the page did not load its data (status %q):\n%s", url, st, tail(dom, 2000))
 		}
-		for _, id := range []string{"dash-a", "dash-b", "dash-c"} {
-			row := `<tr class="blocked" data-order="` + id + `"><td>` + id + `</td><td>2</td><td>1</td>`
+		for _, id := range []string{"dash-a", "dash-b", "dash-c", "dash-d", "dash-gap"} {
+			row := `<tr class="blocked" data-order="` + id + `"><td><a href="#order=` + id + `">` + id + `</a></td><td>2</td><td>1</td>`
 			if !strings.Contains(dom, row) {
-				t.Errorf("%s: no row for %s with missing seq 2 and 1 parked in the rendered page", url, id)
+				t.Errorf("%s: no row for %s, linked to its page, with missing seq 2 and 1 parked in the rendered page", url, id)
 			}
 		}
-		if strings.Count(dom, "permanent: unreadable") != 3 {
+		if strings.Count(dom, "permanent: unreadable") != 4 {
 			t.Errorf("%s: the rows do not show the cause (permanent, unreadable)", url)
 		}
-		if n := strings.Count(dom, ">skip seq 2</button>"); n != 3 || strings.Contains(dom, ">replay</button>") {
-			t.Errorf("%s: %d skip buttons, want 3, and replay offered: %v (the cause is permanent)", url, n, strings.Contains(dom, ">replay</button>"))
+		if n := strings.Count(dom, ">skip seq 2</button>"); n != 5 || strings.Count(dom, ">replay</button>") != 1 {
+			t.Errorf("%s: %d skip buttons, want 5, and %d replay, want 1 (dash-gap's: the others' cause is permanent)", url, n, strings.Count(dom, ">replay</button>"))
+		}
+		for series, want := range map[string]string{"blockedOrders": "3 5", "parkedMessages": "3 5", "deadLettersPermanent": "3 4", "deadLettersTransient": "0 0"} {
+			if got := chartPoints(dom, series); got != want {
+				t.Errorf("%s: the chart's points of %s are %q, want %q (the two runs)", url, series, got, want)
+			}
 		}
 	}
 	data := map[string]bool{}
@@ -198,9 +214,24 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Down the left padding of the first cell (body margin 16 px, cell padding 8 px): background only.
-	if n := rowBands(img, 20); n != 3 {
-		t.Fatalf("the screenshot shows %d blocked rows, want 3", n)
+	if n := rowBands(img, 20); n != 5 {
+		t.Fatalf("the screenshot shows %d blocked rows, want 5", n)
 	}
+}
+
+// chartPoint is a point of a trend chart in the rendered page.
+var chartPoint = regexp.MustCompile(`<circle [^>]*data-series="(\w+)" data-at="([^"]+)" data-value="([^"]+)"`)
+
+// chartPoints are the values of series's points in the rendered page, in
+// their order, space-separated.
+func chartPoints(dom, series string) string {
+	var out []string
+	for _, m := range chartPoint.FindAllStringSubmatch(dom, -1) {
+		if m[1] == series {
+			out = append(out, m[3])
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // lagSummary is a summary as GET /api/summary answers it once an AutoReplay
@@ -250,7 +281,7 @@ func TestDashboardShowsLag(t *testing.T) {
 		}
 		return pageScript.ReplaceAllString(dom, "") // what it renders, not the script's own strings
 	}
-	lagNote := regexp.MustCompile(`<p id="lagNote"[^>]*>([^<]*)</p>`)
+	lagNote := regexp.MustCompile(`(?s)<p id="lagNote"[^>]*>(.*?)</p>`)
 	note := func(dom string) string {
 		if m := lagNote.FindStringSubmatch(dom); m != nil {
 			return m[1]
@@ -274,8 +305,10 @@ func TestDashboardShowsLag(t *testing.T) {
 		"<b>3</b>stalled for two windows</div>",
 		"<b>120 ms</b>critical time p50</div>", "<b>2.3 s</b>critical time p99</div>", "<b>4.1 s</b>critical time max</div>",
 		"of the 5000 transactions applied in the last 7 min.",
-		"1234 active orders, over a window of 5 min (300 s). 1000 surveyed this period (since 2026-11-25T18:58:00Z), at most 500 a run; " +
-			"the oldest survey counted: 2026-11-25T18:57:00Z; every active order is looked at every 3 min.",
+		// Times relative to the summary's (19:00:01), exact to the second on hover.
+		`Surveyed <time datetime="2026-11-25T19:00:00Z" title="2026-11-25 19:00:00 UTC">just now</time>: ` +
+			`1234 active orders, over a window of 5 min (300 s). 1000 surveyed this period (since <time datetime="2026-11-25T18:58:00Z" title="2026-11-25 18:58:00 UTC">2 min ago</time>), at most 500 a run; ` +
+			`the oldest survey counted: <time datetime="2026-11-25T18:57:00Z" title="2026-11-25 18:57:00 UTC">3 min ago</time>; every active order is looked at every 3 min.`,
 		`<tr data-order="o-1"><td>o-1</td><td class="stalled">stalled</td><td>5</td><td>12</td><td>15 min 12 s</td></tr>`,
 		`<td>o-&lt;i&gt;2&lt;/i&gt;</td><td>blocked</td><td>2</td><td>7</td><td>1 d 1 h</td></tr>`,
 		`<td>o-3</td><td>catching-up</td><td>1</td><td>40</td><td>8 s</td></tr>`,
