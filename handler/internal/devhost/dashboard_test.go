@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,6 +75,10 @@ func rowBands(img image.Image, x int) int {
 	}
 	return bands
 }
+
+// pageScript is the page's script in its rendered DOM: left out, what the
+// page renders is what is checked, not the script's own strings.
+var pageScript = regexp.MustCompile(`(?s)<script>.*?</script>`)
 
 // statusLine is the page's status line in its rendered DOM.
 var statusLine = regexp.MustCompile(`<div id="status"[^>]*>([^<]*)</div>`)
@@ -183,6 +188,30 @@ func TestDashboardInChromium(t *testing.T) {
 			}
 		}
 	}
+	// The order pages, linked from the list: a seq dead-lettered for a
+	// permanent cause (skip only), and one never published (replay and skip).
+	for id, want := range map[string][]string{
+		"dash-a": {`<span id="orderTitle" class="mono">dash-a</span>`,
+			`<th scope="row">applied seq</th><td>1</td>`, `<th scope="row">parked messages</th><td>1</td>`, `<th scope="row">missing seq</th><td>2</td>`,
+			"It waits for seq 2. That message is in the orders queue's dead-letter sub-queue, message P-dash-a:2, dead-lettered for MaxDeliveryCountExceeded: a permanent cause (unreadable: ",
+			"A replay brings it back to the same end: skip it.",
+			`<p id="orderActions"><button type="button">skip seq 2</button></p>`,
+			"1 message(s) parked behind seq 2, from seq 3 on, waiting for it."},
+		"dash-gap": {`<span id="orderTitle" class="mono">dash-gap</span>`, `<th scope="row">missing seq</th><td>2</td>`,
+			"It waits for seq 2. That message is not in the dead-letter queue: never published",
+			`<p id="orderActions"><button type="button">replay</button> <button type="button">skip seq 2</button></p>`},
+	} {
+		dom := pageScript.ReplaceAllString(string(headless(t, ctx, keyed+"#order="+id, "--dump-dom")), "")
+		if !strings.Contains(dom, `data-ready="true"`) || !strings.Contains(dom, `<div id="overview" hidden="">`) {
+			t.Errorf("the page of %s did not load, or the list is not hidden:\n%s", id, tail(dom, 3000))
+			continue
+		}
+		for _, w := range want {
+			if !strings.Contains(dom, w) {
+				t.Errorf("the page of %s lacks %s", id, w)
+			}
+		}
+	}
 	data := map[string]bool{}
 	for _, r := range front.requests() {
 		if r.path == "/api/dashboard" {
@@ -271,7 +300,6 @@ func TestDashboardShowsLag(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	pageScript := regexp.MustCompile(`(?s)<script>.*?</script>`)
 	render := func(sum string) string {
 		t.Helper()
 		summary.Store(sum)
@@ -356,5 +384,53 @@ func TestDashboardShowsLag(t *testing.T) {
 		if n := note(dom); n != noSurvey || strings.Contains(dom, "stalled for two windows") || !strings.Contains(dom, `<table id="oldestHeads" hidden`) {
 			t.Errorf("no survey yet (%s): the note says %q, want %q, and no figures or heads", tail(sum, 20), n, noSurvey)
 		}
+	}
+}
+
+// TestDashboardOrderPageEscapes: an order's page shows what the JSON
+// routes answer as text, never as markup (reasons and data are other
+// tools' and users' words): a dead-letter reason, a rejection's reason and
+// a transaction's id holding <script> are shown escaped and run nothing;
+// its history pages on with the continuation the answer gave.
+func TestDashboardOrderPageEscapes(t *testing.T) {
+	t.Parallel()
+	ctx := timeout(t, 2*time.Minute)
+	const evil = `<script>document.body.dataset.pwned="yes"</script>`
+	page := handler.New(handler.Deps{})
+	var asked atomic.Value
+	asked.Store("")
+	mux := http.NewServeMux()
+	mux.Handle("/api/dashboard", page)
+	answer := func(body string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, body)
+		}
+	}
+	mux.HandleFunc("/api/summary", answer(lagSummary("null")))
+	mux.HandleFunc("/api/orders", answer(`{"orders": [{"orderId": "o-x", "appliedSeq": 4, "parked": 2, "missingSeq": 5, "blockedSince": "2026-11-25T18:50:01Z",
+		"missing": {"where": "deadLetter", "messageId": "L:4", "deadLetterReason": `+strconv.Quote(evil)+`, "cause": "permanent", "why": "unreadable"}}]}`))
+	mux.HandleFunc("/api/orders/o-x", func(w http.ResponseWriter, r *http.Request) {
+		asked.Store(r.URL.RawQuery)
+		answer(`{"orderId": "o-x", "status": "open", "complete": false, "currency": "EUR", "appliedSeq": 4, "parked": 2, "missingSeq": 5,
+			"blockedSince": "2026-11-25T18:50:01Z", "transactions": [{"txId": `+strconv.Quote(evil)+`, "amount": 5}], "total": 5,
+			"rejected": [{"seq": 3, "op": "AddTransaction", "txId": "t-3", "reason": `+strconv.Quote(evil)+`}], "updatedAt": "2026-11-25T18:50:01Z",
+			"continuation": "aDEuMS4tMQ", "lag": {"backlog": 3, "status": "blocked", "window": 300}}`)(w, r)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	dom := pageScript.ReplaceAllString(string(headless(t, ctx, srv.URL+"/api/dashboard#order=o-x", "--dump-dom")), "")
+	if !strings.Contains(dom, `data-ready="true"`) || strings.Contains(dom, "data-pwned") || strings.Contains(dom, "<script>document") {
+		t.Fatalf("the order page did not load, or ran or holds the reason as markup:\n%s", tail(dom, 3000))
+	}
+	esc := `&lt;script&gt;document.body.dataset.pwned="yes"&lt;/script&gt;`
+	for _, want := range []string{"dead-lettered for " + esc + ": a permanent cause (unreadable).", "<td>" + esc + "</td><td>5</td>",
+		"<td>3</td><td>AddTransaction</td><td>t-3</td><td>" + esc + "</td>", "more follow.", `<button id="historyNext" type="button">next page</button>`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the order page lacks %s", want)
+		}
+	}
+	if q := asked.Load().(string); q != "pageSize=20" {
+		t.Errorf("the page asked OrderStatus for ?%s, want pageSize=20", q)
 	}
 }
