@@ -5,11 +5,17 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"time"
 
+	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/operator"
+	"github.com/convoy-dev/convoy/handler/tracing"
 )
 
 // summary is HealthSummary: GET /api/summary.
@@ -83,8 +89,12 @@ func inlineHashes(page, tag string) string {
 	return strings.Join(out, " ")
 }
 
-// dashboard is Dashboard: GET /api/dashboard, one self-contained page.
-func (s *server) dashboard(_ context.Context, r httpRequest) (int, any, error) {
+// dashboard is Dashboard: GET /api/dashboard, one self-contained page; with
+// ?parked=<orderId>, the order's parked window as JSON (parkedWindow).
+func (s *server) dashboard(ctx context.Context, r httpRequest) (int, any, error) {
+	if _, ok := r.Query["parked"]; ok {
+		return s.parkedWindow(ctx, r.Query)
+	}
 	if err := onlyFunctionKey(r.Query, "the dashboard"); err != nil {
 		return 0, nil, err
 	}
@@ -93,3 +103,71 @@ func (s *server) dashboard(_ context.Context, r httpRequest) (int, any, error) {
 
 // htmlPage is an httpFunc body sent as text/html rather than JSON.
 type htmlPage string
+
+// parkedAnswer is the parked window of an order, as the order's page shows
+// it: the lowest parked messages the store's Load reads with the head (at
+// most convoy.ParkedLoadSize, in seq order), and how many are parked in all.
+type parkedAnswer struct {
+	OrderID    string `json:"orderId"`
+	Parked     int    `json:"parked"` // in the window and beyond it
+	MissingSeq int64  `json:"missingSeq,omitempty"`
+	// WindowSize is the most Messages holds (convoy.ParkedLoadSize).
+	WindowSize int             `json:"windowSize"`
+	Messages   []parkedMessage `json:"messages"`
+}
+
+// parkedMessage is one parked message: its seq, Service Bus message id,
+// when Service Bus enqueued it and the trace id of the context it carried
+// ("" and left out when unknown, or when it carried none usable).
+type parkedMessage struct {
+	Seq        int64  `json:"seq"`
+	MessageID  string `json:"messageId"`
+	EnqueuedAt string `json:"enqueuedAt,omitempty"`
+	TraceID    string `json:"traceId,omitempty"`
+}
+
+// parkedWindow is Dashboard's GET /api/dashboard?parked=<orderId>[&code=<key>]:
+// the order's parked window (parkedAnswer), one read of the order's head
+// and first parked rows. An order without state is a 404, an invalid id a
+// 400, as OrderStatus answers them. The JSON routes' answers stay as they
+// are (issue 43): the order's page reads this besides OrderStatus.
+func (s *server) parkedWindow(ctx context.Context, q url.Values) (int, any, error) {
+	for k := range q {
+		if k != "code" && k != "parked" {
+			return 0, nil, fault.Errorf(fault.Invalid, "the parked window takes no query parameter %q (only parked and the function key, code)", cut(k))
+		}
+	}
+	if n := len(q["parked"]); n != 1 {
+		return 0, nil, fault.Errorf(fault.Invalid, "parked is given %d times: want one order id", n)
+	}
+	id := q.Get("parked")
+	if err := operator.CheckOrderID(id); err != nil {
+		return 0, nil, err
+	}
+	if s.Orders == nil {
+		return 0, nil, fault.Errorf(fault.Internal, "the parked window is not configured")
+	}
+	o, err := s.Orders.Load(ctx, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	if o.Version == 0 {
+		return 0, nil, fault.Errorf(fault.NotFound, "order %q has no state", id)
+	}
+	seqs := slices.Sorted(maps.Keys(o.Parked))
+	seqs = seqs[:min(len(seqs), convoy.ParkedLoadSize)]
+	a := parkedAnswer{OrderID: id, Parked: o.ParkedCount, MissingSeq: o.MissingSeq(), WindowSize: convoy.ParkedLoadSize,
+		Messages: make([]parkedMessage, 0, len(seqs))}
+	for _, seq := range seqs {
+		m := o.Parked[seq]
+		p := parkedMessage{Seq: seq, MessageID: m.MessageID}
+		if !m.EnqueuedAt.IsZero() {
+			p.EnqueuedAt = m.EnqueuedAt.UTC().Format(time.RFC3339)
+		}
+		if sc, err := tracing.ParseTraceParent(m.TraceParent); m.TraceParent != "" && err == nil {
+			p.TraceID = sc.TraceID().String()
+		}
+		a.Messages = append(a.Messages, p)
+	}
+	return http.StatusOK, a, nil
+}
