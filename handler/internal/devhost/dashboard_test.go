@@ -154,8 +154,10 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.poison(t, "dash-d")
-	e.send(ctx, "orders", rawOrderMessage("G:0", "dash-gap", "G", 1, `{"transaction":{"orderId":"dash-gap","op":"CreateOrder","currency":"EUR"}}`),
-		rawOrderMessage("G:2", "dash-gap", "G", 3, `{"transaction":{"orderId":"dash-gap","op":"AddTransaction","txId":"t-2","amount":5}}`))
+	const gapTrace = "4bf92f3577b34da6a3ce929d0e0e4736" // dash-gap's seq 3 carries it
+	gap3 := rawOrderMessage("G:2", "dash-gap", "G", 3, `{"transaction":{"orderId":"dash-gap","op":"AddTransaction","txId":"t-2","amount":5}}`)
+	gap3.ApplicationProperties["traceparent"] = "00-" + gapTrace + "-00f067aa0ba902b7-01"
+	e.send(ctx, "orders", rawOrderMessage("G:0", "dash-gap", "G", 1, `{"transaction":{"orderId":"dash-gap","op":"CreateOrder","currency":"EUR"}}`), gap3)
 	e.waitIdle(ctx)
 	if err := e.host.FireTimer(ctx, "AutoReplay", 0); err != nil {
 		t.Fatal(err)
@@ -189,7 +191,15 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	}
 	// The order pages, linked from the list: a seq dead-lettered for a
-	// permanent cause (skip only), and one never published (replay and skip).
+	// permanent cause (skip only), and one never published (replay and skip);
+	// each with its parked window, the message ids and trace context of the
+	// seqs the test parked (dash-a's seq 3 carried none), enqueued times
+	// relative with the exact time on hover.
+	parkedRow := func(seq int, messageID, trace string) *regexp.Regexp {
+		return regexp.MustCompile(`<tr data-seq="` + strconv.Itoa(seq) + `"><td>` + strconv.Itoa(seq) + `</td><td class="mono">` + regexp.QuoteMeta(messageID) +
+			`</td><td><time datetime="[^"]+" title="\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC">(just now|\d+ \w+ ago)</time></td><td[^>]*>` + trace + `</td></tr>`)
+	}
+	window := map[string]*regexp.Regexp{"dash-a": parkedRow(3, "P-dash-a:3", "none carried"), "dash-gap": parkedRow(3, "G:2", gapTrace)}
 	for id, want := range map[string][]string{
 		"dash-a": {`<span id="orderTitle" class="mono">dash-a</span>`,
 			`<th scope="row">applied seq</th><td>1</td>`, `<th scope="row">parked messages</th><td>1</td>`, `<th scope="row">missing seq</th><td>2</td>`,
@@ -198,6 +208,7 @@ func TestDashboardInChromium(t *testing.T) {
 			`<p id="orderActions"><button type="button">skip seq 2</button></p>`,
 			"1 message(s) parked behind seq 2, from seq 3 on, waiting for it."},
 		"dash-gap": {`<span id="orderTitle" class="mono">dash-gap</span>`, `<th scope="row">missing seq</th><td>2</td>`,
+			"1 message(s) parked behind seq 2, from seq 3 on, waiting for it.",
 			"It waits for seq 2. That message is not in the dead-letter queue: never published",
 			`<p id="orderActions"><button type="button">replay</button> <button type="button">skip seq 2</button></p>`},
 	} {
@@ -211,11 +222,14 @@ func TestDashboardInChromium(t *testing.T) {
 				t.Errorf("the page of %s lacks %s", id, w)
 			}
 		}
+		if !window[id].MatchString(dom) || strings.Count(dom, "<tr data-seq=") != 1 {
+			t.Errorf("the page of %s does not show its parked window, one row matching %s:\n%s", id, window[id], tail(dom, 3000))
+		}
 	}
 	data := map[string]bool{}
 	for _, r := range front.requests() {
-		if r.path == "/api/dashboard" {
-			continue
+		if r.path == "/api/dashboard" && !strings.Contains(r.query, "parked=") {
+			continue // the page itself, opened with ?code=
 		}
 		data[r.path] = true
 		if r.header != "somekey" || strings.Contains(r.query, "somekey") {
@@ -225,8 +239,8 @@ func TestDashboardInChromium(t *testing.T) {
 			t.Errorf("the page requested %s from the address %s: the key should be gone from it", r.path, r.referer)
 		}
 	}
-	if !data["/api/summary"] || !data["/api/orders"] {
-		t.Errorf("the page requested %v behind the keyed front, want the summary and the blocked orders", front.requests())
+	if !data["/api/summary"] || !data["/api/orders"] || !data["/api/dashboard"] {
+		t.Errorf("the page requested %v behind the keyed front, want the summary, the blocked orders and a parked window", front.requests())
 	}
 	shot := filepath.Join(t.TempDir(), "dashboard.png")
 	if dir := os.Getenv("E2E_LOG_DIR"); dir != "" {
@@ -389,9 +403,12 @@ func TestDashboardShowsLag(t *testing.T) {
 
 // TestDashboardOrderPageEscapes: an order's page shows what the JSON
 // routes answer as text, never as markup (reasons and data are other
-// tools' and users' words): a dead-letter reason, a rejection's reason and
-// a transaction's id holding <script> are shown escaped and run nothing;
-// its history pages on with the continuation the answer gave.
+// tools' and users' words): a dead-letter reason, a rejection's reason, a
+// transaction's id and a parked message's id holding <script> are shown
+// escaped and run nothing; its history pages on with the continuation the
+// answer gave (a link, #order=<id>&history=<token>&from=<n>), and the
+// transactions of a later page are numbered by their place in the order's
+// history, after those of the pages before it.
 func TestDashboardOrderPageEscapes(t *testing.T) {
 	t.Parallel()
 	ctx := timeout(t, 2*time.Minute)
@@ -400,13 +417,22 @@ func TestDashboardOrderPageEscapes(t *testing.T) {
 	var asked atomic.Value
 	asked.Store("")
 	mux := http.NewServeMux()
-	mux.Handle("/api/dashboard", page)
 	answer := func(body string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, body)
 		}
 	}
+	parked := answer(`{"orderId": "o-x", "parked": 2, "missingSeq": 5, "windowSize": 16, "messages": [
+		{"seq": 6, "messageId": ` + strconv.Quote(evil) + `, "enqueuedAt": "2026-11-25T18:50:01Z", "traceId": "4bf92f3577b34da6a3ce929d0e0e4736"},
+		{"seq": 8, "messageId": "L:7"}]}`)
+	mux.HandleFunc("/api/dashboard", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("parked") == "o-x" {
+			parked(w, r)
+			return
+		}
+		page.ServeHTTP(w, r)
+	})
 	mux.HandleFunc("/api/summary", answer(lagSummary("null")))
 	mux.HandleFunc("/api/orders", answer(`{"orders": [{"orderId": "o-x", "appliedSeq": 4, "parked": 2, "missingSeq": 5, "blockedSince": "2026-11-25T18:50:01Z",
 		"missing": {"where": "deadLetter", "messageId": "L:4", "deadLetterReason": `+strconv.Quote(evil)+`, "cause": "permanent", "why": "unreadable"}}]}`))
@@ -419,18 +445,39 @@ func TestDashboardOrderPageEscapes(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	dom := pageScript.ReplaceAllString(string(headless(t, ctx, srv.URL+"/api/dashboard#order=o-x", "--dump-dom")), "")
-	if !strings.Contains(dom, `data-ready="true"`) || strings.Contains(dom, "data-pwned") || strings.Contains(dom, "<script>document") {
-		t.Fatalf("the order page did not load, or ran or holds the reason as markup:\n%s", tail(dom, 3000))
+	render := func(hash string) string {
+		t.Helper()
+		dom := pageScript.ReplaceAllString(string(headless(t, ctx, srv.URL+"/api/dashboard"+hash, "--dump-dom")), "")
+		if !strings.Contains(dom, `data-ready="true"`) || strings.Contains(dom, "data-pwned") || strings.Contains(dom, "<script>document") {
+			t.Fatalf("the order page (%s) did not load, or ran or holds the reason as markup:\n%s", hash, tail(dom, 3000))
+		}
+		return dom
 	}
+	dom := render("#order=o-x")
 	esc := `&lt;script&gt;document.body.dataset.pwned="yes"&lt;/script&gt;`
-	for _, want := range []string{"dead-lettered for " + esc + ": a permanent cause (unreadable).", "<td>" + esc + "</td><td>5</td>",
-		"<td>3</td><td>AddTransaction</td><td>t-3</td><td>" + esc + "</td>", "more follow.", `<button id="historyNext" type="button">next page</button>`} {
+	for _, want := range []string{"dead-lettered for " + esc + ": a permanent cause (unreadable).", "<td>1</td><td>" + esc + "</td><td>5</td>",
+		"<td>3</td><td>AddTransaction</td><td>t-3</td><td>" + esc + "</td>", "transactions 1 to 1 of the order's; more follow.",
+		`<a id="historyNext" href="#order=o-x&amp;history=aDEuMS4tMQ&amp;from=1">next page</a>`,
+		"2 message(s) parked behind seq 5, from seq 6 on, waiting for it.",
+		`<tr data-seq="6"><td>6</td><td class="mono">` + esc + `</td><td><time datetime="2026-11-25T18:50:01Z" title="2026-11-25 18:50:01 UTC">10 min ago</time></td><td class="mono">4bf92f3577b34da6a3ce929d0e0e4736</td></tr>`,
+		`<tr data-seq="8"><td>8</td><td class="mono">L:7</td><td>unknown</td><td>none carried</td></tr>`,
+		"The trace ids of the messages it applied or rejected are on the processor's outcome lines"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the order page lacks %s", want)
 		}
 	}
 	if q := asked.Load().(string); q != "pageSize=20" {
 		t.Errorf("the page asked OrderStatus for ?%s, want pageSize=20", q)
+	}
+	// The next page, as its link names it: its transaction is the second.
+	dom = render("#order=o-x&history=aDEuMS4tMQ&from=1")
+	for _, want := range []string{"<td>2</td><td>" + esc + "</td><td>5</td>", "A later page of its history, 20 of each at most; transactions 2 to 2 of the order's; more follow.",
+		`<a id="historyNext" href="#order=o-x&amp;history=aDEuMS4tMQ&amp;from=2">next page</a>`, `<a id="historyFirst" href="#order=o-x">first page</a>`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the order's next page lacks %s", want)
+		}
+	}
+	if q := asked.Load().(string); q != "continuation=aDEuMS4tMQ&pageSize=20" && q != "pageSize=20&continuation=aDEuMS4tMQ" {
+		t.Errorf("the next page asked OrderStatus for ?%s, want pageSize=20 and the continuation", q)
 	}
 }
