@@ -68,7 +68,7 @@ var deadlines = map[string]time.Duration{
 	FnOrderStatus:   ReadDeadline,
 	FnBlockedOrders: ReadDeadline,
 	FnSummary:       ReadDeadline,
-	FnDashboard:     ReadDeadline, // the page only: its data are HealthSummary and BlockedOrders
+	FnDashboard:     ReadDeadline, // the page, and an order's parked window (one read); its other data are HealthSummary, BlockedOrders and OrderStatus
 	FnSkipGap:       SkipDeadline,
 	FnReplayOrder:   ReplayDeadline,
 	FnReplayAll:     ReplayDeadline,
