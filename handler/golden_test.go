@@ -4,29 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
+	goldenfile "github.com/convoy-dev/convoy/handler/internal/golden"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
-
-// update rewrites the golden files instead of comparing with them:
-//
-//	go test ./handler -run TestGolden -update
-//
-// Never part of make test: a golden is rewritten by hand, and its diff
-// reviewed, only when a change of what is answered is meant.
-var update = flag.Bool("update", false, "rewrite testdata/golden/* from what the code answers today")
 
 // TestGoldenHTTPAnswers (issue 43's compatibility goldens, written on the
 // code before the engine was taken apart from the order fold): the answers
@@ -139,40 +128,5 @@ func TestGoldenHTTPAnswers(t *testing.T) {
 	if err := enc.Encode(answers); err != nil {
 		t.Fatal(err)
 	}
-	checkGoldenFile(t, "http-answers.json", b.Bytes())
-}
-
-// checkGoldenFile compares got with testdata/golden/name, or rewrites it with -update.
-func checkGoldenFile(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (write it with -update)", err)
-	}
-	if bytes.Equal(got, want) {
-		return
-	}
-	gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-	for i := range max(len(gl), len(wl)) {
-		g, w := "", ""
-		if i < len(gl) {
-			g = gl[i]
-		}
-		if i < len(wl) {
-			w = wl[i]
-		}
-		if g != w {
-			t.Fatalf("%s differs from what the code answers today, first at line %d:\n got: %s\nwant: %s\n(issue 43: the answers must not change)", path, i+1, g, w)
-		}
-	}
+	goldenfile.Check(t, "http-answers.json", b.Bytes())
 }

@@ -3,24 +3,13 @@ package convoy_test
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/internal/golden"
 )
-
-// update rewrites the golden files instead of comparing with them:
-//
-//	go test ./handler/convoy -run TestGolden -update
-//
-// Never part of make test: a golden is rewritten by hand, and its diff
-// reviewed, only when a change of what is sent or handed out is meant.
-var update = flag.Bool("update", false, "rewrite testdata/golden/* from what the code produces today")
 
 // goldenMessage is an order message as the publisher and replay hand it to
 // a transport (servicebus.ToMessage copies these fields as they are): the
@@ -91,7 +80,7 @@ func TestGoldenMessages(t *testing.T) {
 		}
 		out = append(out, g)
 	}
-	checkGolden(t, "messages.json", marshal(t, out))
+	golden.Check(t, "messages.json", golden.Marshal(t, out))
 }
 
 // TestGoldenHistoryTokens (issue 43): the continuation tokens of an order's
@@ -110,74 +99,20 @@ func TestGoldenHistoryTokens(t *testing.T) {
 	for _, c := range cursors {
 		got = append(got, token{Tx: c.Tx, Rejected: c.Rejected, Token: c.Token()})
 	}
-	checkGolden(t, "history-tokens.json", marshal(t, got))
-	if *update {
+	golden.Check(t, "history-tokens.json", golden.Marshal(t, got))
+	if golden.Updating() {
 		return
 	}
 	// Tokens handed out by the release the goldens were made on decode to
 	// their positions (read from the file, not recomputed).
 	var pinned []token
-	if err := json.Unmarshal(readGolden(t, "history-tokens.json"), &pinned); err != nil {
+	if err := json.Unmarshal(golden.Read(t, "history-tokens.json"), &pinned); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pinned {
 		c, err := convoy.ParseHistoryCursor(p.Token)
 		if err != nil || c.Tx != p.Tx || c.Rejected != p.Rejected {
 			t.Errorf("token %s decodes to %+v, %v; it was handed out for tx %d, rejected %d", p.Token, c, err, p.Tx, p.Rejected)
-		}
-	}
-}
-
-// marshal is v as indented JSON, without HTML escaping, with a final newline.
-func marshal(t *testing.T, v any) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-func readGolden(t *testing.T, name string) []byte {
-	t.Helper()
-	want, err := os.ReadFile(filepath.Join("testdata", "golden", name))
-	if err != nil {
-		t.Fatalf("%v (write it with -update)", err)
-	}
-	return want
-}
-
-// checkGolden compares got with testdata/golden/name, or rewrites it with -update.
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want := readGolden(t, name)
-	if bytes.Equal(got, want) {
-		return
-	}
-	gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-	for i := range max(len(gl), len(wl)) {
-		g, w := "", ""
-		if i < len(gl) {
-			g = gl[i]
-		}
-		if i < len(wl) {
-			w = wl[i]
-		}
-		if g != w {
-			t.Fatalf("%s differs from what the code produces today, first at line %d:\n got: %s\nwant: %s\n(issue 43: what is sent or handed out must not change)", path, i+1, g, w)
 		}
 	}
 }

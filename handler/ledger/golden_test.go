@@ -1,28 +1,16 @@
 package ledger_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
+	"github.com/convoy-dev/convoy/handler/internal/golden"
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
-
-// update rewrites the golden files instead of comparing with them:
-//
-//	go test ./handler/ledger -run TestGolden -update
-//
-// Never part of make test: a golden is rewritten by hand, and its diff
-// reviewed, only when a change of what is recorded or sent is meant.
-var update = flag.Bool("update", false, "rewrite testdata/golden/* from what the code produces today")
 
 // goldenLedgers are ledgers whose hash is pinned: the contract's example,
 // the same in a named stream, with data (keys out of order, numbers spelt
@@ -80,12 +68,12 @@ func TestGoldenLedgerHashes(t *testing.T) {
 		}
 		got = append(got, hash{Ledger: g.name, ID: l.ID, Stream: l.Stream, Hash: l.Hash})
 	}
-	checkGolden(t, "ledger-hashes.json", marshalGolden(t, got))
-	if *update {
+	golden.Check(t, "ledger-hashes.json", golden.Marshal(t, got))
+	if golden.Updating() {
 		return
 	}
 	var pinned []hash
-	if err := json.Unmarshal(readGolden(t, "ledger-hashes.json"), &pinned); err != nil {
+	if err := json.Unmarshal(golden.Read(t, "ledger-hashes.json"), &pinned); err != nil {
 		t.Fatal(err)
 	}
 	for i, p := range pinned {
@@ -119,58 +107,5 @@ func TestGoldenPublishedMessages(t *testing.T) {
 		}
 		got = append(got, message{SessionID: m.SessionID, MessageID: m.MessageID, Properties: props, Body: string(m.Body)})
 	}
-	checkGolden(t, "published.json", marshalGolden(t, got))
-}
-
-func marshalGolden(t *testing.T, v any) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-func readGolden(t *testing.T, name string) []byte {
-	t.Helper()
-	want, err := os.ReadFile(filepath.Join("testdata", "golden", name))
-	if err != nil {
-		t.Fatalf("%v (write it with -update)", err)
-	}
-	return want
-}
-
-// checkGolden compares got with testdata/golden/name, or rewrites it with -update.
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want := readGolden(t, name)
-	if bytes.Equal(got, want) {
-		return
-	}
-	gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-	for i := range max(len(gl), len(wl)) {
-		g, w := "", ""
-		if i < len(gl) {
-			g = gl[i]
-		}
-		if i < len(wl) {
-			w = wl[i]
-		}
-		if g != w {
-			t.Fatalf("%s differs from what the code produces today, first at line %d:\n got: %s\nwant: %s\n(issue 43: what is recorded or sent must not change)", path, i+1, g, w)
-		}
-	}
+	golden.Check(t, "published.json", golden.Marshal(t, got))
 }

@@ -4,25 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/internal/golden"
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
-
-// update rewrites the golden files instead of comparing with them:
-//
-//	go test ./handler/replay -run TestGolden -update
-//
-// Never part of make test: a golden is rewritten by hand, and its diff
-// reviewed, only when a change of what is sent or answered is meant.
-var update = flag.Bool("update", false, "rewrite testdata/golden/* from what the code produces today")
 
 // appliedUpTo is an OrderReader whose orders applied every seq up to n.
 type appliedUpTo int64
@@ -91,7 +80,7 @@ func TestGoldenReplayedMessages(t *testing.T) {
 		}
 		sent = append(sent, message{SessionID: m.SessionID, MessageID: m.MessageID, Properties: props, Body: string(m.Body)})
 	}
-	checkGolden(t, "replayed.json", marshalGolden(t, struct {
+	golden.Check(t, "replayed.json", golden.Marshal(t, struct {
 		Sent   []message     `json:"sent"`
 		Report replay.Report `json:"report"`
 	}{sent, rep}))
@@ -128,71 +117,18 @@ func TestGoldenReplayAllTokens(t *testing.T) {
 		calls = append(calls, call{Continuation: p.Continuation, Decoded: decoded, Progress: p})
 		token = p.Continuation
 	}
-	checkGolden(t, "replay-all-tokens.json", marshalGolden(t, calls))
-	if *update {
+	golden.Check(t, "replay-all-tokens.json", golden.Marshal(t, calls))
+	if golden.Updating() {
 		return
 	}
 	var pinned []call
-	if err := json.Unmarshal(readGolden(t, "replay-all-tokens.json"), &pinned); err != nil {
+	if err := json.Unmarshal(golden.Read(t, "replay-all-tokens.json"), &pinned); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range pinned {
 		got, err := replay.ParseContinuation(c.Continuation)
 		if err != nil || got != c.Decoded {
 			t.Errorf("token %q decodes to %+v, %v; it was handed out for %+v", c.Continuation, got, err, c.Decoded)
-		}
-	}
-}
-
-func marshalGolden(t *testing.T, v any) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-func readGolden(t *testing.T, name string) []byte {
-	t.Helper()
-	want, err := os.ReadFile(filepath.Join("testdata", "golden", name))
-	if err != nil {
-		t.Fatalf("%v (write it with -update)", err)
-	}
-	return want
-}
-
-// checkGolden compares got with testdata/golden/name, or rewrites it with -update.
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want := readGolden(t, name)
-	if bytes.Equal(got, want) {
-		return
-	}
-	gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-	for i := range max(len(gl), len(wl)) {
-		g, w := "", ""
-		if i < len(gl) {
-			g = gl[i]
-		}
-		if i < len(wl) {
-			w = wl[i]
-		}
-		if g != w {
-			t.Fatalf("%s differs from what the code produces today, first at line %d:\n got: %s\nwant: %s\n(issue 43: what is sent or answered must not change)", path, i+1, g, w)
 		}
 	}
 }

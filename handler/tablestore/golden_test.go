@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,18 +18,11 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/heal"
+	"github.com/convoy-dev/convoy/handler/internal/golden"
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
-
-// update rewrites the golden files instead of comparing with them:
-//
-//	go test ./handler/tablestore -run TestGolden -update
-//
-// Never part of make test: a golden is rewritten by hand, and its diff
-// reviewed, only when a change of what is stored is meant.
-var update = flag.Bool("update", false, "rewrite testdata/golden/* from what the code writes today")
 
 // goldenLedger is published through the real publisher (its record, its
 // allocations and the active entries land in the ledgers table); its
@@ -215,7 +205,7 @@ func TestGoldenRows(t *testing.T) {
 	}
 	next("auto-replay state of o-2 and the health record")
 
-	checkGolden(t, "rows.json", rec.json())
+	golden.Check(t, "rows.json", rec.json())
 }
 
 type namedTable struct {
@@ -378,41 +368,4 @@ func quote(s string) string {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s)
 	return strings.TrimSuffix(b.String(), "\n")
-}
-
-// checkGolden compares got with testdata/golden/name, or rewrites it with -update.
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (write it with -update)", err)
-	}
-	if !json.Valid(got) {
-		t.Fatalf("the rows' JSON is not valid:\n%s", got)
-	}
-	if !bytes.Equal(got, want) {
-		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-		for i := 0; i < max(len(gl), len(wl)); i++ {
-			g, w := "", ""
-			if i < len(gl) {
-				g = gl[i]
-			}
-			if i < len(wl) {
-				w = wl[i]
-			}
-			if g != w {
-				t.Fatalf("%s differs from what the code writes today, first at line %d:\n got: %s\nwant: %s\n(what is stored must not change: issue 43)", path, i+1, g, w)
-			}
-		}
-	}
 }
