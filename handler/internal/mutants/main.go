@@ -1,6 +1,7 @@
 // Command mutants is the mutation check of the healing path (make mutants,
 // docs/testing.md "Mutation check"): each mutant of mutants.txt is one line
-// of the code changed as a tired engineer might change it, compiled in with
+// of the code changed as a tired engineer might change it (or a few: a fix
+// reverted whole), compiled in with
 // go test -overlay (the tree is never touched, so no mutant can be left in
 // it), and run against the healing simulation first, then, only if it
 // survives, the healing path's unit tests. It prints what killed each one,
@@ -13,20 +14,29 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 )
 
-// Mutant is one entry of the list.
+// Mutant is one entry of the list: one mistake, made by one edit (most)
+// or a few (a fix reverted whole).
 type Mutant struct {
-	ID, Why, File string
+	ID, Why string
+	Edits   []Edit
+}
+
+// Edit is one change a mutant makes.
+type Edit struct {
+	File string
 	// At, if set, is a substring found once in File, and From is taken at
 	// its first place after it; else From must be found once in File.
 	At       string
@@ -55,24 +65,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "run it from the repository's root (make mutants)")
 		os.Exit(2)
 	}
-	ms, err := parse(*list)
+	ms, err := load(".", *list)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	if *only != "" {
 		ms = selectIDs(ms, strings.Split(*only, ","))
-	}
-	stale := false
-	for i := range ms {
-		if err := ms[i].locate(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			stale = true
-		}
-	}
-	if stale {
-		fmt.Fprintln(os.Stderr, "the mutant list is stale: update", *list)
-		os.Exit(2)
 	}
 	if *check {
 		fmt.Printf("%d mutants, every original found\n", len(ms))
@@ -109,7 +108,7 @@ func main() {
 	for i, m := range ms {
 		r := results[i]
 		counts[r.verdict]++
-		fmt.Printf("| `%s`: %s | `%s:%d` | %s: %s |\n", m.ID, m.Why, m.File, m.line, r.verdict, r.by)
+		fmt.Printf("| `%s`: %s | `%s` | %s: %s |\n", m.ID, m.Why, m.where(), r.verdict, r.by)
 	}
 	fmt.Printf("\n%d mutants: %d killed by the simulation, %d by the unit tests only, %d survived, %d did not build\n",
 		len(ms), counts[bySim], counts[byUnit], counts[survived], counts[broken])
@@ -126,7 +125,9 @@ func main() {
 //	- the original text (a substring of one line, found once in the file)
 //	+ what replaces it (nothing: it is deleted)
 //
-// with blank lines and lines starting with # between them.
+// with blank lines and lines starting with # between them. A mistake of
+// several edits (a fix reverted whole) has several "-"/"+" pairs, each in
+// the file of the last "in" line, each after its own "at" line if any.
 func parse(path string) ([]Mutant, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -137,6 +138,7 @@ func parse(path string) ([]Mutant, error) {
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(f)
 	n := 0
+	var file, at string // of the edit the next "-" line begins
 	for sc.Scan() {
 		n++
 		line := strings.TrimSpace(sc.Text())
@@ -150,26 +152,61 @@ func parse(path string) ([]Mutant, error) {
 			}
 			seen[id] = true
 			ms = append(ms, Mutant{ID: id, Why: strings.TrimSpace(why)})
+			file, at = "", ""
 		case len(ms) == 0:
 			return nil, bad("a line before the first \"== id: ...\"")
 		case strings.HasPrefix(line, "in "):
-			ms[len(ms)-1].File = strings.TrimSpace(line[3:])
+			file = strings.TrimSpace(line[3:])
 		case strings.HasPrefix(line, "at "):
-			ms[len(ms)-1].At = strings.TrimSpace(line[3:])
+			at = strings.TrimSpace(line[3:])
 		case strings.HasPrefix(line, "-"):
-			ms[len(ms)-1].From = strings.TrimSpace(line[1:])
+			m := &ms[len(ms)-1]
+			m.Edits = append(m.Edits, Edit{File: file, At: at, From: strings.TrimSpace(line[1:])})
+			at = ""
 		case strings.HasPrefix(line, "+"):
-			ms[len(ms)-1].To = strings.TrimSpace(line[1:])
+			m := &ms[len(ms)-1]
+			if len(m.Edits) == 0 {
+				return nil, bad("a \"+\" line before its \"-\" line")
+			}
+			m.Edits[len(m.Edits)-1].To = strings.TrimSpace(line[1:])
 		default:
 			return nil, bad("want \"in file\", \"- original\" or \"+ replacement\"")
 		}
 	}
 	for _, m := range ms {
-		if m.File == "" || m.From == "" || m.From == m.To || strings.Contains(m.From, "\n") {
-			return nil, fmt.Errorf("%s: mutant %s needs a file, an original and a different replacement", path, m.ID)
+		if len(m.Edits) == 0 {
+			return nil, fmt.Errorf("%s: mutant %s makes no edit", path, m.ID)
+		}
+		for _, e := range m.Edits {
+			if e.File == "" || e.From == "" || e.From == e.To || strings.Contains(e.From, "\n") {
+				return nil, fmt.Errorf("%s: mutant %s needs a file, an original and a different replacement for each edit", path, m.ID)
+			}
 		}
 	}
 	return ms, sc.Err()
+}
+
+// load parses the list at root/list and locates every mutant's edits in
+// the files under root: the error says which originals are no longer found
+// (the list is stale).
+func load(root, list string) ([]Mutant, error) {
+	if !filepath.IsAbs(list) {
+		list = filepath.Join(root, list)
+	}
+	ms, err := parse(list)
+	if err != nil {
+		return nil, err
+	}
+	var stale []error
+	for i := range ms {
+		if err := ms[i].locate(root); err != nil {
+			stale = append(stale, err)
+		}
+	}
+	if len(stale) > 0 {
+		return nil, fmt.Errorf("%w\nthe mutant list is stale: update %s", errors.Join(stale...), list)
+	}
+	return ms, nil
 }
 
 func selectIDs(ms []Mutant, ids []string) []Mutant {
@@ -184,37 +221,65 @@ func selectIDs(ms []Mutant, ids []string) []Mutant {
 	return out
 }
 
+// locate finds each edit's From in its file under root.
+func (m *Mutant) locate(root string) error {
+	var errs []error
+	for i := range m.Edits {
+		if err := m.Edits[i].locate(root); err != nil {
+			errs = append(errs, fmt.Errorf("mutant %s: %w", m.ID, err))
+		}
+	}
+	for i, e := range m.Edits {
+		for _, o := range m.Edits[:i] {
+			if e.File == o.File && e.offset < o.offset+len(o.From) && o.offset < e.offset+len(e.From) {
+				errs = append(errs, fmt.Errorf("mutant %s: two edits overlap in %s", m.ID, e.File))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // locate finds From in File: once in it, or first after At (once in it).
-func (m *Mutant) locate() error {
-	src, err := os.ReadFile(m.File)
+func (e *Edit) locate(root string) error {
+	src, err := os.ReadFile(filepath.Join(root, e.File))
 	if err != nil {
-		return fmt.Errorf("mutant %s: %w", m.ID, err)
+		return err
 	}
 	s, from := string(src), 0
 	once := func(what string) error {
 		switch n := strings.Count(s, what); {
 		case n == 0:
-			return fmt.Errorf("mutant %s: %q is no longer in %s", m.ID, what, m.File)
+			return fmt.Errorf("%q is no longer in %s", what, e.File)
 		case n > 1:
-			return fmt.Errorf("mutant %s: %q is in %s %d times: make it unique (or add an \"at\" line)", m.ID, what, m.File, n)
+			return fmt.Errorf("%q is in %s %d times: make it unique (or add an \"at\" line)", what, e.File, n)
 		}
 		return nil
 	}
-	if m.At != "" {
-		if err := once(m.At); err != nil {
+	if e.At != "" {
+		if err := once(e.At); err != nil {
 			return err
 		}
-		from = strings.Index(s, m.At)
-	} else if err := once(m.From); err != nil {
+		from = strings.Index(s, e.At)
+	} else if err := once(e.From); err != nil {
 		return err
 	}
-	i := strings.Index(s[from:], m.From)
+	i := strings.Index(s[from:], e.From)
 	if i < 0 {
-		return fmt.Errorf("mutant %s: %q is no longer in %s after %q", m.ID, m.From, m.File, m.At)
+		return fmt.Errorf("%q is no longer in %s after %q", e.From, e.File, e.At)
 	}
-	m.offset = from + i
-	m.line = 1 + strings.Count(s[:m.offset], "\n")
+	e.offset = from + i
+	e.line = 1 + strings.Count(s[:e.offset], "\n")
 	return nil
+}
+
+// where is the place of the mutant's first edit, for the table.
+func (m Mutant) where() string {
+	e := m.Edits[0]
+	s := fmt.Sprintf("%s:%d", e.File, e.line)
+	if len(m.Edits) > 1 {
+		s += fmt.Sprintf(" and %d more", len(m.Edits)-1)
+	}
+	return s
 }
 
 // Verdicts.
@@ -227,31 +292,51 @@ const (
 
 type result struct{ verdict, by string }
 
+// overlay writes the mutated files into dir and the overlay that
+// compiles them in, and returns the overlay's path.
+func overlay(m Mutant, dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	byFile := map[string][]Edit{}
+	for _, e := range m.Edits {
+		byFile[e.File] = append(byFile[e.File], e)
+	}
+	replace := map[string]string{}
+	for file, edits := range byFile {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			return "", err
+		}
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			return "", err
+		}
+		text := string(src)
+		// From the last edit back, so that each offset still holds.
+		slices.SortFunc(edits, func(a, b Edit) int { return b.offset - a.offset })
+		for _, e := range edits {
+			if e.offset+len(e.From) > len(text) || text[e.offset:e.offset+len(e.From)] != e.From {
+				return "", fmt.Errorf("%s changed during the run", file)
+			}
+			text = text[:e.offset] + e.To + text[e.offset+len(e.From):]
+		}
+		mutated := filepath.Join(dir, fmt.Sprintf("%d-%s", len(replace), filepath.Base(file)))
+		if err := os.WriteFile(mutated, []byte(text), 0o644); err != nil {
+			return "", err
+		}
+		replace[abs] = mutated
+	}
+	raw, _ := json.Marshal(map[string]map[string]string{"Replace": replace})
+	path := filepath.Join(dir, "overlay.json")
+	return path, os.WriteFile(path, raw, 0o644)
+}
+
 // run compiles m in through an overlay and runs the simulation, then the
 // unit tests.
 func run(m Mutant, dir string, seeds int, timeout time.Duration) result {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return result{broken, err.Error()}
-	}
-	src, err := os.ReadFile(m.File)
+	overlay, err := overlay(m, dir)
 	if err != nil {
-		return result{broken, err.Error()}
-	}
-	abs, err := filepath.Abs(m.File)
-	if err != nil {
-		return result{broken, err.Error()}
-	}
-	mutated := filepath.Join(dir, filepath.Base(m.File))
-	overlay := filepath.Join(dir, "overlay.json")
-	raw, _ := json.Marshal(map[string]map[string]string{"Replace": {abs: mutated}})
-	if m.offset+len(m.From) > len(src) || string(src[m.offset:m.offset+len(m.From)]) != m.From {
-		return result{broken, m.File + " changed during the run"}
-	}
-	text := string(src[:m.offset]) + m.To + string(src[m.offset+len(m.From):])
-	if err := os.WriteFile(mutated, []byte(text), 0o644); err != nil {
-		return result{broken, err.Error()}
-	}
-	if err := os.WriteFile(overlay, raw, 0o644); err != nil {
 		return result{broken, err.Error()}
 	}
 	args := []string{"test", "-overlay", overlay, "-timeout", timeout.String(), simPackage}
