@@ -68,8 +68,9 @@ func (w *world) deliver(ctx context.Context, inst, i int) {
 	if failed != nil {
 		w.note("instance %d: %s seqs %v failed: %v", inst, order, seqs, failed)
 	}
+	lost := w.sessionLockLost(order)
 	for j, d := range ds {
-		if w.settle(d, locks[j], failed == nil) {
+		if w.settle(d, locks[j], failed == nil, lost) {
 			w.rec.acked[key(order, d.m.Seq)] = true
 		}
 	}
@@ -124,8 +125,22 @@ func (w *world) skipListed(ctx context.Context, inst int) {
 	}
 	o := page.Orders[w.r.IntN(len(page.Orders))]
 	if w.patient(o) {
+		ctx, cancel := w.skipContext(ctx)
+		defer cancel()
 		w.skip(ctx, inst, o.OrderID, o.MissingSeq)
 	}
+}
+
+// skipContext is the context of an operator's skip: on a slow store, now
+// and then a deadline a few round trips away, so that the skip lands and
+// its drain stops short (a margin before the deadline, convoy.Skip), cut
+// anywhere in the parked tail: a common way to a cut drain whose next seq
+// is a dead letter (issue 42, item 1).
+func (w *world) skipContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if w.slowStore == 0 || w.r.IntN(100) >= 60 {
+		return ctx, func() {}
+	}
+	return w.withDeadline(time.Duration(w.slowStore*(2+w.r.IntN(6))) * time.Millisecond)
 }
 
 // patient: an operator skips a gap that has held its order for a while.
@@ -182,6 +197,9 @@ func (w *world) skip(ctx context.Context, inst int, orderID string, seq int64) {
 	settler := &recordingSettler{QueueReplayer: operator.QueueReplayer{Options: replay.Options{Orders: w.store}, Open: func() (replay.Source, convoy.Sender, func(), error) {
 		return w.dlq.reader(), sender{w}, func() {}, nil
 	}}}
+	if res.Draining != "" {
+		w.st.skipsCut++
+	}
 	sb, interleaved := w.stepSB, w.stepInterleaved
 	operator.SettleSkipped(ctx, settler, &res)
 	w.note("instance %d: skipped %s seq %d (earlier %v, drained %v, draining %q, dead letter %+v)", inst, orderID, seq,

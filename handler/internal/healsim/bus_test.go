@@ -105,20 +105,18 @@ func (w *world) batchFrom(i, size int) []*delivery {
 // settle ends the delivery of d under lock: completed after a success (it
 // leaves the queue), abandoned after a failure (one more delivery counted,
 // dead-lettered at MaxDeliveryCount). A completion that fails, or whose
-// lock was lost to another delivery, leaves it for redelivery (the lock
-// expires: one more delivery counted); an abandon that fails lets the lock
-// expire, to the same effect.
-func (w *world) settle(d *delivery, lock int, ok bool) (completed bool) {
+// lock was lost (lockLost: the session's, for the whole batch, or to
+// another delivery), leaves it for redelivery (the lock expires: one more
+// delivery counted); an abandon that fails lets the lock expire, to the
+// same effect.
+func (w *world) settle(d *delivery, lock int, ok, lockLost bool) (completed bool) {
 	k := key(d.m.SessionID, d.m.Seq)
 	if !slices.Contains(w.queue, d) || d.lock != lock {
 		w.note("  %s: lock lost, settlement fails", k)
 		return false
 	}
 	if ok {
-		// Nothing renews a session's lock in batch mode
-		// (docs/host-contract.md): now and then it is lost before the
-		// completion, and the batch comes back, duplicates all.
-		if w.armed && w.roll("lock|"+k) < 8 {
+		if lockLost {
 			w.note("  %s: the session lock was lost, the completion fails", k)
 		} else if !w.sbFault("complete", k) {
 			w.queue = slices.DeleteFunc(w.queue, func(x *delivery) bool { return x == d })
@@ -131,10 +129,31 @@ func (w *world) settle(d *delivery, lock int, ok bool) (completed bool) {
 	if d.count >= maxDeliveries {
 		w.queue = slices.DeleteFunc(w.queue, func(x *delivery) bool { return x == d })
 		w.st.deadLettered++
+		if o := w.peek(d.m.SessionID); d.m.Seq > o.AppliedSeq+1 && o.ParkedCount > 0 {
+			w.st.parkedDeadLettered++
+		}
 		w.note("  %s dead-lettered after %d deliveries", k, d.count)
 		w.dlq.add(d.m)
 	}
 	return false
+}
+
+// sessionLockLost reports whether the session lock of a batch of order is
+// lost before its completion: nothing renews a session's lock in batch mode
+// (docs/host-contract.md), so a call that overruns it loses it, and the
+// whole batch comes back, duplicates all. An order whose calls are slow (a
+// long parked tail read a page at a time, a slow partition: slowSession)
+// loses it most of the time: its parked messages are dead-lettered while
+// parked, their commits landed (issue 42, item 1's copies).
+func (w *world) sessionLockLost(order string) bool {
+	return w.armed && w.roll("lock|"+order) < w.lockLoss(order)
+}
+
+func (w *world) lockLoss(order string) int {
+	if order == w.slowSession {
+		return w.slowLockLoss
+	}
+	return 8
 }
 
 // deadLetters is the orders queue's dead-letter sub-queue, with peek-lock as

@@ -115,6 +115,9 @@ func (w *world) storeFault(op, orderID string) error {
 	}
 	what := op + "|" + orderID
 	d := time.Millisecond
+	if w.armed && w.slowStore > 0 {
+		d += time.Duration(w.roll("latency|"+what)%w.slowStore) * time.Millisecond
+	}
 	if w.armed && w.roll("slow|"+what) < 10 {
 		d += time.Duration(w.roll("latency|"+what)) * time.Millisecond
 	}

@@ -163,6 +163,7 @@ func (w *world) afterCommit(orderID string, skips []int64, before *convoy.Order)
 // action ended (unless a Service Bus call failed in it: a lock whose
 // abandon or completion failed lasts until it expires, as in Service Bus).
 func (w *world) checkBetween() {
+	w.checkListedOnce()
 	if w.stepSB > 0 {
 		return
 	}
@@ -172,6 +173,27 @@ func (w *world) checkBetween() {
 		}
 		w.violate("dead letter %s (%s seq %d) is still locked by receiver %d after the action that received it ended",
 			m.MessageID, m.SessionID, m.seq, m.holder)
+	}
+}
+
+// checkListedOnce: between actions, whatever failed, the blocked list
+// names an order once at most: a commit that ends one block and begins the
+// next (its parked run drained, a later seq parked) ends the first's entry
+// before the second's is written, and a reader never sees both (the order
+// was blocked once at a time, as the simulation's own delivery of its
+// seqs made it).
+func (w *world) checkListedOnce() {
+	defer w.hush()()
+	page, err := convoy.ListBlocked(context.Background(), w.store, "", convoy.MaxBlockedPageSize)
+	if err != nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, o := range page.Orders {
+		if seen[o.OrderID] {
+			w.violate("order %s is listed blocked twice", o.OrderID)
+		}
+		seen[o.OrderID] = true
 	}
 }
 
@@ -337,9 +359,23 @@ func (w *world) checkIndex(ctx context.Context) {
 	restore := w.hush()
 	raw, _, _ := w.mem.ScanBlocked(ctx, "", 1<<20)
 	restore()
+	entries := map[string]int{}
 	for _, e := range raw {
-		if o := w.peek(e.OrderID); o.ParkedCount == 0 {
+		entries[e.OrderID]++
+		o := w.peek(e.OrderID)
+		switch {
+		case o.ParkedCount == 0:
 			w.violate("order %s has nothing parked (appliedSeq %d), yet its blocked index entry %s is still there after a pass of AutoReplay runs", e.OrderID, o.AppliedSeq, e.Key)
+		case !e.Since.Equal(o.BlockedSince):
+			// A block that ended (its run of parked messages drained, a
+			// new one begun in the same commit) leaves no entry behind.
+			w.violate("order %s is blocked since %s, yet its blocked index entry %s of a block since %s is still there after a pass of AutoReplay runs",
+				e.OrderID, o.BlockedSince.Format(time.RFC3339Nano), e.Key, e.Since.Format(time.RFC3339Nano))
+		}
+	}
+	for id, n := range entries {
+		if n > 1 {
+			w.violate("order %s has %d entries in the blocked index after a pass of AutoReplay runs: one block at a time", id, n)
 		}
 	}
 	for _, id := range w.orders {

@@ -85,7 +85,7 @@ func runSeed(seed uint64, verbose bool) (st stats, err error) {
 // stats are what a run did, to say that the faults were exercised.
 type stats struct {
 	strands, longDrains, deliveries, batches, faults, sbFaults, lostReplies, interleaved, deadLettered, refused, skips, skipsRefused,
-	replays, healRuns, skipsRacingDelivery, racingRuns, resumed, deadlines, dupsDropped, landedTimeouts, rounds int
+	replays, healRuns, skipsRacingDelivery, cutOnDeadLetter, parkedDeadLettered, skipsCut, racingRuns, resumed, deadlines, dupsDropped, landedTimeouts, rounds int
 }
 
 func (s *stats) add(o stats) {
@@ -110,15 +110,18 @@ func (s *stats) add(o stats) {
 	s.dupsDropped += o.dupsDropped
 	s.landedTimeouts += o.landedTimeouts
 	s.rounds += o.rounds
+	s.cutOnDeadLetter += o.cutOnDeadLetter
+	s.parkedDeadLettered += o.parkedDeadLettered
+	s.skipsCut += o.skipsCut
 }
 
 func (s stats) String() string {
 	return fmt.Sprintf("%d deliveries in %d batches (%d of several commits), %d store faults, %d Service Bus faults (%d sends that timed out but landed), "+
 		"%d duplicates dropped by MessageId, %d lost replies, %d interleaved actions, %d dead-lettered, %d refused (MaxParkAhead), "+
 		"%d skips (%d refused, %d landing while another instance processed their seq), %d replays, %d AutoReplay runs (%d inside another), %d drains resumed (%d steps ended with a drain cut), "+
-		"%d deadlines fired, %d quiescence rounds",
+		"%d deadlines fired, %d quiescence rounds, %d steps ended with a cut drain whose next seq is a dead letter, %d messages dead-lettered while parked, %d skips whose drain stopped short",
 		s.deliveries, s.batches, s.longDrains, s.faults, s.sbFaults, s.landedTimeouts, s.dupsDropped, s.lostReplies, s.interleaved, s.deadLettered, s.refused,
-		s.skips, s.skipsRefused, s.skipsRacingDelivery, s.replays, s.healRuns, s.racingRuns, s.resumed, s.strands, s.deadlines, s.rounds)
+		s.skips, s.skipsRefused, s.skipsRacingDelivery, s.replays, s.healRuns, s.racingRuns, s.resumed, s.strands, s.deadlines, s.rounds, s.cutOnDeadLetter, s.parkedDeadLettered, s.skipsCut)
 }
 
 // simulate runs one seed; the error names the first invariant broken.
@@ -130,12 +133,18 @@ func simulate(seed uint64, verbose bool) (stats, error) {
 		for _, l := range w.late {
 			if int(l.at*float64(steps)) == i {
 				w.send([]convoy.OrderMessage{l.m}, " (sent late)")
+				if l.m.SessionID == w.slowSession && l.m.Seq == 1 {
+					w.slowSession = "" // its calls were slow while its tail piled up
+				}
 			}
 		}
 		w.step()
 		for _, id := range w.orders {
-			if _, cut := w.peek(id).NextParked(); cut {
+			if m, cut := w.peek(id).NextParked(); cut {
 				w.st.strands++
+				if w.deadLettered(id, m.Seq) {
+					w.st.cutOnDeadLetter++
+				}
 			}
 		}
 		if len(w.violations) > 0 {

@@ -56,7 +56,14 @@ type world struct {
 	flaky   map[string]int
 	corrupt map[string]bool // by MessageId
 	orders  []string        // ids, sorted
-	rec     record          // the deliveries, as the queue saw them
+	// slowSession is an order whose calls overrun the session lock most
+	// of the time (slowLockLoss percent of its batches; "": none).
+	slowSession  string
+	slowLockLoss int
+	// slowStore: every store round trip takes up to this many
+	// milliseconds more (a slow storage account; 0: none).
+	slowStore int
+	rec       record // the deliveries, as the queue saw them
 
 	armed     bool // faults on
 	quiet     bool // the oracles read the store: no hooks, no time passes
@@ -125,6 +132,17 @@ func newWorld(seed uint64, verbose bool) *world {
 		}
 		if w.r.IntN(4) == 0 {
 			first = append(first, w.corruptMessage(id))
+		}
+	}
+	if w.r.IntN(2) == 0 {
+		w.slowStore = 5 + w.r.IntN(30)
+	}
+	if w.r.IntN(2) == 0 {
+		w.slowSession, w.slowLockLoss = w.orders[w.r.IntN(len(w.orders))], 60+w.r.IntN(35)
+		for _, id := range w.orders {
+			if len(w.msgs[id]) >= 40 {
+				w.slowSession = id // a long parked tail: its calls are the slow ones
+			}
 		}
 	}
 	w.send(first, "")
