@@ -146,7 +146,15 @@ func (w *world) settle(d *delivery, lock int, ok, lockLost bool) (completed bool
 // loses it most of the time: its parked messages are dead-lettered while
 // parked, their commits landed (issue 42, item 1's copies).
 func (w *world) sessionLockLost(order string) bool {
+	if w.storyLockLost && order == storyOrder {
+		return true
+	}
 	return w.armed && w.roll("lock|"+order) < w.lockLoss(order)
+}
+
+// queued reports whether a message of orderID waits in the queue.
+func (w *world) queued(orderID string) bool {
+	return slices.ContainsFunc(w.queue, func(d *delivery) bool { return d.m.SessionID == orderID })
 }
 
 func (w *world) lockLoss(order string) int {

@@ -104,6 +104,13 @@ var errInstanceDied = errors.New("the instance died")
 // orderID's drain cut (its next seq parked): the drains cut between two
 // commits that issue 42 is about, made common.
 func (w *world) dies(orderID string) bool {
+	if w.storyDies && orderID == storyOrder {
+		if _, cut := w.peek(orderID).NextParked(); cut {
+			w.storyDies = false
+			w.note("the instance dies after a commit of %s that left its drain cut", orderID)
+			return true
+		}
+	}
 	if !w.armed || w.depth > 0 {
 		return false
 	}

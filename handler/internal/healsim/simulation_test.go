@@ -127,6 +127,7 @@ func (s stats) String() string {
 // simulate runs one seed; the error names the first invariant broken.
 func simulate(seed uint64, verbose bool) (stats, error) {
 	w := newWorld(seed, verbose)
+	w.story()
 	w.armed = true
 	steps := 200 + w.r.IntN(300)
 	for i := range steps {

@@ -61,6 +61,10 @@ type world struct {
 	// of the time (slowLockLoss percent of its batches; "": none).
 	slowSession  string
 	slowLockLoss int
+	// storyLockLost, storyDies: the story's session loses its lock on
+	// every batch; its instance dies after the next commit that leaves its
+	// drain cut (story).
+	storyLockLost, storyDies bool
 	// slowStore: every store round trip takes up to this many
 	// milliseconds more (a slow storage account; 0: none).
 	slowStore int
