@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -120,4 +121,58 @@ func TestDashboardParkedWindow(t *testing.T) {
 			t.Errorf("Dashboard through the envelope with %s: %v, want %d", q, out, code)
 		}
 	}
+}
+
+// FuzzDashboardParkedQuery: whatever the query of GET
+// /api/dashboard?parked=… holds (the order id, another parameter, the id
+// given twice), the answer is 200, 400 or 404 with a JSON body, never a
+// 5xx; a 200 is the window of the order asked for, at most
+// convoy.ParkedLoadSize messages in ascending seq, and a 400 or 404 says why.
+func FuzzDashboardParkedQuery(f *testing.F) {
+	f.Add("o-p", "", "", false)
+	f.Add("o-404", "", "", false)
+	f.Add("", "code", "x", false)
+	f.Add("o-p", "parked", "o-q", true)
+	f.Add("<script>", "pageSize", "1", false)
+	f.Add(strings.Repeat("o", 300), "", "", false)
+	fx := newFixture(&testing.T{})
+	enqueued := time.Date(2026, 11, 29, 4, 18, 0, 0, time.UTC)
+	for seq := int64(3); seq <= 3+convoy.ParkedLoadSize; seq++ {
+		inv := parkedInvocation(&testing.T{}, "o-p", seq, fmt.Sprintf("L:%d", seq), enqueued, "",
+			fmt.Sprintf(`{"orderId":"o-p","op":"AddTransaction","txId":"t-%d","amount":1}`, seq))
+		if code, out := fx.do(&testing.T{}, "POST", "/OrderProcessor", inv); code != 200 {
+			f.Fatalf("park seq %d: %d %v", seq, code, out)
+		}
+	}
+	f.Fuzz(func(t *testing.T, id, key, value string, twice bool) {
+		q := url.Values{"parked": {id}}
+		if twice {
+			q.Add("parked", id)
+		}
+		if key != "" {
+			q.Add(key, value)
+		}
+		code, v := fx.do(t, "GET", "/api/dashboard?"+q.Encode(), nil)
+		switch code {
+		case 200:
+			msgs, _ := v["messages"].([]any)
+			if v["orderId"] != id || len(msgs) > convoy.ParkedLoadSize {
+				t.Fatalf("%s: the window of %v, %d messages", q.Encode(), v["orderId"], len(msgs))
+			}
+			last := 0.0
+			for _, m := range msgs {
+				seq, _ := m.(map[string]any)["seq"].(float64)
+				if seq <= last {
+					t.Fatalf("%s: seqs not ascending: %v", q.Encode(), msgs)
+				}
+				last = seq
+			}
+		case 400, 404:
+			if v["error"] == nil {
+				t.Fatalf("%s: %d without an error: %v", q.Encode(), code, v)
+			}
+		default:
+			t.Fatalf("%s: %d %v", q.Encode(), code, v)
+		}
+	})
 }
