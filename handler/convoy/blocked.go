@@ -175,7 +175,8 @@ func ListBlocked(ctx context.Context, idx BlockedIndex, continuation string, pag
 }
 
 // CheckEntries turns scanned entries into blocked orders. A confirmed entry
-// is listed as it is. A pending one is checked against the order's head: an
+// is listed as it is, unless its order has another entry among them (then
+// both are checked as pending ones are). A pending one is checked against the order's head: an
 // order blocked since the entry's time is listed, and its entry confirmed; a
 // stale entry (BlockedEntry.Stale) is removed, unless written again since it
 // was scanned; an entry whose commit has not landed (yet) is neither listed
@@ -194,9 +195,18 @@ func VerifyEntries(ctx context.Context, idx BlockedIndex, entries []BlockedEntry
 }
 
 func checkEntries(ctx context.Context, idx BlockedIndex, entries []BlockedEntry, verify bool) ([]BlockedOrder, error) {
+	// An order found in two entries is blocked once at most: the other
+	// outlived its block (a confirm that landed after the commit that ended
+	// it, whose clear failed). Its entries are read against the head, so
+	// that it is listed once and the stale one goes, not at the next
+	// AutoReplay survey only.
+	of := map[string]int{}
+	for _, e := range entries {
+		of[e.OrderID]++
+	}
 	out := []BlockedOrder{}
 	for _, e := range entries {
-		if e.Confirmed && !verify {
+		if e.Confirmed && !verify && of[e.OrderID] == 1 {
 			out = append(out, BlockedOrder{OrderID: e.OrderID, AppliedSeq: e.AppliedSeq, Parked: e.Parked,
 				MissingSeq: e.AppliedSeq + 1, BlockedSince: timestamp(e.Since), Note: e.Note})
 			continue

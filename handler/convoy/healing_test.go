@@ -269,3 +269,48 @@ func TestSkipWhoseDrainStopsAtOnceRefusesTheParkedHead(t *testing.T) {
 	}
 	assertOnlySkipped(t, store, "o-1")
 }
+
+// TestOrderListedOnceWithAStaleConfirm: a commit ended an order's block
+// but its clear of the index entry failed, and a reader's (or another
+// instance's) confirm of that entry landed after it (TestStaleConfirmIsVerified);
+// before the next AutoReplay survey verifies it, the order blocks again. Its
+// stale entry and its new one are both in the index: the blocked list reads
+// the head of an order it finds twice, lists it once, on its current gap, and
+// removes the stale entry.
+func TestOrderListedOnceWithAStaleConfirm(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	clock := t0
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store,
+		Now: func() time.Time { clock = clock.Add(time.Second); return clock }}) // each block its own key
+	parkedTail(t, p, 2) // seq 2 parked behind seq 1: blocked
+	o, _ := store.Load(ctx, "o-1")
+	since, version := o.BlockedSince, o.Version
+	store.Fail = func(op, _ string) error {
+		if op == "index.clear" {
+			return fault.Errorf(fault.Unavailable, "storage blip")
+		}
+		return nil
+	}
+	if _, err := p.Process(ctx, "o-1", []convoy.Message{create(1)}); err != nil { // fills the gap; the clear fails
+		t.Fatal(err)
+	}
+	store.Fail = nil
+	if err := store.UpdateBlocked(ctx, "o-1", since, convoy.BlockedUpdate{Figures: true, Confirmed: true, Version: version,
+		AppliedSeq: 0, Parked: 1}, "*"); err != nil { // the late confirm
+		t.Fatal(err)
+	}
+	if _, err := p.Process(ctx, "o-1", []convoy.Message{add(4, "t-4", 1)}); err != nil { // blocked again, on seq 3
+		t.Fatal(err)
+	}
+	if entries, _, _ := store.ScanBlocked(ctx, "", 10); len(entries) != 2 {
+		t.Fatalf("the setup left %d index entries, want the stale one and the new one", len(entries))
+	}
+	page, err := convoy.ListBlocked(ctx, store, "", 10)
+	if err != nil || len(page.Orders) != 1 || page.Orders[0].MissingSeq != 3 {
+		t.Fatalf("the blocked list: %+v, %v; want o-1 once, missing seq 3", page.Orders, err)
+	}
+	if entries, _, _ := store.ScanBlocked(ctx, "", 10); len(entries) != 1 {
+		t.Fatalf("%d index entries left, want the stale one removed", len(entries))
+	}
+}
