@@ -123,6 +123,7 @@ func (w *world) storeFault(op, orderID string) error {
 	}
 	w.advance(d)
 	if w.depth == 0 && w.ctx != nil && w.ctx.Err() != nil {
+		w.stepDeadlined++
 		return context.DeadlineExceeded
 	}
 	if !w.armed {

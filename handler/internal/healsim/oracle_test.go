@@ -170,6 +170,7 @@ func (w *world) afterCommit(orderID string, skips []int64, before *convoy.Order)
 // action ended (unless a Service Bus call failed in it: a lock whose
 // abandon or completion failed lasts until it expires, as in Service Bus).
 func (w *world) checkBetween() {
+	w.checkNoNewStale()
 	w.checkListedOnce()
 	if w.stepSB > 0 {
 		return
@@ -183,12 +184,53 @@ func (w *world) checkBetween() {
 	}
 }
 
+// checkNoNewStale: a step in which nothing failed (no store or Service
+// Bus fault, no deadline, no other actor interleaved) clears the blocked
+// index entry of every block it ended: an entry that was its order's
+// current block when the step began is gone, or still current, after it.
+// The oracle is the store's own rows: each entry against its order's head,
+// read without hooks.
+func (w *world) checkNoNewStale() {
+	if w.stepFaults+w.stepSB+w.stepInterleaved+w.stepDeadlined > 0 {
+		return
+	}
+	now := w.currentEntries()
+	for key := range w.currentBefore {
+		if stale, listed := now[key]; listed && stale {
+			w.violate("a step with no fault ended the block of blocked index entry %s and left the entry", key)
+		}
+	}
+}
+
+// currentEntries maps the key of each blocked index entry to whether it
+// outlived its block (its order's head is no longer blocked since its time);
+// an entry whose commit has not landed (yet) is left out.
+func (w *world) currentEntries() map[string]bool {
+	defer w.hush()()
+	ctx := context.Background()
+	entries, _, err := w.mem.ScanBlocked(ctx, "", 1<<20)
+	if err != nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, e := range entries {
+		h, ok, err := w.mem.Head(ctx, e.OrderID)
+		if err != nil || !ok || h.Version < e.Version {
+			continue
+		}
+		out[e.Key] = e.Stale(h)
+	}
+	return out
+}
+
 // checkListedOnce: between actions, whatever failed, the blocked list
 // names an order once at most: a commit that ends one block and begins the
 // next (its parked run drained, a later seq parked) ends the first's entry
 // before the second's is written, and a reader never sees both (the order
 // was blocked once at a time, as the simulation's own delivery of its
-// seqs made it).
+// seqs made it; an entry that outlived its block, a confirm landing after
+// the commit that ended it whose clear failed, is read against the head by
+// a list that finds its order twice: seed 781087206).
 func (w *world) checkListedOnce() {
 	defer w.hush()()
 	page, err := convoy.ListBlocked(context.Background(), w.store, "", convoy.MaxBlockedPageSize)

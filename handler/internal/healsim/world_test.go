@@ -88,12 +88,17 @@ type world struct {
 	// What the current top-level step met: store faults and lost replies,
 	// Service Bus faults, interleaved actions.
 	stepFaults, stepSB, stepInterleaved int
-	stepNo                              int
-	rolls                               map[string]uint64
-	violations                          []string
-	trace                               []string
-	verbose                             bool
-	st                                  stats
+	// stepDeadlined counts the store calls the step's deadline failed;
+	// currentBefore are the blocked index entries of their orders' current
+	// blocks when the step began (checkNoNewStale).
+	stepDeadlined int
+	currentBefore map[string]bool
+	stepNo        int
+	rolls         map[string]uint64
+	violations    []string
+	trace         []string
+	verbose       bool
+	st            stats
 }
 
 func newWorld(seed uint64, verbose bool) *world {
@@ -286,7 +291,13 @@ func (w *world) other() int {
 func (w *world) step() {
 	ctx, cancel := w.actionContext()
 	w.ctx = ctx
-	w.stepFaults, w.stepSB, w.stepInterleaved = 0, 0, 0
+	w.stepFaults, w.stepSB, w.stepInterleaved, w.stepDeadlined = 0, 0, 0, 0
+	w.currentBefore = map[string]bool{}
+	for key, stale := range w.currentEntries() {
+		if !stale {
+			w.currentBefore[key] = true
+		}
+	}
 	w.stepNo++
 	defer func() { cancel(); w.ctx, w.busy, w.deadlines = nil, -1, nil }()
 	w.busy = w.r.IntN(instances)
