@@ -18,10 +18,10 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/operator"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/settings"
 	"github.com/convoy-dev/convoy/handler/tracing"
@@ -74,7 +74,7 @@ func publish(args []string) error {
 			// was recorded of this id first, when the record can be read.
 			rec, checkErr := c.ledgerRecord(ctx, cfg, l.ID)
 			if checkErr != nil {
-				fmt.Fprintf(os.Stderr, "%s: warning: could not check ledger %s against the ledger records: %v\n", name, convoy.Quote(l.ID), checkErr)
+				fmt.Fprintf(os.Stderr, "%s: warning: could not check ledger %s against the ledger records: %v\n", name, orders.Quote(l.ID), checkErr)
 			}
 			d, err := ledger.DecideQueued(l, rec, c.tables != nil, checkErr, time.Now())
 			if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/operator"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
@@ -61,11 +62,11 @@ func TestGoldenCommandAnswers(t *testing.T) {
 	}
 	store := tablestore.New(table, batches.Table(name))
 	clock := func() time.Time { return time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC) }
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Now: clock, Index: store})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Now: clock, Index: store})
 	amount := int64(1250)
 	for _, m := range []convoy.Message{
-		{Seq: 1, MessageID: "L-1:0", Tx: convoy.Transaction{OrderID: "o-1", Op: convoy.CreateOrder, Currency: "EUR", Data: json.RawMessage(`{"note":"<&>"}`)}},
-		{Seq: 3, MessageID: "L-1:2", Tx: convoy.Transaction{OrderID: "o-1", Op: convoy.AddTransaction, TxID: "t-1", Amount: &amount}},
+		{Seq: 1, MessageID: "L-1:0", Command: orders.Transaction{OrderID: "o-1", Op: orders.CreateOrder, Currency: "EUR", Data: json.RawMessage(`{"note":"<&>"}`)}},
+		{Seq: 3, MessageID: "L-1:2", Command: orders.Transaction{OrderID: "o-1", Op: orders.AddTransaction, TxID: "t-1", Amount: &amount}},
 	} {
 		if _, err := p.Process(ctx, "o-1", []convoy.Message{m}); err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/operator"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/settings"
 )
@@ -41,7 +42,7 @@ func allReplayer(cfg settings.Settings, c *clients) operator.QueueReplayer {
 // reloaded.
 func operatorProcessor(cfg settings.Settings, c *clients) *convoy.Processor {
 	store := c.orderStore(cfg.OrdersTable)
-	return convoy.NewProcessor(store, convoy.ProcessorOptions{
+	return convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain,
 		CacheSize: 1,
 		Retry:     fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
 		Index:     store,

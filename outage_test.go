@@ -174,10 +174,10 @@ func startAppOn(t *testing.T, conn string, serviceBusPort int) *app {
 // waiting for seq 1.
 func (a *app) block(t *testing.T, orders ...string) {
 	store := a.c.orderStore(a.cfg.OrdersTable)
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store})
 	for _, id := range orders {
 		amount := int64(5)
-		m := convoy.Message{Seq: 2, MessageID: "L-1:" + id, Tx: convoy.Transaction{OrderID: id, Op: convoy.AddTransaction, TxID: "t-1", Amount: &amount}}
+		m := convoy.Message{Seq: 2, MessageID: "L-1:" + id, Command: orders.Transaction{OrderID: id, Op: orders.AddTransaction, TxID: "t-1", Amount: &amount}}
 		if _, err := p.Process(context.Background(), id, []convoy.Message{m}); err != nil {
 			t.Fatal(err)
 		}

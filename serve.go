@@ -23,6 +23,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/metrics"
 	"github.com/convoy-dev/convoy/handler/operator"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/settings"
 	"github.com/convoy-dev/convoy/handler/tablestore"
@@ -154,7 +155,7 @@ func startMetrics(warn func(error)) (r *metrics.Recorder, cfg metrics.Config, fl
 // the replays and AutoReplay), whose requests fail fast when storage hangs.
 func newServer(cfg settings.Settings, c *clients, log *slog.Logger, meters *metrics.Recorder) (*echo.Echo, error) {
 	store := c.orderStore(cfg.OrdersTable)
-	processor := convoy.NewProcessor(store, convoy.ProcessorOptions{
+	processor := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain,
 		CacheSize: cfg.OrderCacheSize,
 		Retry:     fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
 		Index:     store,

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // FuzzInvocations: whatever body reaches an invocation route, the answer is
@@ -70,7 +71,7 @@ func FuzzInvocations(f *testing.F) {
 // countApplied is how many transactions had an effect an outsider can see.
 func countApplied(o *convoy.Order) int {
 	n := int(o.TxCount)
-	if o.Status != convoy.StatusNew {
+	if o.Status != orders.StatusNew {
 		n++
 	}
 	return n

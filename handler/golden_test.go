@@ -14,6 +14,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	goldenfile "github.com/convoy-dev/convoy/handler/internal/golden"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -39,7 +40,7 @@ func TestGoldenHTTPAnswers(t *testing.T) {
 	now := base
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	tick := func() { mu.Lock(); defer mu.Unlock(); now = now.Add(time.Minute) }
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Now: clock, Index: store})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Now: clock, Index: store})
 	srv := handler.New(handler.Deps{
 		Processor: p, Orders: store, Blocked: store,
 		Replay: replayFunc(func(_ context.Context, id string) (replay.Report, error) {
@@ -53,7 +54,7 @@ func TestGoldenHTTPAnswers(t *testing.T) {
 		MaxRequestBytes: 1 << 16,
 	})
 	amount := func(n int64) *int64 { return &n }
-	process := func(order string, seq int64, tx convoy.Transaction) {
+	process := func(order string, seq int64, tx orders.Transaction) {
 		t.Helper()
 		tx.OrderID = order
 		m := convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L-1:%d", seq), Tx: tx, EnqueuedAt: clock().Add(-time.Second)}
@@ -62,17 +63,17 @@ func TestGoldenHTTPAnswers(t *testing.T) {
 		}
 		tick()
 	}
-	process("o-1", 1, convoy.Transaction{Op: convoy.CreateOrder, Currency: "EUR", Data: json.RawMessage(`{"customer":"c-1","note":"<a & b>"}`)})
-	process("o-1", 2, convoy.Transaction{Op: convoy.AddTransaction, TxID: "t-1", Amount: amount(1250), Data: json.RawMessage(`{"sku":"s-1"}`)})
-	process("o-1", 3, convoy.Transaction{Op: convoy.AddTransaction, TxID: "t-2", Amount: amount(300)})
-	process("o-1", 4, convoy.Transaction{Op: convoy.AddTransaction, TxID: "t-3", Amount: amount(-50)})
-	process("o-1", 5, convoy.Transaction{Op: convoy.ModifyTransaction, TxID: "t-1", Amount: amount(1200)})
-	process("o-1", 6, convoy.Transaction{Op: convoy.AddTransaction, TxID: "t-1", Amount: amount(1)})
-	process("o-1", 7, convoy.Transaction{Op: convoy.ModifyTransaction, TxID: "t-9", Amount: amount(1)})
-	process("o-1", 8, convoy.Transaction{Op: convoy.ModifyTransaction, TxID: "t-8", Amount: amount(1)})
-	process("o-2", 2, convoy.Transaction{Op: convoy.DeleteOrder})                                    // parked behind 1: blocked
-	process("o-3", 3, convoy.Transaction{Op: convoy.AddTransaction, TxID: "t-1", Amount: amount(5)}) // parked: blocked
-	process("o-3", 1, convoy.Transaction{Op: convoy.CreateOrder, Currency: "USD"})
+	process("o-1", 1, orders.Transaction{Op: orders.CreateOrder, Currency: "EUR", Data: json.RawMessage(`{"customer":"c-1","note":"<a & b>"}`)})
+	process("o-1", 2, orders.Transaction{Op: orders.AddTransaction, TxID: "t-1", Amount: amount(1250), Data: json.RawMessage(`{"sku":"s-1"}`)})
+	process("o-1", 3, orders.Transaction{Op: orders.AddTransaction, TxID: "t-2", Amount: amount(300)})
+	process("o-1", 4, orders.Transaction{Op: orders.AddTransaction, TxID: "t-3", Amount: amount(-50)})
+	process("o-1", 5, orders.Transaction{Op: orders.ModifyTransaction, TxID: "t-1", Amount: amount(1200)})
+	process("o-1", 6, orders.Transaction{Op: orders.AddTransaction, TxID: "t-1", Amount: amount(1)})
+	process("o-1", 7, orders.Transaction{Op: orders.ModifyTransaction, TxID: "t-9", Amount: amount(1)})
+	process("o-1", 8, orders.Transaction{Op: orders.ModifyTransaction, TxID: "t-8", Amount: amount(1)})
+	process("o-2", 2, orders.Transaction{Op: orders.DeleteOrder})                                    // parked behind 1: blocked
+	process("o-3", 3, orders.Transaction{Op: orders.AddTransaction, TxID: "t-1", Amount: amount(5)}) // parked: blocked
+	process("o-3", 1, orders.Transaction{Op: orders.CreateOrder, Currency: "USD"})
 
 	type answer struct {
 		Request string            `json:"request"`

@@ -25,6 +25,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/metrics"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // metricsReceiver is an OTLP/HTTP metrics receiver: it decodes what the
@@ -192,7 +193,7 @@ func TestMetricsAtAReceiver(t *testing.T) {
 		Summary: &heal.Summary{BlockedOrders: 3, ParkedMessages: 7, DeadLetters: &heal.DeadLetters{Total: 5, Transient: 4, Permanent: 1},
 			Lag: &heal.LagFigures{Orders: 15, ByStatus: map[convoy.LagStatus]int{convoy.LagOK: 9, convoy.LagCatchingUp: 2, convoy.LagStalled: 1, convoy.LagBlocked: 3}}}}
 	srv := handler.New(handler.Deps{
-		Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store}),
+		Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store}),
 		Blocked:   store, Orders: store,
 		Ledgers: ledger.NewPublisher(ledgers, sender, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}}),
 		Heal:    fakeHealer{run: run},
@@ -340,7 +341,7 @@ func TestMetricsOff(t *testing.T) {
 			t.Fatalf("Setup: %v %+v %v, want nothing built", rec, cfg, err)
 		}
 		store := memstore.New()
-		srv := handler.New(handler.Deps{Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store}), Orders: store, Metrics: rec})
+		srv := handler.New(handler.Deps{Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store}), Orders: store, Metrics: rec})
 		w := httptest.NewRecorder()
 		srv.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/OrderProcessor", strings.NewReader(string(orderInvocation("o-a", 1, time.Now())))))
 		if w.Code != 200 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // historyFixture is a fixture holding order o-1 with n transactions (t-0 …,
@@ -16,15 +17,15 @@ import (
 func historyFixture(t *testing.T, n int) (*fixture, []string, []int64) {
 	t.Helper()
 	f := newFixture(t)
-	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{})
-	msgs := []convoy.Message{{Seq: 1, Tx: convoy.Transaction{OrderID: "o-1", Op: convoy.CreateOrder, Currency: "EUR"}}}
+	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain})
+	msgs := []convoy.Message{{Seq: 1, Command: orders.Transaction{OrderID: "o-1", Op: orders.CreateOrder, Currency: "EUR"}}}
 	var txIDs []string
 	var rejected []int64
 	for seq := int64(2); len(txIDs) < n; seq++ {
 		amount := int64(len(txIDs))
-		tx := convoy.Transaction{OrderID: "o-1", Op: convoy.AddTransaction, TxID: fmt.Sprintf("t-%d", len(txIDs)), Amount: &amount}
+		tx := orders.Transaction{OrderID: "o-1", Op: orders.AddTransaction, TxID: fmt.Sprintf("t-%d", len(txIDs)), Amount: &amount}
 		if seq%10 == 0 {
-			tx.Op, tx.TxID = convoy.ModifyTransaction, "none"
+			tx.Op, tx.TxID = orders.ModifyTransaction, "none"
 			rejected = append(rejected, seq)
 		} else {
 			txIDs = append(txIDs, tx.TxID)

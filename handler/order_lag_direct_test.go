@@ -8,6 +8,7 @@ import (
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // TestOrderStatusLagOfOrderFedDirectly: an order nothing was published to
@@ -19,8 +20,8 @@ func TestOrderStatusLagOfOrderFedDirectly(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New()
 	ledgers := memstore.NewLedgers()
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Active: ledgers})
-	create := convoy.Message{Seq: 1, Tx: convoy.Transaction{OrderID: "d-1", Op: convoy.CreateOrder, Currency: "EUR"}, EnqueuedAt: time.Now()}
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Active: ledgers})
+	create := convoy.Message{Seq: 1, Command: orders.Transaction{OrderID: "d-1", Op: orders.CreateOrder, Currency: "EUR"}, EnqueuedAt: time.Now()}
 	if _, err := p.Process(ctx, "d-1", []convoy.Message{create}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // publishedFunc adapts a function to convoy.Allocations.
@@ -29,8 +30,8 @@ func (f publishedFunc) ActiveEntry(context.Context, string) (convoy.ActiveOrder,
 // guessing, and the answer is still the order's.
 func TestOrderStatusLag(t *testing.T) {
 	store := memstore.New()
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{})
-	create := convoy.Message{Seq: 1, Tx: convoy.Transaction{OrderID: "o-1", Op: convoy.CreateOrder, Currency: "EUR"}}
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain})
+	create := convoy.Message{Seq: 1, Command: orders.Transaction{OrderID: "o-1", Op: orders.CreateOrder, Currency: "EUR"}}
 	if _, err := p.Process(context.Background(), "o-1", []convoy.Message{create}); err != nil {
 		t.Fatal(err)
 	}

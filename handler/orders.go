@@ -13,7 +13,9 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/invocation"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/operator"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // processOrders is OrderProcessor: one message ("cardinality": "one") or a
@@ -166,7 +168,7 @@ func criticalTime(applied, enqueued time.Time) time.Duration {
 // the order id, application properties seq (≥ 1) and last, the body
 // {"transaction": {…}} for the same order.
 func orderMessage(m invocation.Message) (convoy.Message, error) {
-	if why := convoy.CheckID(m.SessionID); why != "" {
+	if why := orders.CheckID(m.SessionID); why != "" {
 		return convoy.Message{}, fmt.Errorf("SessionId %s", why)
 	}
 	rawSeq, ok := m.ApplicationProperties[convoy.PropSeq]
@@ -183,14 +185,11 @@ func orderMessage(m invocation.Message) (convoy.Message, error) {
 			return convoy.Message{}, fmt.Errorf("application property last: %w", err)
 		}
 	}
-	tx, err := convoy.DecodeBody(m.Body)
+	cmd, err := orders.Domain.ReadCommand(m.SessionID, m.Body)
 	if err != nil {
 		return convoy.Message{}, err
 	}
-	if tx.OrderID != m.SessionID {
-		return convoy.Message{}, fmt.Errorf("body orderId %q differs from SessionId %q", tx.OrderID, m.SessionID)
-	}
-	return convoy.Message{Seq: seq, Last: last, MessageID: m.MessageID, Tx: tx, EnqueuedAt: m.EnqueuedTimeUtc,
+	return convoy.Message{Seq: seq, Last: last, MessageID: m.MessageID, Command: cmd, EnqueuedAt: m.EnqueuedTimeUtc,
 		TraceParent: traceParentOf(m)}, nil
 }
 
@@ -217,9 +216,13 @@ func (s *server) orderStatus(ctx context.Context, r httpRequest) (int, any, erro
 		if o.Version == 0 {
 			return 0, nil, fault.Errorf(fault.NotFound, "order %q has no state", id)
 		}
-		return http.StatusOK, orderAnswer{View: o.View(), Lag: s.orderLag(ctx, o)}, nil
+		v := convoy.View{Order: o, Page: keyed.Page{Rows: []keyed.Row{}, Rejected: []keyed.Rejected{}}}
+		if _, err := o.Bind(orders.Domain); err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, orderAnswer{View: orders.ViewOf(v), Lag: s.orderLag(ctx, o)}, nil
 	}
-	v, err := convoy.ReadView(ctx, rec, h, id, token, size)
+	v, err := convoy.ReadView(ctx, orders.Domain, rec, h, id, token, size)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -228,17 +231,17 @@ func (s *server) orderStatus(ctx context.Context, r httpRequest) (int, any, erro
 		// does (its failure is the next reader's to retry), then shows the
 		// order as the drain left it.
 		if _, err := s.Processor.Resume(ctx, id); err == nil {
-			if v2, err := convoy.ReadView(ctx, rec, h, id, token, size); err == nil {
+			if v2, err := convoy.ReadView(ctx, orders.Domain, rec, h, id, token, size); err == nil {
 				v = v2
 			}
 		}
 	}
-	return http.StatusOK, orderAnswer{View: v, Lag: s.orderLag(ctx, rec.order)}, nil
+	return http.StatusOK, orderAnswer{View: orders.ViewOf(v), Lag: s.orderLag(ctx, rec.order)}, nil
 }
 
 // orderAnswer is OrderStatus's answer: the order's view and its lag.
 type orderAnswer struct {
-	convoy.View
+	orders.View
 	Lag convoy.Lag `json:"lag"`
 }
 
@@ -280,7 +283,7 @@ func historyParams(q url.Values) (size int, token string, err error) {
 	if v, ok := q["pageSize"]; ok {
 		n, perr := strconv.Atoi(v[0])
 		if perr != nil || n < 1 || n > convoy.MaxHistoryPageSize {
-			return 0, "", fault.Errorf(fault.Invalid, "pageSize %s is not an integer between 1 and %d", convoy.Quote(v[0]), convoy.MaxHistoryPageSize)
+			return 0, "", fault.Errorf(fault.Invalid, "pageSize %s is not an integer between 1 and %d", orders.Quote(v[0]), convoy.MaxHistoryPageSize)
 		}
 		size = n
 	}

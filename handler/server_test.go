@@ -17,6 +17,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -51,7 +52,7 @@ func (f replayFunc) ReplayAll(context.Context, int, string) (replay.Progress, er
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{store: memstore.New(), ledgers: memstore.NewLedgers(), sender: &ledgertest.Sender{}}
 	f.srv = handler.New(handler.Deps{
-		Processor: convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store}),
+		Processor: convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain, Index: f.store}),
 		Blocked:   f.store,
 		Replay: replayFunc(func(_ context.Context, id string) (replay.Report, error) {
 			f.replayed = append(f.replayed, id)
@@ -105,7 +106,7 @@ func TestOrderProcessorSingleAndBatch(t *testing.T) {
 		t.Fatalf("batch: %d %v", code, out)
 	}
 	o, _ := f.store.Load(context.Background(), "o-1")
-	if o.AppliedSeq != 3 || o.Status != convoy.StatusDeleted || !o.Complete || o.Total() != 1250 || len(o.Parked) != 0 {
+	if o.AppliedSeq != 3 || o.Status != orders.StatusDeleted || !o.Complete || o.Total() != 1250 || len(o.Parked) != 0 {
 		t.Fatalf("order after batch: %+v", o.View())
 	}
 	code, view := f.do(t, "GET", "/api/orders/o-1", nil)
@@ -369,7 +370,7 @@ func TestOrderProcessorRefusesAnAbsurdSeq(t *testing.T) {
 func TestOrderStatusResumesACutDrain(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
+	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain, Index: f.store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
 	if err := f.store.CutDrain(ctx, p, "o-1", 69); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // TestActiveIndexWrittenOnlyWhenNotKnown: the processor writes an order's
@@ -41,14 +42,14 @@ func TestActiveIndexWrittenOnlyWhenNotKnown(t *testing.T) {
 	}
 	const window = 5 * time.Minute
 	newProcessor := func() *convoy.Processor {
-		return convoy.NewProcessor(store, convoy.ProcessorOptions{Now: clock, LagWindow: window, Active: ledgers})
+		return convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Now: clock, LagWindow: window, Active: ledgers})
 	}
 	p := newProcessor()
 	msg := func(seq int64) convoy.Message {
-		tx := convoy.Transaction{OrderID: "o-1", Op: convoy.CreateOrder, Currency: "EUR"}
+		tx := orders.Transaction{OrderID: "o-1", Op: orders.CreateOrder, Currency: "EUR"}
 		if seq > 1 {
 			amount := seq
-			tx = convoy.Transaction{OrderID: "o-1", Op: convoy.AddTransaction, TxID: fmt.Sprintf("t%d", seq), Amount: &amount}
+			tx = orders.Transaction{OrderID: "o-1", Op: orders.AddTransaction, TxID: fmt.Sprintf("t%d", seq), Amount: &amount}
 		}
 		return convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L:%d", seq), Tx: tx, EnqueuedAt: now.Add(-time.Second)}
 	}

@@ -16,42 +16,39 @@ type attempt struct {
 	pending       int        // index in outcomes of the first step not yet committed
 	done          *committed // what the call's commits made durable so far
 	storedBlocked time.Time  // BlockedSince as last committed
-	verify        bool       // look up added txIds too (Order.Lookup)
+	verify        bool       // look up rows guessed absent too (Order.Needs)
 	stop          time.Time  // a drain stops here (zero: never), leaving the rest parked (drainStop)
 }
 
-// lookup reads the stored transaction that deciding m needs, if the order
-// does not know it: a ModifyTransaction's (one point read), or with verify
-// an AddTransaction's.
+// lookup reads the stored rows that deciding m needs and the key does not
+// know (Order.Needs: one point read each), with verify those guessed absent too.
 func (a *attempt) lookup(ctx context.Context, m Message) error {
 	if seq, ok := a.o.ParkedUnknown(m, &a.change); ok {
 		// Beyond the parked window (issue 33): one point read says whether
 		// it is parked already, a duplicate.
 		parked, err := a.p.store.IsParked(ctx, a.o.ID, seq)
 		if err != nil {
-			return fmt.Errorf("read parked seq %d of order %q: %w", seq, a.o.ID, err)
+			return fmt.Errorf("read parked seq %d of %q: %w", seq, a.o.ID, err)
 		}
 		a.o.LearnParked(seq, parked)
 	}
-	txID, ok := a.o.Lookup(m, a.verify)
-	if !ok {
-		return nil
-	}
-	r, found, err := a.p.store.Tx(ctx, a.o.ID, txID)
-	if err != nil {
-		return fmt.Errorf("read transaction %q of order %q: %w", txID, a.o.ID, err)
-	}
-	if found {
-		a.o.Learn(txID, &r)
-	} else {
-		a.o.Learn(txID, nil)
+	for _, ref := range a.o.Needs(m, a.verify) {
+		p, found, err := a.p.store.Row(ctx, a.o.ID, ref)
+		if err != nil {
+			return fmt.Errorf("read row %s/%s of %q: %w", ref.Collection, ref.ID, a.o.ID, err)
+		}
+		a.o.Learn(ref, p, found)
 	}
 	return nil
 }
 
-func (p *Processor) begin(o *Order, done *committed) *attempt {
+// begin starts an attempt on o, bound to the processor's domain.
+func (p *Processor) begin(o *Order, done *committed) (*attempt, error) {
 	o.lagWindow = p.lag
-	return &attempt{p: p, o: o, done: done, storedBlocked: o.BlockedSince}
+	if _, err := o.Bind(p.domain); err != nil {
+		return nil, err
+	}
+	return &attempt{p: p, o: o, done: done, storedBlocked: o.BlockedSince}, nil
 }
 
 // fail ends an attempt that failed: what its commits made durable stays in
@@ -101,9 +98,9 @@ func (a *attempt) drain(ctx context.Context) error {
 				return err
 			}
 		}
-		out, ok := a.o.DrainNext(a.p.now(), &a.change)
-		if !ok {
-			return nil
+		out, ok, err := a.o.DrainNext(a.p.now(), &a.change)
+		if err != nil || !ok {
+			return err
 		}
 		a.outcomes = append(a.outcomes, out)
 	}
@@ -126,7 +123,7 @@ func (a *attempt) nextPage(ctx context.Context) error {
 // makeRoom commits early when one more step might not fit; each commit is a
 // consistent prefix of the work, so a failure after it loses nothing.
 func (a *attempt) makeRoom(ctx context.Context) error {
-	if a.change.hasRoom() {
+	if a.change.hasRoom(budget(a.p.domain)) {
 		return nil
 	}
 	return a.commit(ctx)

@@ -1,77 +1,66 @@
 package convoy
 
-// MaxChangeRecords is how many records (besides the order's head and the
+import "github.com/convoy-dev/convoy/handler/keyed"
+
+// MaxChangeRecords is how many records (besides the key's head and the
 // commit marker) one atomic commit may touch: a Table Storage entity-group
 // transaction holds at most 100 operations.
 const MaxChangeRecords = 98
 
-// TxRecords is how many records one transaction takes: its row in the order
-// added and its row by txId (the point read of Store.Tx).
-const TxRecords = 2
+// MaxChangeBytes is how many bytes (keyed.Props.WireSize) the records of one
+// commit may take: an entity-group transaction holds 4 MiB, of which the
+// head and the operations' own lines take the rest.
+const MaxChangeBytes = 3 << 20
 
-// maxStepRecords is the most records one Receive or DrainNext adds to a Change
-// (an unpark plus a transaction or a rejection, or a park).
-const maxStepRecords = 1 + TxRecords
-
-// Change is what one commit writes, besides the order's scalar state (its
+// Change is what one commit writes, besides the key's scalar state (its
 // head): records keyed so that touching one twice in a commit writes it once.
 type Change struct {
-	Tx         map[string]TxWrite // transactions added or modified, by txId
-	Rejections []Rejection        // new rejections
-	Park       map[int64]Message  // messages to park, by seq
-	Unpark     map[int64]bool     // parked messages consumed, by seq
-	changed    bool               // the head changed too (every step but a duplicate)
-}
-
-// TxWrite is one transaction a commit writes. Added: a new transaction,
-// whose records the commit inserts, failing whole (ErrConflict) if its txId
-// exists already; else a modification of a stored one: its amount replaced,
-// and its data when Data is not nil (nil keeps the stored data).
-type TxWrite struct {
-	TxRecord
-	Added bool
+	Writes     []keyed.Write     // rows of the domain's collections, in the order first written
+	Rejections []Rejection       // new rejections
+	Park       map[int64]Message // messages to park, by seq
+	Unpark     map[int64]bool    // parked messages consumed, by seq
+	changed    bool              // the head changed too (every step but a duplicate)
+	bytes      int               // the records' WireSize
 }
 
 // Records is how many records the change touches.
 func (c *Change) Records() int {
-	return TxRecords*len(c.Tx) + len(c.Rejections) + len(c.Park) + len(c.Unpark)
+	return len(c.Writes) + len(c.Rejections) + len(c.Park) + len(c.Unpark)
 }
+
+// Bytes is about how many bytes the change's records take in a commit.
+func (c *Change) Bytes() int { return c.bytes }
 
 // Empty reports whether committing c would change nothing.
 func (c *Change) Empty() bool { return !c.changed }
 
-// hasRoom reports whether one more step fits in this commit.
-func (c *Change) hasRoom() bool { return c.Records()+maxStepRecords <= MaxChangeRecords }
-
-func (c *Change) addTx(r TxRecord) {
-	if c.Tx == nil {
-		c.Tx = map[string]TxWrite{}
-	}
-	c.Tx[r.TxID] = TxWrite{TxRecord: r, Added: true}
+// hasRoom reports whether one more step of d's budget fits in this commit:
+// an unpark and its writes, or a rejection, or a park.
+func (c *Change) hasRoom(b keyed.Budget) bool {
+	return c.Records()+1+b.Writes <= MaxChangeRecords && c.bytes+b.Bytes+b.ParkedBytes+rejectionBytes <= MaxChangeBytes
 }
 
-// modifyTx replaces a transaction's amount (and data, if r has some); a
-// transaction added in the same commit stays an addition.
-func (c *Change) modifyTx(r TxRecord) {
-	if c.Tx == nil {
-		c.Tx = map[string]TxWrite{}
+// rejectionBytes bounds a rejection row's WireSize (its reason and tag are cut: reject).
+const rejectionBytes = 16 << 10
+
+// write adds a decision's write: a row written twice in a commit is written
+// once, an insert merged with what follows it staying an insert.
+func (c *Change) write(w keyed.Write) {
+	c.bytes += w.Props.WireSize()
+	for i, prev := range c.Writes {
+		if prev.Ref == w.Ref {
+			c.Writes[i].Props = prev.Props.Merge(w.Props)
+			return
+		}
 	}
-	w, ok := c.Tx[r.TxID]
-	if !ok {
-		c.Tx[r.TxID] = TxWrite{TxRecord: r}
-		return
-	}
-	w.Amount = r.Amount
-	if r.Data != nil {
-		w.Data = r.Data
-	}
-	c.Tx[r.TxID] = w
+	c.Writes = append(c.Writes, w)
 }
 
 func (c *Change) park(m Message) {
 	if c.Park == nil {
 		c.Park = map[int64]Message{}
 	}
+	c.bytes += m.Stored.WireSize()
 	c.Park[m.Seq] = m
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // A processor applies each order's messages in seq order, whatever order
@@ -13,9 +14,9 @@ import (
 // no effect.
 func ExampleProcessor() {
 	ctx := context.Background()
-	p := convoy.NewProcessor(memstore.New(), convoy.ProcessorOptions{})
+	p := convoy.NewProcessor(memstore.New(), convoy.ProcessorOptions{Domain: orders.Domain})
 	amount := func(n int64) *int64 { return &n }
-	deliver := func(seq int64, tx convoy.Transaction) {
+	deliver := func(seq int64, tx orders.Transaction) {
 		tx.OrderID = "o-1"
 		res, err := p.Process(ctx, "o-1", []convoy.Message{{Seq: seq, Tx: tx}})
 		if err != nil {
@@ -25,10 +26,10 @@ func ExampleProcessor() {
 			fmt.Println(out)
 		}
 	}
-	deliver(2, convoy.Transaction{Op: convoy.AddTransaction, TxID: "t-1", Amount: amount(1250)})
-	deliver(1, convoy.Transaction{Op: convoy.CreateOrder, Currency: "EUR"})
-	deliver(2, convoy.Transaction{Op: convoy.AddTransaction, TxID: "t-1", Amount: amount(1250)})
-	deliver(3, convoy.Transaction{Op: convoy.ModifyTransaction, TxID: "t-9", Amount: amount(1)})
+	deliver(2, orders.Transaction{Op: orders.AddTransaction, TxID: "t-1", Amount: amount(1250)})
+	deliver(1, orders.Transaction{Op: orders.CreateOrder, Currency: "EUR"})
+	deliver(2, orders.Transaction{Op: orders.AddTransaction, TxID: "t-1", Amount: amount(1250)})
+	deliver(3, orders.Transaction{Op: orders.ModifyTransaction, TxID: "t-9", Amount: amount(1)})
 	// Output:
 	// seq 2 parked
 	// seq 1 applied

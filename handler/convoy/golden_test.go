@@ -9,6 +9,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/golden"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // goldenMessage is an order message as the publisher and replay hand it to
@@ -31,7 +32,7 @@ type goldenTyped struct {
 
 // TestGoldenMessages (issue 43's compatibility goldens, written on the code
 // before the engine was taken apart from the order fold): the order
-// messages convoy.NewOrderMessage builds for each op, with and without
+// messages orders.NewOrderMessage builds for each op, with and without
 // data (data with characters json.Marshal would escape), with the last
 // flag and with a trace context, as testdata/golden/messages.json: session
 // id, message id, content type, application properties (name, Go type,
@@ -44,20 +45,20 @@ func TestGoldenMessages(t *testing.T) {
 		seq    int64
 		last   bool
 		traced bool
-		tx     convoy.Transaction
+		tx     orders.Transaction
 	}{
-		{0, 1, false, false, convoy.Transaction{OrderID: "o-1", Op: convoy.CreateOrder, Currency: "EUR"}},
-		{1, 2, false, false, convoy.Transaction{OrderID: "o-1", Op: convoy.CreateOrder, Currency: "EUR", Data: json.RawMessage(`{"customer":"c-1","note":"<a & b> \u2028 é ` + "\u2028" + `"}`)}},
-		{2, 3, false, false, convoy.Transaction{OrderID: "o-1", Op: convoy.AddTransaction, TxID: "t-1", Amount: amount(1250)}},
-		{3, 4, false, true, convoy.Transaction{OrderID: "o-1", Op: convoy.AddTransaction, TxID: "t-2", Amount: amount(-7), Data: json.RawMessage(`{"sku":"s-1","q":"\"x\""}`)}},
-		{4, 5, false, false, convoy.Transaction{OrderID: "o-1", Op: convoy.ModifyTransaction, TxID: "t-1", Amount: amount(0)}},
-		{5, 6, false, false, convoy.Transaction{OrderID: "o-1", Op: convoy.ModifyTransaction, TxID: "t-1", Amount: amount(1200), Data: json.RawMessage(`{"sku":"s-2"}`)}},
-		{6, 7, true, false, convoy.Transaction{OrderID: "o-1", Op: convoy.DeleteOrder}},
-		{7, 200, true, true, convoy.Transaction{OrderID: "o-1", Op: convoy.DeleteOrder, Data: json.RawMessage(`{"why":"closed"}`)}},
+		{0, 1, false, false, orders.Transaction{OrderID: "o-1", Op: orders.CreateOrder, Currency: "EUR"}},
+		{1, 2, false, false, orders.Transaction{OrderID: "o-1", Op: orders.CreateOrder, Currency: "EUR", Data: json.RawMessage(`{"customer":"c-1","note":"<a & b> \u2028 é ` + "\u2028" + `"}`)}},
+		{2, 3, false, false, orders.Transaction{OrderID: "o-1", Op: orders.AddTransaction, TxID: "t-1", Amount: amount(1250)}},
+		{3, 4, false, true, orders.Transaction{OrderID: "o-1", Op: orders.AddTransaction, TxID: "t-2", Amount: amount(-7), Data: json.RawMessage(`{"sku":"s-1","q":"\"x\""}`)}},
+		{4, 5, false, false, orders.Transaction{OrderID: "o-1", Op: orders.ModifyTransaction, TxID: "t-1", Amount: amount(0)}},
+		{5, 6, false, false, orders.Transaction{OrderID: "o-1", Op: orders.ModifyTransaction, TxID: "t-1", Amount: amount(1200), Data: json.RawMessage(`{"sku":"s-2"}`)}},
+		{6, 7, true, false, orders.Transaction{OrderID: "o-1", Op: orders.DeleteOrder}},
+		{7, 200, true, true, orders.Transaction{OrderID: "o-1", Op: orders.DeleteOrder, Data: json.RawMessage(`{"why":"closed"}`)}},
 	}
 	var out []goldenMessage
 	for _, c := range cases {
-		m, err := convoy.NewOrderMessage("L-golden-1", c.index, c.seq, c.last, c.tx)
+		m, err := orders.NewOrderMessage("L-golden-1", c.index, c.seq, c.last, c.tx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,11 +66,11 @@ func TestGoldenMessages(t *testing.T) {
 			m.TraceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 			m.DiagnosticID = m.TraceParent
 		}
-		body, err := convoy.EncodeBody(c.tx)
+		body, err := orders.EncodeBody(c.tx)
 		if err != nil || !bytes.Equal(body, m.Body) {
 			t.Fatalf("EncodeBody %s, %v; the message's body %s", body, err, m.Body)
 		}
-		decoded, err := convoy.DecodeBody(m.Body)
+		decoded, err := orders.DecodeBody(m.Body)
 		if err != nil || !reflect.DeepEqual(decoded, c.tx) {
 			t.Fatalf("DecodeBody(%s) = %+v, %v; want %+v", m.Body, decoded, err, c.tx)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // parkedTail parks seqs 2..n of order o-1 (created by nothing yet): seq 1 is
@@ -32,7 +33,7 @@ func parkedTail(t *testing.T, p *convoy.Processor, n int64) {
 func TestSkipCutMidDrainNeverSkipsAReceivedSeq(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New()
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
 	parkedTail(t, p, 69) // 68 parked: their drain takes three commits
 	failCommit(store, 2)
 	res, _, err := p.Skip(ctx, "o-1", 1)
@@ -71,7 +72,7 @@ func TestSkipCutMidDrainNeverSkipsAReceivedSeq(t *testing.T) {
 func TestResumeDrainsACutDrain(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New()
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
 	// Seq 1 arrives on its last delivery; the drain's second commit fails.
 	if err := store.CutDrain(ctx, p, "o-1", 69); err != nil {
 		t.Fatal(err)
@@ -93,7 +94,7 @@ func TestResumeDrainsACutDrain(t *testing.T) {
 func TestSkipRetriedAfterLostReply(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New()
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
 	parkedTail(t, p, 3)
 	lost := false
 	store.LoseReply = func(string) bool { was := lost; lost = true; return !was }
@@ -119,8 +120,8 @@ func TestSkipRetriedAfterLostReply(t *testing.T) {
 func TestStaleConfirmIsVerified(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New()
-	a := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store})
-	b := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store})
+	a := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store})
+	b := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store})
 	parkedTail(t, a, 2)
 	o, _ := store.Load(ctx, "o-1")
 	since, version := o.BlockedSince, o.Version
@@ -155,7 +156,7 @@ func TestStaleConfirmIsVerified(t *testing.T) {
 // and the skip stands.
 func TestSkipDrainStopsBeforeTheDeadline(t *testing.T) {
 	store := memstore.New()
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store})
 	parkedTail(t, p, 300)
 	slow := 0
 	store.Fail = func(op, _ string) error {
@@ -208,7 +209,7 @@ func assertOnlySkipped(t *testing.T, store *memstore.Store, orderID string, seqs
 func TestCopyOfACutDrainsHeadDrainsFirst(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New()
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
 	if err := store.CutDrain(ctx, p, "o-1", 69); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func TestSkipWhoseDrainStopsAtOnceRefusesTheParkedHead(t *testing.T) {
 	store := memstore.New()
 	deadline := time.Now().Add(time.Hour)
 	now := deadline.Add(-4 * time.Second) // the drain's stop: a second before the deadline
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1},
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1},
 		Now: func() time.Time { return now }})
 	if err := store.CutDrain(ctx, p, "o-1", 69); err != nil {
 		t.Fatal(err)
@@ -281,7 +282,7 @@ func TestOrderListedOnceWithAStaleConfirm(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New()
 	clock := t0
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store,
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store,
 		Now: func() time.Time { clock = clock.Add(time.Second); return clock }}) // each block its own key
 	parkedTail(t, p, 2) // seq 2 parked behind seq 1: blocked
 	o, _ := store.Load(ctx, "o-1")

@@ -1,15 +1,13 @@
 package convoy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 // The order message format (docs/contract.md, "Order message"): one place that
@@ -50,12 +48,22 @@ func IntProperty(v any) (int64, bool) {
 	return 0, false
 }
 
-// Message is one order message as the processor sees it.
+// Message is one message of a key as the processor sees it.
 type Message struct {
 	Seq       int64
 	Last      bool
 	MessageID string
-	Tx        Transaction
+	// Command is the domain's command (keyed.Rules' C) as read from the
+	// message's body; nil for a parked message read back from the store,
+	// whose command is Stored until decoded.
+	Command any
+	// Stored is the command as its parked row keeps it
+	// (keyed.Rules.EncodeCommand), once parked.
+	Stored keyed.Props
+	// Oversize says why the command was parked without its properties:
+	// they took more than its domain's ParkedBytes. Its turn rejects it
+	// with that reason. "" for every other message.
+	Oversize string
 	// EnqueuedAt is when Service Bus enqueued it (its critical time starts
 	// there); TraceParent the trace context it carried (W3C traceparent,
 	// handler/tracing). Kept with a parked message, so that it is applied
@@ -63,25 +71,6 @@ type Message struct {
 	// unknown.
 	EnqueuedAt  time.Time
 	TraceParent string
-}
-
-// body wraps the transaction so that no top-level body field can shadow
-// trigger metadata (the host copies a JSON body's top-level fields into Metadata).
-type body struct {
-	Transaction *Transaction `json:"transaction"`
-}
-
-// EncodeBody returns the message body for t: compact JSON, without the HTML
-// escaping of json.Marshal (which would turn each '<', '>', '&', U+2028 and
-// U+2029 of data into six bytes), with no trailing newline.
-func EncodeBody(t Transaction) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(body{Transaction: &t}); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // OrderMessage is one order message as it is sent to the orders queue
@@ -104,16 +93,6 @@ const (
 	PropTraceParent  = "traceparent"
 	PropDiagnosticID = "Diagnostic-Id"
 )
-
-// NewOrderMessage returns the message of the index-th transaction of a
-// ledger, given its seq.
-func NewOrderMessage(ledgerID string, index int, seq int64, last bool, t Transaction) (OrderMessage, error) {
-	b, err := EncodeBody(t)
-	if err != nil {
-		return OrderMessage{}, fault.Wrap(fault.Internal, err, "encode message body")
-	}
-	return OrderMessage{SessionID: t.OrderID, MessageID: MessageID(ledgerID, index), LedgerID: ledgerID, Seq: seq, Last: last, Body: b}, nil
-}
 
 // Properties returns the message's application properties.
 func (m OrderMessage) Properties() map[string]any {
@@ -200,26 +179,6 @@ func amqpLong(n int64) int {
 	return 9
 }
 
-// maxSizeSeq is the seq that gives a message its largest size, to measure a
-// transaction's message before its seq is known (exact for any seq ≥ 128).
-const maxSizeSeq = int64(1) << 62
-
-// measureTraceParent stands for the trace context the sender stamps on a
-// message (a version 00 traceparent is always 55 characters).
-const measureTraceParent = "00-00000000000000000000000000000000-0000000000000000-00"
-
-// MeasureTransaction returns the size on the queue of the message that will
-// carry the index-th transaction of ledger ledgerID, whatever its seq, with
-// the trace context the sender stamps on it.
-func MeasureTransaction(ledgerID string, index int, last bool, t Transaction) (int, error) {
-	m, err := NewOrderMessage(ledgerID, index, maxSizeSeq, last, t)
-	if err != nil {
-		return 0, err
-	}
-	m.TraceParent, m.DiagnosticID = measureTraceParent, measureTraceParent
-	return m.Size(), nil
-}
-
 // Sender sends order messages in batches sized to the entity's limit.
 // Implementation: servicebus (azservicebus), in Azure and against the local emulation alike.
 type Sender interface {
@@ -236,41 +195,3 @@ type Batch interface {
 
 // ErrBatchFull: the message does not fit in the batch.
 var ErrBatchFull = errors.New("batch full")
-
-// DecodeBody parses and validates an order message body, as ReadTransaction
-// reads a transaction: unknown fields, at either level, a key written twice
-// or in other letter case, a quoted amount, bytes that are not UTF-8 are
-// errors. A foreign or mistyped message must not pass.
-func DecodeBody(data []byte) (Transaction, error) {
-	const notBody = "message body is not {\"transaction\": {…}}"
-	members, err := Members(data)
-	if err != nil {
-		return Transaction{}, fault.Wrap(fault.Invalid, err, notBody)
-	}
-	var raw json.RawMessage
-	for _, m := range members {
-		if m.Key != "transaction" {
-			return Transaction{}, fault.Errorf(fault.Invalid, "%s: unknown field %s", notBody, Quote(m.Key))
-		}
-		if raw != nil {
-			return Transaction{}, fault.Errorf(fault.Invalid, "%s: field \"transaction\" appears twice", notBody)
-		}
-		raw = m.Value
-	}
-	if raw == nil || string(bytes.TrimSpace(raw)) == "null" {
-		return Transaction{}, fault.Errorf(fault.Invalid, "message body has no transaction")
-	}
-	t, _, problems := ReadTransaction(0, raw)
-	if len(problems) > 0 {
-		return Transaction{}, &fault.Error{Code: fault.Invalid, Message: "message transaction is invalid: " + describe(problems), Problems: problems}
-	}
-	return t, nil
-}
-
-func describe(ps []fault.Problem) string {
-	parts := make([]string, len(ps))
-	for i, p := range ps {
-		parts[i] = strings.TrimSpace(p.Field + " " + p.Reason)
-	}
-	return strings.Join(parts, "; ")
-}

@@ -13,18 +13,19 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/internal/convoytest"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 func TestBodyRoundTrip(t *testing.T) {
-	tx := convoy.Transaction{OrderID: "o-1", Op: convoy.AddTransaction, TxID: "t-1", Amount: amt(-5), Data: json.RawMessage(`{"note":"x"}`)}
-	body, err := convoy.EncodeBody(tx)
+	tx := orders.Transaction{OrderID: "o-1", Op: orders.AddTransaction, TxID: "t-1", Amount: amt(-5), Data: json.RawMessage(`{"note":"x"}`)}
+	body, err := orders.EncodeBody(tx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.HasPrefix(body, []byte(`{"transaction":{`)) {
 		t.Fatalf("body %s is not wrapped", body)
 	}
-	got, err := convoy.DecodeBody(body)
+	got, err := orders.DecodeBody(body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestBodyRoundTrip(t *testing.T) {
 // each of these characters six bytes and the message larger than measured.
 func TestBodyNotHTMLEscaped(t *testing.T) {
 	data := "{\"html\":\"<b>&</b>\u2028\u2029\"}"
-	body, err := convoy.EncodeBody(convoy.Transaction{OrderID: "o-1", Op: convoy.DeleteOrder, Data: json.RawMessage(data)})
+	body, err := orders.EncodeBody(orders.Transaction{OrderID: "o-1", Op: orders.DeleteOrder, Data: json.RawMessage(data)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestDecodeBodyRejects(t *testing.T) {
 		{`{"orderId":"o-1","op":"DeleteOrder"}`, ""},                                   // not wrapped
 		{`{"transaction":null}`, ""},
 	} {
-		_, err := convoy.DecodeBody([]byte(tc.body))
+		_, err := orders.DecodeBody([]byte(tc.body))
 		if fault.CodeOf(err) != fault.Invalid {
 			t.Errorf("DecodeBody(%s) = %v, want an invalid-input error", tc.body, err)
 			continue
@@ -80,13 +81,13 @@ func TestValidateBoundsAmounts(t *testing.T) {
 		ok     bool
 	}{{1e15, true}, {-1e15, true}, {0, true}, {1e15 + 1, false}, {-1e15 - 1, false},
 		{9223372036854775807, false}, {-9223372036854775808, false}} {
-		tx := convoy.Transaction{OrderID: "o-1", Op: convoy.AddTransaction, TxID: "t-1", Amount: amt(tc.amount)}
+		tx := orders.Transaction{OrderID: "o-1", Op: orders.AddTransaction, TxID: "t-1", Amount: amt(tc.amount)}
 		ps := tx.Validate(0)
 		if ok := len(ps) == 0; ok != tc.ok || (!ok && ps[0].Field != "amount") {
 			t.Errorf("amount %d: problems %+v, want valid=%v", tc.amount, ps, tc.ok)
 		}
 		body := fmt.Sprintf(`{"transaction":{"orderId":"o-1","op":"ModifyTransaction","txId":"t","amount":%d}}`, tc.amount)
-		if _, err := convoy.DecodeBody([]byte(body)); (err == nil) != tc.ok {
+		if _, err := orders.DecodeBody([]byte(body)); (err == nil) != tc.ok {
 			t.Errorf("DecodeBody with amount %d: %v, want valid=%v", tc.amount, err, tc.ok)
 		}
 	}
@@ -94,16 +95,16 @@ func TestValidateBoundsAmounts(t *testing.T) {
 
 func TestValidateBoundsData(t *testing.T) {
 	data := func(n int) json.RawMessage { return json.RawMessage(`{"x":"` + strings.Repeat("a", n-8) + `"}`) }
-	if ps := (convoy.Transaction{OrderID: "o-1", Op: convoy.DeleteOrder, Data: data(4096)}).Validate(0); len(ps) != 0 {
+	if ps := (orders.Transaction{OrderID: "o-1", Op: orders.DeleteOrder, Data: data(4096)}).Validate(0); len(ps) != 0 {
 		t.Fatalf("4096 bytes of data: %+v", ps)
 	}
-	if ps := (convoy.Transaction{OrderID: "o-1", Op: convoy.DeleteOrder, Data: data(4097)}).Validate(0); len(ps) != 1 || ps[0].Field != "data" {
+	if ps := (orders.Transaction{OrderID: "o-1", Op: orders.DeleteOrder, Data: data(4097)}).Validate(0); len(ps) != 1 || ps[0].Field != "data" {
 		t.Fatalf("4097 bytes of data: %+v", ps)
 	}
 }
 
 func TestValidateNamesEveryProblem(t *testing.T) {
-	ps := convoy.Transaction{OrderID: strings.Repeat("x", 101), Op: convoy.ModifyTransaction}.Validate(7)
+	ps := orders.Transaction{OrderID: strings.Repeat("x", 101), Op: orders.ModifyTransaction}.Validate(7)
 	fields := map[string]bool{}
 	for _, p := range ps {
 		if p.Index != 7 {
@@ -134,7 +135,7 @@ func FuzzDecodeBody(f *testing.F) {
 	f.Add([]byte(`{"transaction":{"orderId":"o","op":"DeleteOrder","data":{"a":[{"b":1,"b":2}]}}}`))
 	f.Add([]byte("{\"transaction\":{\"orderId\":\"o\",\"op\":\"DeleteOrder\",\"data\":{\"note\":\"caf\xe9\"}}}"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		tx, err := convoy.DecodeBody(body)
+		tx, err := orders.DecodeBody(body)
 		if err != nil {
 			if fault.CodeOf(err) != fault.Invalid {
 				t.Fatalf("error of class %s: %v", fault.CodeOf(err), err)
@@ -170,11 +171,11 @@ func FuzzDecodeBody(f *testing.F) {
 		if tx.Amount != nil && (*tx.Amount > 1e15 || *tx.Amount < -1e15) {
 			t.Fatalf("decoded amount %d, beyond 10^15", *tx.Amount)
 		}
-		again, err := convoy.EncodeBody(tx)
+		again, err := orders.EncodeBody(tx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tx2, err := convoy.DecodeBody(again)
+		tx2, err := orders.DecodeBody(again)
 		if err != nil || tx2.OrderID != tx.OrderID || tx2.Op != tx.Op || tx2.TxID != tx.TxID || (tx.Amount == nil) != (tx2.Amount == nil) {
 			t.Fatalf("re-encoded body %s decodes to %+v, %v", again, tx2, err)
 		}

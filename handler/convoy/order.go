@@ -2,67 +2,47 @@ package convoy
 
 import (
 	"cmp"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"time"
+	"unicode/utf8"
+
+	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
-// Status is an order's lifecycle state.
-type Status string
-
-const (
-	StatusNew     Status = "new"
-	StatusOpen    Status = "open"
-	StatusDeleted Status = "deleted"
-)
-
-// Rejection reasons that callers may rely on.
+// ReasonSequenceComplete and ReasonSkipped are rejection reasons that
+// callers may rely on.
 const (
 	ReasonSequenceComplete = "sequence complete"
 	ReasonSkipped          = "skipped by operator"
 )
 
-// TxEntry is one transaction held by an order, in the order it was added.
-type TxEntry struct {
-	TxID   string          `json:"txId"`
-	Amount int64           `json:"amount"`
-	Data   json.RawMessage `json:"data,omitempty"` // of the AddTransaction, or of the latest ModifyTransaction that carried data
-}
+// Rejection records a seq that was consumed without effect: a command its
+// rules rejected, or a seq an operator skipped (its message never read: Tag
+// is the domain's Tag of the zero command).
+type Rejection = keyed.Rejected
 
-// Rejection records a transaction that broke a business rule: it consumed its
-// seq but had no effect. A seq skipped by an operator has no Op: its message
-// was never read (the answer leaves "op" out rather than show it empty).
-type Rejection struct {
-	Seq    int64  `json:"seq"`
-	Op     Op     `json:"op,omitempty"`
-	TxID   string `json:"txId,omitempty"`
-	Reason string `json:"reason"`
-}
-
-// TxRecord is one stored transaction: its position (0 for the first one
-// added, then 1, 2, …) and its entry.
-type TxRecord struct {
-	Position int64
-	TxEntry
-}
-
-// Order is the state one message needs (issue 27): the head (the fold's
-// figures, the checkpoint AppliedSeq, the version) and the lowest of the
-// messages parked behind a gap (issue 33: parked.go). Its history (transactions, rejections) stays in the store,
-// read a page at a time (History, ReadView); the few transactions the order
-// has looked up or written lately are remembered, at most maxKnown of them
-// between calls, so that what an order holds does not grow with its history.
+// Order is the state of one key (an order, an account, a device) as one
+// message needs it (issue 27): the engine's head (AppliedSeq, the version,
+// the parked figures, critical times), the domain's state, and the lowest of
+// the messages parked behind a gap (issue 33: parked.go). Its history (the
+// domain's collections, rejections) stays in the store, read a page at a
+// time; the few rows the key has read or written lately are remembered, at
+// most maxKnown of them between calls (rows.go), so that what a key holds
+// does not grow with its history.
 type Order struct {
-	ID          string
-	Status      Status
-	Complete    bool
-	Currency    string
-	Data        json.RawMessage // of the CreateOrder, or of a DeleteOrder that carried data
-	AppliedSeq  int64           // highest seq applied or rejected; all below it are too
-	TotalAmount int64           // sum of the transactions' amounts
-	TxCount     int64           // transactions added so far: the next one's position
+	ID       string
+	Complete bool // a message marked last was applied: the sequence has ended
+	// State is the domain's state of the key (keyed.Rules' S), nil until
+	// decoded from StateProps (Decode).
+	State any
+	// StateProps is State as stored (keyed.Rules.EncodeState): what the
+	// store writes into the head beside the engine's own properties.
+	StateProps   keyed.Props
+	StateVersion int   // the version StateProps was written at (0: never written)
+	AppliedSeq   int64 // highest seq applied or rejected; all below it are too
 	// Parked holds the lowest parked messages, the window: all of them
 	// when ParkedCount says so, else at most ParkedPageSize (and
 	// ParkedWindowBytes), the rest read a page at a time as a drain
@@ -79,87 +59,86 @@ type Order struct {
 	// rejected, or a seq skipped): the head's progress, which the lag's
 	// status is judged by (Lag). Zero for a head written before it was kept.
 	AppliedAt time.Time
-	// Crit holds the critical times of its recently applied transactions.
+	// Crit holds the critical times of its recently applied messages.
 	Crit CriticalTimes
-	// Version counts the order's commits; it is the store's compare-and-swap
-	// token. 0 means the order has no stored state.
+	// Version counts the key's commits; it is the store's compare-and-swap
+	// token. 0 means the key has no stored state.
 	Version int64
 
-	lagWindow time.Duration      // Crit's window (ProcessorOptions.LagWindow)
-	known     map[string]knownTx // transactions looked up or written: a bounded working set
-	present   int64              // entries of known that are present: all TxCount of them means known is the whole list
-	tick      uint64             // recency clock of known
-	window    parkedWindow       // what it knows of the parked messages beyond Parked
+	domain    keyed.Domain  // its rules (Bind)
+	lagWindow time.Duration // Crit's window (ProcessorOptions.LagWindow)
+	rows      knownRows     // rows looked up or written: a bounded working set
+	window    parkedWindow  // what it knows of the parked messages beyond Parked
 }
 
-// knownTx is what the order knows of one txId: absent, or present at a
-// position with an amount.
-type knownTx struct {
-	present bool
-	pos     int64
-	amount  int64
-	used    uint64
-}
-
-// maxKnown is how many known transactions an order keeps between calls (the
-// most recently used): enough for a ModifyTransaction that follows its
-// AddTransaction closely to need no read, a constant whatever the history.
-const maxKnown = 32
-
-// NewOrder returns the state of an order nothing has happened to.
+// NewOrder returns the state of a key nothing has happened to.
 func NewOrder(id string) *Order {
-	return &Order{ID: id, Status: StatusNew, Parked: map[int64]Message{}}
+	return &Order{ID: id, Parked: map[int64]Message{}}
 }
 
-// Total is the sum of the transactions' amounts.
-func (o *Order) Total() int64 { return o.TotalAmount }
-
-// Knows reports whether the order knows whether txID exists (it has looked
-// it up, or written it): deciding a ModifyTransaction needs it.
-func (o *Order) Knows(txID string) bool {
-	_, ok := o.known[txID]
-	return ok
+// Bind gives o its domain's rules and decodes its state (Decode): the
+// processor binds every key it loads; a store's Load leaves it unbound.
+func (o *Order) Bind(d keyed.Domain) (*Order, error) {
+	o.domain = d
+	if o.State != nil {
+		return o, nil
+	}
+	return o, o.Decode()
 }
 
-// Learn records what the store holds of txID: r, or nothing (r nil).
-func (o *Order) Learn(txID string, r *TxRecord) {
-	if r == nil {
-		o.remember(txID, knownTx{})
-		return
+// Decode sets State from StateProps, upgrading the state of an older
+// version (a key nothing has happened to decodes from no properties).
+func (o *Order) Decode() error {
+	version := o.StateVersion
+	if version == 0 {
+		version = o.domain.Version()
 	}
-	o.remember(txID, knownTx{present: true, pos: r.Position, amount: r.Amount})
+	s, err := o.domain.DecodeState(version, o.StateProps)
+	if err != nil {
+		return fault.Wrap(fault.Internal, err, fmt.Sprintf("decode the state of %q", o.ID))
+	}
+	o.State = s
+	return nil
 }
 
-func (o *Order) remember(txID string, k knownTx) {
-	if o.known == nil {
-		o.known = map[string]knownTx{}
-	}
-	o.tick++
-	k.used = o.tick
-	if k.present && !o.known[txID].present {
-		o.present++
-	}
-	o.known[txID] = k
+// Head is the engine's head of o, as a domain's View shows it.
+func (o *Order) Head() keyed.Head {
+	return keyed.Head{ID: o.ID, Complete: o.Complete, AppliedSeq: o.AppliedSeq, Parked: o.ParkedCount,
+		MissingSeq: o.MissingSeq(), BlockedSince: o.BlockedSince, UpdatedAt: o.UpdatedAt}
 }
 
-// knowsAll reports whether the order knows every transaction it has (it
-// wrote them all, or looked them all up): a txId it does not know is absent.
-func (o *Order) knowsAll() bool { return o.present >= o.TxCount }
-
-// Lookup returns the txId whose stored record deciding m would need and the
-// order does not know, if any: that of a ModifyTransaction (its amount and
-// position), and with adds, that of an AddTransaction too (which the commit
-// otherwise checks: it inserts the txId, and fails if it exists).
-func (o *Order) Lookup(m Message, adds bool) (string, bool) {
-	if m.Seq != o.AppliedSeq+1 || o.Complete || o.Status != StatusOpen {
-		return "", false
+// Needs returns the rows that deciding m would need and o does not know, if
+// m is next in sequence: those it reads, and with verify those it guessed
+// absent too (the commit otherwise checks them: it inserts the row, and
+// fails if it exists).
+func (o *Order) Needs(m Message, verify bool) []keyed.RowRef {
+	if m.Seq != o.AppliedSeq+1 || o.Complete {
+		return nil
 	}
-	switch t := m.Tx; {
-	case t.Op == ModifyTransaction, t.Op == AddTransaction && adds:
-		return t.TxID, !o.Knows(t.TxID) && !o.knowsAll()
+	cmd, err := o.command(m)
+	if err != nil {
+		return nil
 	}
-	return "", false
+	n := o.domain.Needs(o.State, cmd)
+	o.rows.lookedUp(n)
+	var refs []keyed.RowRef
+	for _, ref := range n.Read {
+		if !o.rows.knows(ref) {
+			refs = append(refs, ref)
+		}
+	}
+	if verify {
+		for _, ref := range n.Absent {
+			if !o.rows.knows(ref) {
+				refs = append(refs, ref)
+			}
+		}
+	}
+	return refs
 }
+
+// Learn records what the store holds of ref: p, or nothing (found false).
+func (o *Order) Learn(ref keyed.RowRef, p keyed.Props, found bool) { o.rows.learn(ref, p, found) }
 
 // NextParked returns the parked message that is next in sequence, if it is
 // in the window (when it has run out, NextPage says where the next page starts).
@@ -168,21 +147,9 @@ func (o *Order) NextParked() (Message, bool) {
 	return m, ok
 }
 
-// Forget keeps the maxKnown most recently used known transactions: called
-// between calls, when nothing uncommitted depends on the others.
-func (o *Order) Forget() {
-	if len(o.known) <= maxKnown {
-		return
-	}
-	ids := slices.Collect(maps.Keys(o.known))
-	slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(o.known[b].used, o.known[a].used) })
-	for _, id := range ids[maxKnown:] {
-		if o.known[id].present {
-			o.present--
-		}
-		delete(o.known, id)
-	}
-}
+// Forget keeps the maxKnown most recently used known rows: called between
+// calls, when nothing uncommitted depends on the others.
+func (o *Order) Forget() { o.rows.forget() }
 
 // MissingSeq is the seq the order waits for when messages are parked, else 0.
 func (o *Order) MissingSeq() int64 {
@@ -192,14 +159,15 @@ func (o *Order) MissingSeq() int64 {
 	return o.AppliedSeq + 1
 }
 
-// Clone returns a deep copy of o.
+// Clone returns a deep copy of o (its State is a value the rules never
+// modify in place).
 func (o *Order) Clone() *Order {
 	c := *o
 	c.Parked = maps.Clone(o.Parked)
 	if c.Parked == nil {
 		c.Parked = map[int64]Message{}
 	}
-	c.known = maps.Clone(o.known)
+	c.rows = o.rows.clone()
 	c.Crit = o.Crit.Clone()
 	return &c
 }
@@ -208,8 +176,8 @@ func (o *Order) Clone() *Order {
 type Disposition string
 
 const (
-	Applied   Disposition = "applied"   // its transaction took effect
-	Rejected  Disposition = "rejected"  // it broke a business rule; recorded, seq consumed
+	Applied   Disposition = "applied"   // its command took effect
+	Rejected  Disposition = "rejected"  // it broke a rule of its domain; recorded, seq consumed
 	Parked    Disposition = "parked"    // it arrived early and waits for the gap to fill
 	Duplicate Disposition = "duplicate" // already applied, rejected or parked: no effect
 	// Refused: its seq is more than MaxParkAhead past the order's appliedSeq.
@@ -248,43 +216,47 @@ func (out Outcome) String() string {
 }
 
 // Receive applies the sequence rules to m: a duplicate changes nothing, an
-// early message is parked, the next one is applied. It updates o and records
+// early message is parked, the next one is decided. It updates o and records
 // the entity changes in c. It never drains parked messages: call DrainNext.
-func (o *Order) Receive(m Message, now time.Time, c *Change) Outcome {
+// An error (the decision failed) leaves o to be dropped.
+func (o *Order) Receive(m Message, now time.Time, c *Change) (Outcome, error) {
 	switch {
 	case m.Seq <= o.AppliedSeq:
-		return Outcome{Seq: m.Seq, Disposition: Duplicate}
+		return Outcome{Seq: m.Seq, Disposition: Duplicate}, nil
 	case m.Seq > o.AppliedSeq+MaxParkAhead:
-		return Outcome{Seq: m.Seq, Disposition: Refused, Reason: fmt.Sprintf("seq %d is more than %d past appliedSeq %d", m.Seq, MaxParkAhead, o.AppliedSeq)}
+		return Outcome{Seq: m.Seq, Disposition: Refused, Reason: fmt.Sprintf("seq %d is more than %d past appliedSeq %d", m.Seq, MaxParkAhead, o.AppliedSeq)}, nil
 	case m.Seq > o.AppliedSeq+1:
 		if !o.park(m, now, c) {
-			return Outcome{Seq: m.Seq, Disposition: Duplicate}
+			return Outcome{Seq: m.Seq, Disposition: Duplicate}, nil
 		}
 		o.UpdatedAt = now
 		c.changed = true
-		return Outcome{Seq: m.Seq, Disposition: Parked}
+		return Outcome{Seq: m.Seq, Disposition: Parked}, nil
 	default:
 		if _, parked := o.Parked[m.Seq]; parked {
 			// Its drain was cut: the parked copy is applied by DrainNext,
 			// this one changes nothing (applied too, it would orphan that row).
-			return Outcome{Seq: m.Seq, Disposition: Duplicate}
+			return Outcome{Seq: m.Seq, Disposition: Duplicate}, nil
 		}
 		return o.apply(m, now, c)
 	}
 }
 
-// DrainNext applies the parked message that is now next in sequence, if it
+// DrainNext decides the parked message that is now next in sequence, if it
 // is in the window: when the window has run out (NextPage), the caller adds
 // the next page first (AddParkedPage).
-func (o *Order) DrainNext(now time.Time, c *Change) (Outcome, bool) {
+func (o *Order) DrainNext(now time.Time, c *Change) (Outcome, bool, error) {
 	m, ok := o.Parked[o.AppliedSeq+1]
 	if !ok {
-		return Outcome{}, false
+		return Outcome{}, false, nil
 	}
 	o.unpark(m, c)
-	out := o.apply(m, now, c)
+	out, err := o.apply(m, now, c)
+	if err != nil {
+		return Outcome{}, false, err
+	}
 	out.Drained, out.MessageID, out.EnqueuedAt, out.TraceParent = true, m.MessageID, m.EnqueuedAt, m.TraceParent
-	return out, true
+	return out, true, nil
 }
 
 // Skip consumes seq, which must be the missing one, as rejected by an
@@ -297,95 +269,71 @@ func (o *Order) Skip(seq int64, now time.Time, c *Change) error {
 	if seq != o.AppliedSeq+1 || o.ParkedCount == 0 {
 		return fmt.Errorf("seq %d is not the missing seq of order %q", seq, o.ID)
 	}
-	o.reject(Message{Seq: seq}, "", ReasonSkipped, now, c)
+	o.reject(Message{Seq: seq}, nil, ReasonSkipped, now, c)
 	return nil
 }
 
-// apply folds m (the next seq) into the order, or rejects it.
-func (o *Order) apply(m Message, now time.Time, c *Change) Outcome {
-	if reason := o.check(m.Tx); reason != "" {
-		o.reject(m, m.Tx.Op, reason, now, c)
-		o.finish(m, now, c)
-		return Outcome{Seq: m.Seq, Disposition: Rejected, Reason: reason}
+// apply decides m (the next seq) by its domain's rules: applied, or
+// rejected. A decision that fails (it panicked, or returned an error that is
+// not a rejection) fails the call, and nothing of it is kept.
+func (o *Order) apply(m Message, now time.Time, c *Change) (Outcome, error) {
+	cmd, err := o.command(m)
+	reason := ""
+	switch {
+	case err != nil && m.Oversize != "":
+		reason = "parked without its command: " + err.Error()
+	case err != nil:
+		// A parked row this release cannot read: its seq is consumed, so
+		// that the key goes on.
+		reason = "the parked command cannot be read: " + err.Error()
+	case o.Complete:
+		reason = ReasonSequenceComplete
 	}
-	t := m.Tx
-	switch t.Op {
-	case CreateOrder:
-		o.Status, o.Currency, o.Data = StatusOpen, t.Currency, t.Data
-	case AddTransaction:
-		pos := o.TxCount
-		o.TxCount++
-		o.TotalAmount += *t.Amount
-		o.remember(t.TxID, knownTx{present: true, pos: pos, amount: *t.Amount})
-		c.addTx(TxRecord{Position: pos, TxEntry: TxEntry{TxID: t.TxID, Amount: *t.Amount, Data: t.Data}})
-	case ModifyTransaction:
-		k := o.known[t.TxID]
-		o.TotalAmount += *t.Amount - k.amount
-		k.amount = *t.Amount
-		o.remember(t.TxID, k)
-		c.modifyTx(TxRecord{Position: k.pos, TxEntry: TxEntry{TxID: t.TxID, Amount: *t.Amount, Data: t.Data}})
-	case DeleteOrder:
-		o.Status = StatusDeleted
-		if t.Data != nil {
-			o.Data = t.Data
-		}
+	if reason != "" {
+		o.reject(m, cmd, reason, now, c)
+		o.finish(m, now, c)
+		return Outcome{Seq: m.Seq, Disposition: Rejected, Reason: reason}, nil
+	}
+	next, writes, err := o.domain.Decide(o.State, cmd, rowsOf{o})
+	if reason, ok := keyed.RejectionReason(err); ok {
+		o.reject(m, cmd, reason, now, c)
+		o.finish(m, now, c)
+		return Outcome{Seq: m.Seq, Disposition: Rejected, Reason: reason}, nil
+	}
+	if err != nil {
+		return Outcome{}, fault.Wrap(fault.Internal, err, fmt.Sprintf("decide seq %d of %q", m.Seq, o.ID))
+	}
+	encoded, reason := o.check(next, writes)
+	if reason != "" {
+		o.reject(m, cmd, reason, now, c)
+		o.finish(m, now, c)
+		return Outcome{Seq: m.Seq, Disposition: Rejected, Reason: reason}, nil
+	}
+	o.State, o.StateProps, o.StateVersion = next, encoded, o.domain.Version()
+	for _, w := range writes {
+		o.rows.wrote(w)
+		c.write(w)
 	}
 	o.finish(m, now, c)
-	return Outcome{Seq: m.Seq, Disposition: Applied}
+	return Outcome{Seq: m.Seq, Disposition: Applied}, nil
 }
 
-// check returns why t cannot be applied now, or "".
-func (o *Order) check(t Transaction) string {
-	if o.Complete {
-		return ReasonSequenceComplete
+// command is m's command: as read from its body, or decoded from its parked row.
+func (o *Order) command(m Message) (any, error) {
+	if m.Oversize != "" {
+		return nil, errors.New(m.Oversize)
 	}
-	switch t.Op {
-	case CreateOrder:
-		if o.Status != StatusNew {
-			return "order already created (status " + string(o.Status) + ")"
-		}
-		return ""
+	if m.Command != nil {
+		return m.Command, nil
 	}
-	if o.Status != StatusOpen {
-		return "order is not open (status " + string(o.Status) + ")"
-	}
-	k, known := o.known[t.TxID]
-	if !known && t.Op == ModifyTransaction && !o.knowsAll() {
-		// The processor looks it up first (Lookup); deciding without it
-		// would take an existing transaction for a missing one.
-		panic(fmt.Sprintf("convoy: ModifyTransaction of %q decided without looking it up", t.TxID))
-	}
-	// An AddTransaction of a txId the order does not know is taken as new:
-	// the commit inserts its record, which fails if it exists (Store.Commit).
-	exists := k.present
-	switch {
-	case t.Op == AddTransaction && exists:
-		return fmt.Sprintf("transaction %q already exists", t.TxID)
-	case t.Op == ModifyTransaction && !exists:
-		return fmt.Sprintf("transaction %q does not exist", t.TxID)
-	case t.Op == DeleteOrder:
-		return ""
-	}
-	// Validation bounds every amount; checked again here because a message's
-	// validity is the caller's promise, and the total must never wrap.
-	if t.Amount == nil {
-		return "amount is missing"
-	}
-	if why := AmountProblem(*t.Amount); why != "" {
-		return "amount " + why
-	}
-	total := o.TotalAmount + *t.Amount
-	if t.Op == ModifyTransaction {
-		total -= k.amount
-	}
-	if total > MaxTotal || total < -MaxTotal {
-		return fmt.Sprintf("the order's total would be %d, beyond ±%d (2^53 − 1)", total, int64(MaxTotal))
-	}
-	return ""
+	return o.domain.DecodeCommand(o.ID, m.Stored)
 }
 
-func (o *Order) reject(m Message, op Op, reason string, now time.Time, c *Change) {
-	r := Rejection{Seq: m.Seq, Op: op, TxID: m.Tx.TxID, Reason: reason}
+func (o *Order) reject(m Message, cmd any, reason string, now time.Time, c *Change) {
+	r := Rejection{Seq: m.Seq, Reason: cutReason(reason), Tag: o.domain.Tag(cmd)}
+	if rowProblem(r.Tag, rejectedProps) != "" || r.Tag.WireSize() > rejectionBytes/2 {
+		r.Tag = nil // a tag that cannot be stored: the reason still is
+	}
 	c.Rejections = append(c.Rejections, r)
 	o.AppliedSeq, o.UpdatedAt, o.AppliedAt = m.Seq, now, now
 	c.changed = true
@@ -401,4 +349,19 @@ func (o *Order) finish(m Message, now time.Time, c *Change) {
 	if m.Last {
 		o.Complete = true
 	}
+}
+
+// maxReason bounds a rejection's reason, in bytes: a domain's reason may
+// quote what it was given.
+const maxReason = 1024
+
+func cutReason(s string) string {
+	if len(s) <= maxReason {
+		return s
+	}
+	s = s[:maxReason]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
 }

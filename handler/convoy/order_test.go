@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 var t0 = time.Date(2026, 11, 21, 10, 20, 30, 0, time.UTC)
@@ -14,16 +15,16 @@ var t0 = time.Date(2026, 11, 21, 10, 20, 30, 0, time.UTC)
 func amt(n int64) *int64 { return &n }
 
 func create(seq int64) convoy.Message {
-	return convoy.Message{Seq: seq, Tx: convoy.Transaction{OrderID: "o-1", Op: convoy.CreateOrder, Currency: "EUR"}}
+	return convoy.Message{Seq: seq, Command: orders.Transaction{OrderID: "o-1", Op: orders.CreateOrder, Currency: "EUR"}}
 }
 func add(seq int64, tx string, n int64) convoy.Message {
-	return convoy.Message{Seq: seq, Tx: convoy.Transaction{OrderID: "o-1", Op: convoy.AddTransaction, TxID: tx, Amount: amt(n)}}
+	return convoy.Message{Seq: seq, Command: orders.Transaction{OrderID: "o-1", Op: orders.AddTransaction, TxID: tx, Amount: amt(n)}}
 }
 func modify(seq int64, tx string, n int64) convoy.Message {
-	return convoy.Message{Seq: seq, Tx: convoy.Transaction{OrderID: "o-1", Op: convoy.ModifyTransaction, TxID: tx, Amount: amt(n)}}
+	return convoy.Message{Seq: seq, Command: orders.Transaction{OrderID: "o-1", Op: orders.ModifyTransaction, TxID: tx, Amount: amt(n)}}
 }
 func del(seq int64) convoy.Message {
-	return convoy.Message{Seq: seq, Tx: convoy.Transaction{OrderID: "o-1", Op: convoy.DeleteOrder}}
+	return convoy.Message{Seq: seq, Command: orders.Transaction{OrderID: "o-1", Op: orders.DeleteOrder}}
 }
 func last(m convoy.Message) convoy.Message { m.Last = true; return m }
 
@@ -64,49 +65,49 @@ func TestFold(t *testing.T) {
 	tests := []struct {
 		name         string
 		msgs         []convoy.Message
-		status       convoy.Status
+		status       orders.Status
 		total        int64
 		complete     bool
 		rejected     map[int64]string // seq → part of the reason
 		dispositions string
 	}{
 		{"contract example", []convoy.Message{create(1), add(2, "t-1", 1250), modify(3, "t-1", 1200)},
-			convoy.StatusOpen, 1200, false, nil, "applied applied applied"},
+			orders.StatusOpen, 1200, false, nil, "applied applied applied"},
 		{"add before create", []convoy.Message{add(1, "t-1", 5), create(2)},
-			convoy.StatusOpen, 0, false, map[int64]string{1: "not open"}, "rejected applied"},
+			orders.StatusOpen, 0, false, map[int64]string{1: "not open"}, "rejected applied"},
 		{"duplicate txId", []convoy.Message{create(1), add(2, "t-1", 5), add(3, "t-1", 7)},
-			convoy.StatusOpen, 5, false, map[int64]string{3: "already exists"}, "applied applied rejected"},
+			orders.StatusOpen, 5, false, map[int64]string{3: "already exists"}, "applied applied rejected"},
 		{"modify unknown", []convoy.Message{create(1), modify(2, "t-9", 5)},
-			convoy.StatusOpen, 0, false, map[int64]string{2: "does not exist"}, "applied rejected"},
+			orders.StatusOpen, 0, false, map[int64]string{2: "does not exist"}, "applied rejected"},
 		{"create twice", []convoy.Message{create(1), create(2)},
-			convoy.StatusOpen, 0, false, map[int64]string{2: "already created"}, "applied rejected"},
+			orders.StatusOpen, 0, false, map[int64]string{2: "already created"}, "applied rejected"},
 		{"after delete", []convoy.Message{create(1), add(2, "t-1", 5), del(3), add(4, "t-2", 1), del(5)},
-			convoy.StatusDeleted, 5, false, map[int64]string{4: "not open", 5: "not open"}, "applied applied applied rejected rejected"},
+			orders.StatusDeleted, 5, false, map[int64]string{4: "not open", 5: "not open"}, "applied applied applied rejected rejected"},
 		{"last ends the sequence", []convoy.Message{create(1), last(add(2, "t-1", 5)), add(3, "t-2", 1)},
-			convoy.StatusOpen, 5, true, map[int64]string{3: convoy.ReasonSequenceComplete}, "applied applied rejected"},
+			orders.StatusOpen, 5, true, map[int64]string{3: convoy.ReasonSequenceComplete}, "applied applied rejected"},
 		{"rejected last still completes", []convoy.Message{create(1), last(modify(2, "t-1", 5))},
-			convoy.StatusOpen, 0, true, map[int64]string{2: "does not exist"}, "applied rejected"},
+			orders.StatusOpen, 0, true, map[int64]string{2: "does not exist"}, "applied rejected"},
 		{"negative amounts", []convoy.Message{create(1), add(2, "t-1", -300), add(3, "t-2", 100)},
-			convoy.StatusOpen, -200, false, nil, "applied applied applied"},
+			orders.StatusOpen, -200, false, nil, "applied applied applied"},
 		{"total up to 2^53 - 1 exactly", []convoy.Message{create(1), add(2, "a", 1e15), add(3, "b", 1e15), add(4, "c", 1e15),
 			add(5, "d", 1e15), add(6, "e", 1e15), add(7, "f", 1e15), add(8, "g", 1e15), add(9, "h", 1e15), add(10, "i", 1e15),
 			add(11, "j", 7_199_254_740_991)},
-			convoy.StatusOpen, 9_007_199_254_740_991, false, nil, "applied applied applied applied applied applied applied applied applied applied applied"},
+			orders.StatusOpen, 9_007_199_254_740_991, false, nil, "applied applied applied applied applied applied applied applied applied applied applied"},
 		{"total beyond 2^53 - 1 by one", []convoy.Message{create(1), add(2, "a", 1e15), add(3, "b", 1e15), add(4, "c", 1e15),
 			add(5, "d", 1e15), add(6, "e", 1e15), add(7, "f", 1e15), add(8, "g", 1e15), add(9, "h", 1e15), add(10, "i", 1e15),
 			add(11, "j", 7_199_254_740_992), add(12, "k", -5)},
-			convoy.StatusOpen, 8_999_999_999_999_995, false, map[int64]string{11: "total would be 9007199254740992"},
+			orders.StatusOpen, 8_999_999_999_999_995, false, map[int64]string{11: "total would be 9007199254740992"},
 			"applied applied applied applied applied applied applied applied applied applied rejected applied"},
 		{"modify beyond the total, negative side", []convoy.Message{create(1), add(2, "a", -1e15), add(3, "b", -1e15), add(4, "c", -1e15),
 			add(5, "d", -1e15), add(6, "e", -1e15), add(7, "f", -1e15), add(8, "g", -1e15), add(9, "h", -1e15), add(10, "i", -1e15),
 			add(11, "j", 0), modify(12, "j", -7_199_254_740_992), modify(13, "a", 1e15)},
-			convoy.StatusOpen, -7_000_000_000_000_000, false, map[int64]string{12: "total would be -9007199254740992"},
+			orders.StatusOpen, -7_000_000_000_000_000, false, map[int64]string{12: "total would be -9007199254740992"},
 			"applied applied applied applied applied applied applied applied applied applied applied rejected applied"},
 		{"amount beyond 10^15 never folds in", []convoy.Message{create(1), add(2, "a", 1e15+1), add(3, "b", -1e15-1),
 			add(4, "c", 9223372036854775807), add(5, "d", 1)},
-			convoy.StatusOpen, 1, false, map[int64]string{2: "beyond", 3: "beyond", 4: "beyond"}, "applied rejected rejected rejected applied"},
+			orders.StatusOpen, 1, false, map[int64]string{2: "beyond", 3: "beyond", 4: "beyond"}, "applied rejected rejected rejected applied"},
 		{"duplicates and early arrivals", []convoy.Message{add(3, "t-1", 5), create(1), add(3, "t-1", 5), create(1), add(2, "t-0", 1), add(2, "t-0", 1)},
-			convoy.StatusOpen, 6, false, nil, "parked applied duplicate duplicate applied applied duplicate"},
+			orders.StatusOpen, 6, false, nil, "parked applied duplicate duplicate applied applied duplicate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -47,15 +47,34 @@ type parkedProbe struct {
 // headers): estimates of the right order, which is all a bound in bytes of
 // the processor's cache (ProcessorOptions.CacheBytes) needs.
 const (
-	messageOverhead = 200  // a Message and its Transaction
-	orderOverhead   = 1024 // an Order's head, its maps and its window
-	bucketBytes     = 16   // one (bucket, count) of its critical times
-	knownTxOverhead = 96   // one transaction the order knows, besides its id
+	messageOverhead  = 200  // a Message and its command
+	orderOverhead    = 1024 // an Order's head, its maps and its window
+	bucketBytes      = 16   // one (bucket, count) of its critical times
+	knownRowOverhead = 96   // one row the key knows, besides its id and properties
+	propOverhead     = 40   // one property, besides its name and string
 )
 
-// MessageSize is about how many bytes a parked message takes in memory.
+// MessageSize is about how many bytes a parked message takes in memory: its
+// stored command's size stands for the command's.
 func MessageSize(m Message) int {
-	return messageOverhead + len(m.MessageID) + len(m.TraceParent) + len(m.Tx.OrderID) + len(m.Tx.TxID) + len(m.Tx.Currency) + len(m.Tx.Data)
+	return messageOverhead + len(m.MessageID) + len(m.TraceParent) + len(m.Oversize) + 2*propsSize(m.Stored)
+}
+
+// stored returns m as its parked row keeps it: its command encoded, or
+// when that is over its domain's budget or not storable, none (Oversize).
+func (o *Order) stored(m Message) Message {
+	if m.Stored != nil || m.Oversize != "" {
+		return m
+	}
+	m.Stored = o.domain.EncodeCommand(m.Command)
+	why := rowProblem(m.Stored, parkedProps)
+	if n, b := m.Stored.WireSize(), budget(o.domain).ParkedBytes; why == "" && n > b {
+		why = fmt.Sprintf("it takes %d bytes, more than the %d a parked command may", n, b)
+	}
+	if why != "" {
+		m.Stored, m.Oversize = nil, why
+	}
+	return m
 }
 
 // partial reports whether messages are parked beyond the window.
@@ -130,6 +149,7 @@ func (o *Order) park(m Message, now time.Time, c *Change) bool {
 		o.ParkedLast = max(o.ParkedLast, m.Seq)
 	}
 	o.ParkedCount++
+	m = o.stored(m)
 	if into {
 		o.Parked[m.Seq] = m
 		o.trimWindow()
@@ -231,10 +251,8 @@ func (o *Order) AddParkedPage(page []Message, more bool, c *Change) error {
 // its transactions and its parked window. What the processor's cache holds
 // is bounded by it (ProcessorOptions.CacheBytes).
 func (o *Order) Size() int64 {
-	n := orderOverhead + len(o.ID) + len(o.Data) + bucketBytes*(len(o.Crit.Cur.Buckets)+len(o.Crit.Prev.Buckets))
-	for id := range o.known {
-		n += knownTxOverhead + len(id)
-	}
+	n := orderOverhead + len(o.ID) + 2*propsSize(o.StateProps) + bucketBytes*(len(o.Crit.Cur.Buckets)+len(o.Crit.Prev.Buckets))
+	n += o.rows.size()
 	for _, m := range o.Parked {
 		n += MessageSize(m)
 	}

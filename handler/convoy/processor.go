@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
-// ProcessorOptions tune a Processor; the zero value works.
+// ProcessorOptions tune a Processor; Domain is required, the rest may be zero.
 type ProcessorOptions struct {
+	Domain    keyed.Domain      // the keys' rules (keyed.Erase of a domain's Rules)
 	CacheSize int               // orders whose state is cached; default 1000
 	Retry     fault.RetryPolicy // in-invocation retry of transient failures
 	Now       func() time.Time  // clock; default time.Now
@@ -37,13 +39,14 @@ type ProcessorOptions struct {
 // state: decisions are only ever taken from durable state, which is what makes
 // redelivery, concurrency and interrupted commits harmless.
 type Processor struct {
-	store Store
-	index BlockedIndex
-	cache *orderCache
-	locks keyedMutex
-	retry fault.RetryPolicy
-	now   func() time.Time
-	lag   time.Duration
+	domain keyed.Domain
+	store  Store
+	index  BlockedIndex
+	cache  *orderCache
+	locks  keyedMutex
+	retry  fault.RetryPolicy
+	now    func() time.Time
+	lag    time.Duration
 
 	active ActiveMarker
 	marked *markedSet // orders whose active entry this instance wrote
@@ -60,6 +63,9 @@ const DefaultCacheBytes = 64 << 20
 
 // NewProcessor returns a Processor over store.
 func NewProcessor(store Store, opts ProcessorOptions) *Processor {
+	if opts.Domain == nil {
+		panic("convoy: NewProcessor without a Domain")
+	}
 	if opts.CacheSize <= 0 {
 		opts.CacheSize = DefaultCacheSize
 	}
@@ -72,7 +78,7 @@ func NewProcessor(store Store, opts ProcessorOptions) *Processor {
 	}
 	// Milliseconds: what every store keeps exactly.
 	now := func() time.Time { return clock().UTC().Truncate(time.Millisecond) }
-	return &Processor{store: store, index: opts.Index, cache: newOrderCache(opts.CacheSize, opts.CacheBytes), retry: opts.Retry, now: now,
+	return &Processor{domain: opts.Domain, store: store, index: opts.Index, cache: newOrderCache(opts.CacheSize, opts.CacheBytes), retry: opts.Retry, now: now,
 		lag: cmp.Or(opts.LagWindow, DefaultLagWindow), active: opts.Active, marked: newMarkedSet(opts.CacheSize)}
 }
 
@@ -116,11 +122,12 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 	var res Result
 	var done committed
 	guess := len(msgs) > 0 && msgs[0].Seq == 1
-	// An AddTransaction is taken as new unless the order knows its txId: the
-	// commit inserts it, and fails if it exists. After any conflict, the
-	// attempts that follow (in this call, or in the next call for the order:
-	// the host redelivers) look every added txId up first, so that one that
-	// exists is rejected rather than conflicting again.
+	// A row a decision needs absent (keyed.Needs.Absent) is taken as absent
+	// unless the key knows it: the commit inserts it, and fails if it
+	// exists. After any conflict, the attempts that follow (in this call, or
+	// in the next call for the key: the host redelivers) read every such row
+	// first, so that a command whose row exists is rejected rather than
+	// conflicting again.
 	verify := p.cache.suspect(orderID)
 	began := p.now()
 	err := p.retry.Do(ctx, func(ctx context.Context) (err error) {
@@ -150,27 +157,33 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 	return res, err
 }
 
-// apply is one attempt at applying msgs to o; verify: look up the txId of
-// every AddTransaction the order does not know.
+// apply is one attempt at applying msgs to o; verify: read every row a
+// decision guesses absent that the key does not know.
 func (p *Processor) apply(ctx context.Context, o *Order, msgs []Message, done *committed, verify bool) (Result, error) {
 	if err := p.markActive(ctx, o, msgs); err != nil {
 		return Result{}, err
 	}
-	a := p.begin(o, done)
+	a, err := p.begin(o, done)
+	if err != nil {
+		return Result{}, err
+	}
 	a.verify = verify
 	// A drain cut short (a deadline, a failed commit) leaves the next seq
 	// parked: it is finished before any message is decided, so that a copy
 	// of that seq (a redelivery, a replayed dead letter) is a duplicate of
 	// the parked one instead of applied beside it, orphaning its row.
-	err := a.drain(ctx)
+	err = a.drain(ctx)
 	for _, m := range msgs {
 		if err != nil {
 			break
 		}
 		if err = a.makeRoom(ctx); err == nil {
 			if err = a.lookup(ctx, m); err == nil {
-				a.outcomes = append(a.outcomes, o.Receive(m, p.now(), &a.change))
-				err = a.drain(ctx)
+				var out Outcome
+				if out, err = o.Receive(m, p.now(), &a.change); err == nil {
+					a.outcomes = append(a.outcomes, out)
+					err = a.drain(ctx)
+				}
 			}
 		}
 	}

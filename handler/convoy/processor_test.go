@@ -13,6 +13,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/internal/convoytest"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // randomOrder returns the messages of one order, seq 1..n: mostly valid
@@ -22,26 +23,26 @@ func randomOrder(r *rand.Rand, id string) []convoy.Message {
 	amount := func() *int64 { return amt(r.Int64N(2001) - 1000) }
 	if r.IntN(4) == 0 { // amounts that take the total past ±(2^53 - 1) after about nine
 		sign := 1 - 2*r.Int64N(2)
-		amount = func() *int64 { return amt(sign * (convoy.MaxAmount - r.Int64N(1000))) }
+		amount = func() *int64 { return amt(sign * (orders.MaxAmount - r.Int64N(1000))) }
 	}
 	var msgs []convoy.Message
 	var txIDs []string
 	for seq := int64(1); seq <= int64(n); seq++ {
-		tx := convoy.Transaction{OrderID: id}
+		tx := orders.Transaction{OrderID: id}
 		switch k := r.IntN(20); {
 		case seq == 1 && k < 17, k == 0: // create first (or, rarely, again)
-			tx.Op, tx.Currency = convoy.CreateOrder, []string{"EUR", "USD"}[r.IntN(2)]
+			tx.Op, tx.Currency = orders.CreateOrder, []string{"EUR", "USD"}[r.IntN(2)]
 		case k < 11 || len(txIDs) == 0:
-			tx.Op, tx.TxID, tx.Amount = convoy.AddTransaction, fmt.Sprintf("t-%d", r.IntN(int(seq)+1)), amount()
+			tx.Op, tx.TxID, tx.Amount = orders.AddTransaction, fmt.Sprintf("t-%d", r.IntN(int(seq)+1)), amount()
 			txIDs = append(txIDs, tx.TxID)
 		case k < 18:
-			tx.Op, tx.Amount = convoy.ModifyTransaction, amount()
+			tx.Op, tx.Amount = orders.ModifyTransaction, amount()
 			tx.TxID = txIDs[r.IntN(len(txIDs))]
 			if r.IntN(6) == 0 {
 				tx.TxID = "t-unknown"
 			}
 		default:
-			tx.Op = convoy.DeleteOrder
+			tx.Op = orders.DeleteOrder
 		}
 		msgs = append(msgs, convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L:%s:%d", id, seq), Tx: tx})
 	}
@@ -76,7 +77,7 @@ func TestProcessorProperty(t *testing.T) {
 		}
 		store.LoseReply = func(string) bool { return r.IntN(10) == 0 }
 		// No retries inside the invocation: every failure becomes a redelivery.
-		opts := convoy.ProcessorOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}, CacheSize: 2 + r.IntN(4)}
+		opts := convoy.ProcessorOptions{Domain: orders.Domain, Retry: fault.RetryPolicy{MaxAttempts: 1}, CacheSize: 2 + r.IntN(4)}
 		instances := []*convoy.Processor{convoy.NewProcessor(store, opts), convoy.NewProcessor(store, opts)}
 
 		orders := map[string][]convoy.Message{}
@@ -154,7 +155,7 @@ func TestProcessorProperty(t *testing.T) {
 // one commit can hold drains completely, in several atomic commits.
 func TestLongDrainCommitsInSteps(t *testing.T) {
 	store := memstore.New()
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain})
 	ctx := context.Background()
 	const n = 350
 	for seq := int64(n); seq >= 2; seq-- {
@@ -186,7 +187,7 @@ func TestRetryInsideInvocation(t *testing.T) {
 		}
 		return nil
 	}
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: fault.RetryPolicy{Initial: time.Millisecond, MaxElapsed: 5 * time.Second}})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Retry: fault.RetryPolicy{Initial: time.Millisecond, MaxElapsed: 5 * time.Second}})
 	res, err := p.Process(context.Background(), "o-1", []convoy.Message{create(1)})
 	if err != nil || res.Outcomes[0].Disposition != convoy.Applied || failures != 0 {
 		t.Fatalf("outcome %+v, err %v, failures left %d", res.Outcomes, err, failures)
@@ -198,7 +199,7 @@ func TestRetryInsideInvocation(t *testing.T) {
 func TestSkipReportsAFailedCommit(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New()
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Retry: fault.RetryPolicy{MaxAttempts: 1}})
 	if _, err := p.Process(ctx, "o-1", []convoy.Message{add(3, "t-1", 5)}); err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestBlockedReportedAfterPartialCommit(t *testing.T) {
 		}
 		return nil
 	}
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: fault.RetryPolicy{Initial: time.Millisecond, MaxElapsed: 5 * time.Second}})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Retry: fault.RetryPolicy{Initial: time.Millisecond, MaxElapsed: 5 * time.Second}})
 	// 150 early messages: more than one commit holds, so the first commit parks
 	// part of them (blocking the order) and the second fails.
 	var msgs []convoy.Message
@@ -272,7 +273,7 @@ func TestFirstMessageSkipsTheRead(t *testing.T) {
 		}
 		return nil
 	}
-	first, second := convoy.NewProcessor(store, convoy.ProcessorOptions{}), convoy.NewProcessor(store, convoy.ProcessorOptions{})
+	first, second := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain}), convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain})
 	for _, m := range []convoy.Message{create(1), add(3, "t-3", 30)} {
 		if _, err := first.Process(ctx, "o-1", []convoy.Message{m}); err != nil {
 			t.Fatal(err)
@@ -354,7 +355,7 @@ func TestOutcomesAreWhatCommitsDid(t *testing.T) {
 	for k := 0; k <= 5; k++ { // 149 messages take 2 commits to park, 150 take 4 to drain
 		t.Run(fmt.Sprintf("fail commit %d", k), func(t *testing.T) {
 			store := memstore.New()
-			p := convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: quickRetry})
+			p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Retry: quickRetry})
 			if _, err := p.Process(ctx, "o-1", []convoy.Message{create(1)}); err != nil {
 				t.Fatal(err)
 			}
@@ -387,11 +388,11 @@ func TestOutcomesAreWhatCommitsDid(t *testing.T) {
 func TestUnblockedAfterAFailedGuess(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New()
-	if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{}).Process(ctx, "o-1", []convoy.Message{add(2, "t-2", 2)}); err != nil {
+	if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain}).Process(ctx, "o-1", []convoy.Message{add(2, "t-2", 2)}); err != nil {
 		t.Fatal(err)
 	}
 	failCommit(store, 1)
-	res, err := convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: quickRetry}).Process(ctx, "o-1", []convoy.Message{create(1)})
+	res, err := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Retry: quickRetry}).Process(ctx, "o-1", []convoy.Message{create(1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +411,7 @@ func TestBlockedAgainInOneCommit(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store, Now: func() time.Time { now = now.Add(time.Second); return now }})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store, Now: func() time.Time { now = now.Add(time.Second); return now }})
 	for _, m := range []convoy.Message{create(1), add(3, "t-3", 3)} {
 		if _, err := p.Process(ctx, "o-1", []convoy.Message{m}); err != nil {
 			t.Fatal(err)
@@ -467,7 +468,7 @@ func TestCostIndependentOfHistory(t *testing.T) {
 		for i := range n {
 			msgs = append(msgs, add(int64(i+2), fmt.Sprintf("t-%d", i), 1))
 		}
-		if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{}).Process(ctx, "o-1", msgs); err != nil {
+		if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain}).Process(ctx, "o-1", msgs); err != nil {
 			t.Fatal(err)
 		}
 		seq := int64(n + 2)
@@ -484,9 +485,9 @@ func TestCostIndependentOfHistory(t *testing.T) {
 			}
 			seq++
 		}
-		step("cold add", convoy.NewProcessor(store, convoy.ProcessorOptions{}), add(seq, "new-1", 5), 1, 0, 1)
-		step("cold modify", convoy.NewProcessor(store, convoy.ProcessorOptions{}), modify(seq, "t-0", 7), 1, 1, 1)
-		warm := convoy.NewProcessor(store, convoy.ProcessorOptions{})
+		step("cold add", convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain}), add(seq, "new-1", 5), 1, 0, 1)
+		step("cold modify", convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain}), modify(seq, "t-0", 7), 1, 1, 1)
+		warm := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain})
 		step("cold add", warm, add(seq, "new-2", 5), 1, 0, 1)
 		step("warm add", warm, add(seq, "new-3", 5), 0, 0, 1)
 		step("warm modify of a transaction just added", warm, modify(seq, "new-3", 6), 0, 0, 1)
@@ -507,11 +508,11 @@ func TestAddOfExistingTxIdOnColdCache(t *testing.T) {
 	ctx := context.Background()
 	for _, attempts := range []int{0, 1} {
 		store := memstore.New()
-		if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{}).Process(ctx, "o-1",
+		if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain}).Process(ctx, "o-1",
 			[]convoy.Message{create(1), add(2, "t-1", 5), add(3, "t-2", 6)}); err != nil {
 			t.Fatal(err)
 		}
-		p := convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: fault.RetryPolicy{MaxAttempts: attempts, Initial: time.Millisecond}})
+		p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Retry: fault.RetryPolicy{MaxAttempts: attempts, Initial: time.Millisecond}})
 		var res convoy.Result
 		var err error
 		for try := 0; try < 3; try++ {
@@ -538,13 +539,13 @@ func TestAddOfExistingTxIdOnColdCache(t *testing.T) {
 func TestSkipDrainsAnExistingTxIdAsRejected(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New()
-	if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{}).Process(ctx, "o-1", []convoy.Message{create(1), add(2, "t-1", 5)}); err != nil {
+	if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain}).Process(ctx, "o-1", []convoy.Message{create(1), add(2, "t-1", 5)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{}).Process(ctx, "o-1", []convoy.Message{add(4, "t-1", 7), add(5, "t-2", 1)}); err != nil {
+	if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain}).Process(ctx, "o-1", []convoy.Message{add(4, "t-1", 7), add(5, "t-2", 1)}); err != nil {
 		t.Fatal(err)
 	}
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: fault.RetryPolicy{Initial: time.Millisecond}})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Retry: fault.RetryPolicy{Initial: time.Millisecond}})
 	res, view, err := p.Skip(ctx, "o-1", 3)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 // Skip records the order's missing seq as rejected by an operator and drains
@@ -36,7 +37,10 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 		if o.Version == 0 {
 			return fault.Errorf(fault.NotFound, "order %q has no state", orderID)
 		}
-		a := p.begin(o, &done)
+		a, err := p.begin(o, &done)
+		if err != nil {
+			return err
+		}
 		a.verify, a.stop = verify, stop
 		refused := error(nil)
 		if err = a.drain(ctx); err == nil { // a cut drain first: its head was received
@@ -81,12 +85,15 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 		return Result{}, View{}, err
 	}
 	res.SkippedEarlier = earlier
-	view := View{OrderID: orderID, AppliedSeq: res.AppliedSeq}
+	// Without a page of history (it could not be read), the answer shows the
+	// key as far as the skip's drain took it.
+	head := &Order{ID: orderID, AppliedSeq: res.AppliedSeq, domain: p.domain}
+	view := View{Order: head, Page: keyed.Page{Rows: []keyed.Row{}, Rejected: []keyed.Rejected{}}}
 	if h, ok := p.store.(History); ok {
 		// The operator's answer shows the order with its first page of
 		// history; it is read even when ctx is about to end (the skip stands).
 		vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), viewTimeout)
-		if v, verr := ReadView(vctx, p.store, h, orderID, "", 0); verr == nil {
+		if v, verr := ReadView(vctx, p.domain, p.store, h, orderID, "", 0); verr == nil {
 			view = v
 		}
 		cancel()
@@ -135,7 +142,10 @@ func (p *Processor) Resume(ctx context.Context, orderID string) (Result, error) 
 		if err != nil {
 			return err
 		}
-		a := p.begin(o, &done)
+		a, err := p.begin(o, &done)
+		if err != nil {
+			return err
+		}
 		a.verify, a.stop = verify, stop
 		if err = a.drain(ctx); err == nil {
 			err = a.commit(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 // Store keeps each order's state durably. Implementations: tablestore (Azure
@@ -28,21 +29,22 @@ type Store interface {
 	// IsParked reports whether the order has a message of seq parked: one
 	// point read.
 	IsParked(ctx context.Context, orderID string, seq int64) (bool, error)
-	// Tx returns the stored transaction txID of the order, if any.
-	Tx(ctx context.Context, orderID, txID string) (TxRecord, bool, error)
-	// Commit atomically writes o's head (scalar state and ParkedCount, Version base+1) and the
-	// records in c, if the stored Version is still base and every transaction
-	// c adds is new; otherwise it writes nothing and returns an error wrapping
+	// Row returns the properties of the key's row ref, if it exists: one
+	// point read.
+	Row(ctx context.Context, orderID string, ref keyed.RowRef) (keyed.Props, bool, error)
+	// Commit atomically writes o's head (the engine's figures, Version
+	// base+1, and StateProps) and the records in c, if the stored Version is
+	// still base and every row c inserts is new and every row it merges exists; otherwise it writes nothing and returns an error wrapping
 	// ErrConflict. c must touch at most MaxChangeRecords records. An error may
 	// leave the outcome unknown: reload.
 	Commit(ctx context.Context, o *Order, base int64, c *Change) error
 }
 
-// History reads an order's transactions and rejections a page at a time.
+// History reads a key's positional collections and rejections a page at a time.
 type History interface {
-	// Transactions returns up to limit transactions from position from on,
-	// in the order added, and whether more follow.
-	Transactions(ctx context.Context, orderID string, from int64, limit int) ([]TxEntry, bool, error)
+	// Rows returns up to limit rows of the positional collection coll
+	// (keyed.Position ids) from position from on, and whether more follow.
+	Rows(ctx context.Context, orderID, coll string, from int64, limit int) ([]keyed.Row, bool, error)
 	// Rejections returns up to limit rejections of seq from on, ascending,
 	// and whether more follow.
 	Rejections(ctx context.Context, orderID string, from int64, limit int) ([]Rejection, bool, error)

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // wantRefused checks that DecodeBody refuses body as invalid input; with a
@@ -13,7 +13,7 @@ import (
 // reason that says mention.
 func wantRefused(t *testing.T, body, field, mention string) {
 	t.Helper()
-	tx, err := convoy.DecodeBody([]byte(body))
+	tx, err := orders.DecodeBody([]byte(body))
 	if fault.CodeOf(err) != fault.Invalid {
 		t.Errorf("DecodeBody(%q) = %+v, %v; want an invalid-input error", body, tx, err)
 		return
@@ -71,7 +71,7 @@ func TestDecodeBodyRefusesInvalidUTF8(t *testing.T) {
 	} {
 		wantRefused(t, wrap(tc.tx), tc.field, "UTF-8")
 	}
-	if _, err := convoy.DecodeBody([]byte(wrap(`{"orderId":"o","op":"DeleteOrder","data":{"note":"café € 🚚"}}`))); err != nil {
+	if _, err := orders.DecodeBody([]byte(wrap(`{"orderId":"o","op":"DeleteOrder","data":{"note":"café € 🚚"}}`))); err != nil {
 		t.Errorf("valid UTF-8: %v", err)
 	}
 }

@@ -11,41 +11,26 @@ import (
 	"encoding/json"
 
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
-// View is an order's state as OrderStatus returns it (docs/contract.md): the
-// head and one page of its transactions and of its rejections.
+// View is a key as the read routes answer it (docs/contract.md): its head
+// as read, and one page of its history. Its JSON is its domain's View.
 type View struct {
-	OrderID      string          `json:"orderId"`
-	Status       Status          `json:"status"`
-	Complete     bool            `json:"complete"`
-	Currency     string          `json:"currency"`
-	Data         json.RawMessage `json:"data,omitempty"`
-	AppliedSeq   int64           `json:"appliedSeq"`
-	Parked       int             `json:"parked"`
-	MissingSeq   int64           `json:"missingSeq,omitempty"`
-	BlockedSince string          `json:"blockedSince,omitempty"`
-	Transactions []TxEntry       `json:"transactions"`
-	Total        int64           `json:"total"`
-	Rejected     []Rejection     `json:"rejected"`
-	UpdatedAt    string          `json:"updatedAt"`
-	// Continuation is present when more transactions or rejections follow
-	// this page: pass it back as ?continuation=<token>.
-	Continuation string `json:"continuation,omitempty"`
+	Order *Order     // the head and the domain's state, as read
+	Page  keyed.Page // a page of its history
 }
 
-// View returns o's head as OrderStatus shows it, without its history
-// (empty transactions and rejected): ReadView adds a page of it.
-func (o *Order) View() View {
-	v := View{
-		OrderID: o.ID, Status: o.Status, Complete: o.Complete, Currency: o.Currency, Data: o.Data, AppliedSeq: o.AppliedSeq,
-		Parked: o.ParkedCount, MissingSeq: o.MissingSeq(), Transactions: []TxEntry{},
-		Total: o.TotalAmount, Rejected: []Rejection{}, UpdatedAt: timestamp(o.UpdatedAt),
+// MarshalJSON writes the domain's View of the key.
+func (v View) MarshalJSON() ([]byte, error) { return json.Marshal(v.Value()) }
+
+// Value is the domain's View of the key (what MarshalJSON writes).
+func (v View) Value() any {
+	o := v.Order
+	if o == nil || o.domain == nil || o.State == nil && o.Decode() != nil {
+		return nil
 	}
-	if !o.BlockedSince.IsZero() {
-		v.BlockedSince = timestamp(o.BlockedSince)
-	}
-	return v
+	return o.domain.View(o.Head(), o.State, v.Page)
 }
 
 func timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
@@ -56,18 +41,18 @@ const (
 	MaxHistoryPageSize     = 1000
 )
 
-// HistoryCursor is where a page of an order's history starts: the position
-// of the next transaction and the seq of the next rejection; -1 when that
-// list is done.
+// HistoryCursor is where a page of a key's history starts: the position
+// of the next row of its History collection and the seq of the next
+// rejection; -1 when that list is done.
 type HistoryCursor struct {
-	Tx, Rejected int64
+	Rows, Rejected int64
 }
 
 const cursorVersion = "h1"
 
 // Token returns the cursor as a continuation token.
 func (c HistoryCursor) Token() string {
-	return base64.RawURLEncoding.EncodeToString([]byte(cursorVersion + "." + strconv.FormatInt(c.Tx, 10) + "." + strconv.FormatInt(c.Rejected, 10)))
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorVersion + "." + strconv.FormatInt(c.Rows, 10) + "." + strconv.FormatInt(c.Rejected, 10)))
 }
 
 // maxTokenLength bounds a continuation token: two int64s and a prefix, encoded.
@@ -96,25 +81,25 @@ func ParseHistoryCursor(token string) (HistoryCursor, error) {
 		}
 		n[i] = v
 	}
-	c := HistoryCursor{Tx: n[0], Rejected: n[1]}
-	if c.Tx == -1 && c.Rejected == -1 {
+	c := HistoryCursor{Rows: n[0], Rejected: n[1]}
+	if c.Rows == -1 && c.Rejected == -1 {
 		return HistoryCursor{}, bad // a token is issued only while something follows
 	}
 	return c, nil
 }
 
-// HeadReader reads an order's head (Store.Load).
+// HeadReader reads a key's head (Store.Load).
 type HeadReader interface {
 	Load(ctx context.Context, orderID string) (*Order, error)
 }
 
-// ReadView returns the order's head and a page of its history: the first
+// ReadView returns the key's head and a page of its history: the first
 // page when continuation is "", else the page the token names; pageSize
-// transactions and rejections at most (1-MaxHistoryPageSize; 0: the
-// default). An order without state is a NotFound error. Each page reads the
-// head afresh: figures are as of that read, and a page that follows sees
-// the transactions and rejections added in between.
-func ReadView(ctx context.Context, s HeadReader, h History, orderID, continuation string, pageSize int) (View, error) {
+// rows and rejections at most (1-MaxHistoryPageSize; 0: the default). A key
+// without state is a NotFound error. Each page reads the head afresh:
+// figures are as of that read, and a page that follows sees the rows and
+// rejections added in between.
+func ReadView(ctx context.Context, d keyed.Domain, s HeadReader, h History, orderID, continuation string, pageSize int) (View, error) {
 	if pageSize == 0 {
 		pageSize = DefaultHistoryPageSize
 	}
@@ -133,35 +118,39 @@ func ReadView(ctx context.Context, s HeadReader, h History, orderID, continuatio
 		return View{}, err
 	}
 	if o.Version == 0 {
-		return View{}, fault.Errorf(fault.NotFound, "order %q has no state", orderID)
+		return View{}, fault.Errorf(fault.NotFound, "%s %q has no state", d.Name(), orderID)
 	}
-	v := o.View()
-	next := HistoryCursor{Tx: -1, Rejected: -1}
-	if cur.Tx >= 0 {
-		txs, more, err := h.Transactions(ctx, orderID, cur.Tx, pageSize)
+	if _, err := o.Bind(d); err != nil {
+		return View{}, err
+	}
+	v := View{Order: o, Page: keyed.Page{Rows: []keyed.Row{}, Rejected: []keyed.Rejected{}}}
+	next := HistoryCursor{Rows: -1, Rejected: -1}
+	coll, count := d.History(o.State)
+	if cur.Rows >= 0 && coll != "" {
+		rows, more, err := h.Rows(ctx, orderID, coll, cur.Rows, pageSize)
 		if err != nil {
-			return View{}, fmt.Errorf("read the transactions of order %q: %w", orderID, err)
+			return View{}, fmt.Errorf("read the history of %q: %w", orderID, err)
 		}
-		v.Transactions = append(v.Transactions, txs...)
-		// The head counts the transactions: a page that reaches the count is
-		// the last, whatever the store says (a query page that is full may
+		v.Page.Rows = append(v.Page.Rows, rows...)
+		// The state counts the rows: a page that reaches the count is the
+		// last, whatever the store says (a query page that is full may
 		// announce a next one that proves empty).
-		if more && cur.Tx+int64(len(txs)) < o.TxCount {
-			next.Tx = cur.Tx + int64(len(txs))
+		if more && cur.Rows+int64(len(rows)) < count {
+			next.Rows = cur.Rows + int64(len(rows))
 		}
 	}
 	if cur.Rejected >= 0 {
 		rs, more, err := h.Rejections(ctx, orderID, cur.Rejected, pageSize)
 		if err != nil {
-			return View{}, fmt.Errorf("read the rejections of order %q: %w", orderID, err)
+			return View{}, fmt.Errorf("read the rejections of %q: %w", orderID, err)
 		}
-		v.Rejected = append(v.Rejected, rs...)
+		v.Page.Rejected = append(v.Page.Rejected, rs...)
 		if more && len(rs) > 0 {
 			next.Rejected = rs[len(rs)-1].Seq + 1
 		}
 	}
-	if next.Tx >= 0 || next.Rejected >= 0 {
-		v.Continuation = next.Token()
+	if next.Rows >= 0 || next.Rejected >= 0 {
+		v.Page.Continuation = next.Token()
 	}
 	return v, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // FuzzHistoryCursor: a continuation is either refused as Invalid or names a
@@ -54,7 +55,7 @@ func TestHistoryCursorRoundTrip(t *testing.T) {
 // full may.
 type moreHistory struct{ convoy.History }
 
-func (m moreHistory) Transactions(ctx context.Context, id string, from int64, limit int) ([]convoy.TxEntry, bool, error) {
+func (m moreHistory) Transactions(ctx context.Context, id string, from int64, limit int) ([]orders.TxEntry, bool, error) {
 	txs, _, err := m.History.Transactions(ctx, id, from, limit)
 	return txs, true, err
 }
@@ -74,7 +75,7 @@ func TestReadViewStopsAtTheCount(t *testing.T) {
 	for i := range 4 {
 		msgs = append(msgs, add(int64(i+2), fmt.Sprintf("t-%d", i), 1))
 	}
-	if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{}).Process(ctx, "o-1", msgs); err != nil {
+	if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain}).Process(ctx, "o-1", msgs); err != nil {
 		t.Fatal(err)
 	}
 	v, err := convoy.ReadView(ctx, store, moreHistory{store}, "o-1", "", 4)

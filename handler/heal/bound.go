@@ -26,7 +26,7 @@ const (
 	maxWhyBytes = 400
 	// maxKeyBytes bounds an order id and an index key the record keeps
 	// (a cursor, a segment's end): a blocked key is a timestamp of 24
-	// characters, '|' and an order id of at most convoy.MaxIDLength (100)
+	// characters, '|' and an order id of at most orders.MaxIDLength (100)
 	// characters of [A-Za-z0-9._-].
 	maxKeyBytes = 128
 )

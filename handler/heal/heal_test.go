@@ -293,10 +293,10 @@ func (s *stalling) Peek(ctx context.Context, from int64, max int) ([]replay.Dead
 // block parks seq 2 of each order: each is blocked, waiting for seq 1.
 func (f *fixture) block(t *testing.T, orders ...string) []convoy.BlockedOrder {
 	t.Helper()
-	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store})
+	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain, Index: f.store})
 	for _, id := range orders {
 		amount := int64(5)
-		m := convoy.Message{Seq: 2, MessageID: "L:" + id + ":2", Tx: convoy.Transaction{OrderID: id, Op: convoy.AddTransaction, TxID: "t-2", Amount: &amount}}
+		m := convoy.Message{Seq: 2, MessageID: "L:" + id + ":2", Command: orders.Transaction{OrderID: id, Op: orders.AddTransaction, TxID: "t-2", Amount: &amount}}
 		if _, err := p.Process(context.Background(), id, []convoy.Message{m}); err != nil {
 			t.Fatal(err)
 		}

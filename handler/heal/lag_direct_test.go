@@ -10,6 +10,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // TestLagSurveyOfOrdersFedDirectly: orders whose messages were sent straight
@@ -31,14 +32,14 @@ func TestLagSurveyOfOrdersFedDirectly(t *testing.T) {
 	ledgers.Now = f.clock.now
 	const window = 5 * time.Minute
 	processor := func() *convoy.Processor {
-		return convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store, Now: f.clock.now, LagWindow: window, Active: ledgers})
+		return convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain, Index: f.store, Now: f.clock.now, LagWindow: window, Active: ledgers})
 	}
 	p := processor()
 	msg := func(order string, seq int64) convoy.Message {
-		tx := convoy.Transaction{OrderID: order, Op: convoy.CreateOrder, Currency: "EUR"}
+		tx := orders.Transaction{OrderID: order, Op: orders.CreateOrder, Currency: "EUR"}
 		if seq > 1 {
 			amount := seq
-			tx = convoy.Transaction{OrderID: order, Op: convoy.AddTransaction, TxID: fmt.Sprintf("t%d", seq), Amount: &amount}
+			tx = orders.Transaction{OrderID: order, Op: orders.AddTransaction, TxID: fmt.Sprintf("t%d", seq), Amount: &amount}
 		}
 		return convoy.Message{Seq: seq, MessageID: fmt.Sprintf("%s:%d", order, seq), Tx: tx, EnqueuedAt: f.clock.now().Add(-time.Second)}
 	}
@@ -111,9 +112,9 @@ func TestLagSurveyBetweenIndexWriteAndCommit(t *testing.T) {
 	ledgers := memstore.NewLedgers()
 	ledgers.Now = f.clock.now
 	const window = 5 * time.Minute
-	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store, Now: f.clock.now, LagWindow: window, Active: ledgers})
+	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain, Index: f.store, Now: f.clock.now, LagWindow: window, Active: ledgers})
 	h := f.healer(heal.Options{Active: ledgers, LagWindow: window, Disabled: true})
-	create := convoy.Message{Seq: 1, MessageID: "d-race:1", Tx: convoy.Transaction{OrderID: "d-race", Op: convoy.CreateOrder, Currency: "EUR"}}
+	create := convoy.Message{Seq: 1, MessageID: "d-race:1", Command: orders.Transaction{OrderID: "d-race", Op: orders.CreateOrder, Currency: "EUR"}}
 	if _, err := p.Process(ctx, "d-race", []convoy.Message{create}); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestLagSurveyBetweenIndexWriteAndCommit(t *testing.T) {
 		t.Fatalf("d-race, idle for 11 minutes, was not removed")
 	}
 	amount := int64(2)
-	add := convoy.Message{Seq: 2, MessageID: "d-race:2", Tx: convoy.Transaction{OrderID: "d-race", Op: convoy.AddTransaction, TxID: "t2", Amount: &amount}}
+	add := convoy.Message{Seq: 2, MessageID: "d-race:2", Command: orders.Transaction{OrderID: "d-race", Op: orders.AddTransaction, TxID: "t2", Amount: &amount}}
 	surveyed := false
 	f.store.Fail = func(op, orderID string) error {
 		if op == "commit" && orderID == "d-race" && !surveyed {
@@ -165,15 +166,15 @@ func TestLagSurveyDuringASlowCommit(t *testing.T) {
 	ledgers := memstore.NewLedgers()
 	ledgers.Now = f.clock.now
 	const window = 5 * time.Minute
-	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store, Now: f.clock.now, LagWindow: window, Active: ledgers})
+	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain, Index: f.store, Now: f.clock.now, LagWindow: window, Active: ledgers})
 	h := f.healer(heal.Options{Active: ledgers, LagWindow: window, Disabled: true})
-	create := convoy.Message{Seq: 1, MessageID: "d-slow:1", Tx: convoy.Transaction{OrderID: "d-slow", Op: convoy.CreateOrder, Currency: "EUR"}}
+	create := convoy.Message{Seq: 1, MessageID: "d-slow:1", Command: orders.Transaction{OrderID: "d-slow", Op: orders.CreateOrder, Currency: "EUR"}}
 	if _, err := p.Process(ctx, "d-slow", []convoy.Message{create}); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.add(4 * time.Minute)
 	amount := int64(2)
-	add := convoy.Message{Seq: 2, MessageID: "d-slow:2", Tx: convoy.Transaction{OrderID: "d-slow", Op: convoy.AddTransaction, TxID: "t2", Amount: &amount}}
+	add := convoy.Message{Seq: 2, MessageID: "d-slow:2", Command: orders.Transaction{OrderID: "d-slow", Op: orders.AddTransaction, TxID: "t2", Amount: &amount}}
 	removed := false
 	f.store.Fail = func(op, orderID string) error {
 		if op == "commit" && orderID == "d-slow" && f.store.Fail != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // TestLagSurvey: a run judges every active order, each case built to be
@@ -36,7 +37,7 @@ func TestLagSurvey(t *testing.T) {
 	f := newFixture()
 	ledgers := memstore.NewLedgers()
 	ledgers.Now = f.clock.now
-	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store, Now: f.clock.now})
+	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain, Index: f.store, Now: f.clock.now})
 	publish := func(order string, n int) {
 		t.Helper()
 		if _, err := ledgers.Allocate(ctx, "L-"+order+f.clock.now().Format("150405"), "h", order, n); err != nil {
@@ -48,10 +49,10 @@ func TestLagSurvey(t *testing.T) {
 	}
 	apply := func(order string, seq int64, critical time.Duration) {
 		t.Helper()
-		tx := convoy.Transaction{OrderID: order, Op: convoy.CreateOrder, Currency: "EUR"}
+		tx := orders.Transaction{OrderID: order, Op: orders.CreateOrder, Currency: "EUR"}
 		if seq > 1 {
 			amount := seq
-			tx = convoy.Transaction{OrderID: order, Op: convoy.AddTransaction, TxID: "t", Amount: &amount}
+			tx = orders.Transaction{OrderID: order, Op: orders.AddTransaction, TxID: "t", Amount: &amount}
 			tx.TxID += string(rune('0' + seq))
 		}
 		m := convoy.Message{Seq: seq, MessageID: order + ":" + string(rune('0'+seq)), Tx: tx, EnqueuedAt: f.clock.now().Add(-critical)}

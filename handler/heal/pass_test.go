@@ -11,6 +11,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -60,7 +61,7 @@ func TestLagSurveyGoesOnFromWhereTheLastRunStopped(t *testing.T) {
 	ledgers := memstore.NewLedgers()
 	ledgers.Now = f.clock.now
 	index := &surveyed{Ledgers: ledgers}
-	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store, Now: f.clock.now})
+	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain, Index: f.store, Now: f.clock.now})
 	all := ids("o", 0, 250)
 	for i, id := range all {
 		n := 1
@@ -70,7 +71,7 @@ func TestLagSurveyGoesOnFromWhereTheLastRunStopped(t *testing.T) {
 		if _, err := ledgers.Allocate(ctx, "L", "h", id, n); err != nil {
 			t.Fatal(err)
 		}
-		m := convoy.Message{Seq: 1, MessageID: id + ":1", Tx: convoy.Transaction{OrderID: id, Op: convoy.CreateOrder, Currency: "EUR"}}
+		m := convoy.Message{Seq: 1, MessageID: id + ":1", Command: orders.Transaction{OrderID: id, Op: orders.CreateOrder, Currency: "EUR"}}
 		if _, err := p.Process(ctx, id, []convoy.Message{m}); err != nil {
 			t.Fatal(err)
 		}
@@ -155,17 +156,17 @@ func TestStalledOrderReportedWithinPeriodAndTwoWindows(t *testing.T) {
 			f := newFixture()
 			ledgers := memstore.NewLedgers()
 			ledgers.Now = f.clock.now
-			p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store, Now: f.clock.now})
+			p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain, Index: f.store, Now: f.clock.now})
 			others := ids("o", 0, 300)
 			for _, id := range others {
 				if _, err := ledgers.Allocate(ctx, "L", "h", id, 3); err != nil {
 					t.Fatal(err)
 				}
 				for _, seq := range []int64{1, 3} {
-					tx := convoy.Transaction{OrderID: id, Op: convoy.CreateOrder, Currency: "EUR"}
+					tx := orders.Transaction{OrderID: id, Op: orders.CreateOrder, Currency: "EUR"}
 					if seq == 3 {
 						amount := int64(3)
-						tx = convoy.Transaction{OrderID: id, Op: convoy.AddTransaction, TxID: "t3", Amount: &amount}
+						tx = orders.Transaction{OrderID: id, Op: orders.AddTransaction, TxID: "t3", Amount: &amount}
 					}
 					if _, err := p.Process(ctx, id, []convoy.Message{{Seq: seq, MessageID: fmt.Sprintf("%s:%d", id, seq), Tx: tx}}); err != nil {
 						t.Fatal(err)
@@ -243,17 +244,17 @@ func (h *headsRead) take() int {
 func TestBlockedSurveyGoesOnFromWhereTheLastRunStopped(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
-	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store, Now: f.clock.now})
+	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain, Index: f.store, Now: f.clock.now})
 	amount := int64(2)
 	for _, id := range ids("b", 0, 250) {
-		m := convoy.Message{Seq: 2, MessageID: id + ":2", Tx: convoy.Transaction{OrderID: id, Op: convoy.AddTransaction, TxID: "t2", Amount: &amount}}
+		m := convoy.Message{Seq: 2, MessageID: id + ":2", Command: orders.Transaction{OrderID: id, Op: orders.AddTransaction, TxID: "t2", Amount: &amount}}
 		if _, err := p.Process(ctx, id, []convoy.Message{m}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// "stale": applied seq 1, nothing parked, yet a confirmed entry, newer
 	// than all the others (the last of the index).
-	m := convoy.Message{Seq: 1, MessageID: "stale:1", Tx: convoy.Transaction{OrderID: "stale", Op: convoy.CreateOrder, Currency: "EUR"}}
+	m := convoy.Message{Seq: 1, MessageID: "stale:1", Command: orders.Transaction{OrderID: "stale", Op: orders.CreateOrder, Currency: "EUR"}}
 	if _, err := p.Process(ctx, "stale", []convoy.Message{m}); err != nil {
 		t.Fatal(err)
 	}
@@ -311,11 +312,11 @@ func (c *cutAt) Head(ctx context.Context, orderID string) (convoy.Head, bool, er
 // is the pass whole, counting every blocked order once.
 func TestCutRunLeavesTheBlockedSurveyWhereItStopped(t *testing.T) {
 	f := newFixture()
-	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store, Now: f.clock.now})
+	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain, Index: f.store, Now: f.clock.now})
 	amount := int64(2)
 	all := ids("b", 0, 30)
 	for _, id := range all {
-		m := convoy.Message{Seq: 2, MessageID: id + ":2", Tx: convoy.Transaction{OrderID: id, Op: convoy.AddTransaction, TxID: "t2", Amount: &amount}}
+		m := convoy.Message{Seq: 2, MessageID: id + ":2", Command: orders.Transaction{OrderID: id, Op: orders.AddTransaction, TxID: "t2", Amount: &amount}}
 		if _, err := p.Process(context.Background(), id, []convoy.Message{m}); err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/heal"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // TestRunResumesACutDrain (issue 33, item 1): a blocked order whose missing
@@ -17,7 +18,7 @@ import (
 func TestRunResumesACutDrain(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
-	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Index: f.store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
+	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain, Index: f.store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
 	if err := f.store.CutDrain(ctx, p, "o-1", 69); err != nil {
 		t.Fatal(err)
 	}

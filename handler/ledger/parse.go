@@ -16,8 +16,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // Defaults of Limits.
@@ -35,7 +35,7 @@ type Limits struct {
 
 // Entry is one transaction of a ledger with its end-of-sequence mark.
 type Entry struct {
-	convoy.Transaction
+	orders.Transaction
 	Last bool
 }
 
@@ -82,7 +82,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 		}
 		key, _ := t.(string)
 		if seen[key] {
-			ledgerFaults = append(ledgerFaults, "field "+convoy.Quote(key)+" appears twice")
+			ledgerFaults = append(ledgerFaults, "field "+orders.Quote(key)+" appears twice")
 		}
 		seen[key] = true
 		switch key {
@@ -93,7 +93,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 			}
 			if json.Unmarshal(raw, &l.ID) != nil {
 				ledgerFaults = append(ledgerFaults, "ledgerId must be a string")
-			} else if why := convoy.CheckID(l.ID); why != "" {
+			} else if why := orders.CheckID(l.ID); why != "" {
 				ledgerFaults = append(ledgerFaults, "ledgerId "+why)
 			}
 		case "stream":
@@ -104,7 +104,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 			if json.Unmarshal(raw, &l.Stream) != nil {
 				ledgerFaults = append(ledgerFaults, "stream must be a string")
 			} else if why := CheckStream(l.Stream); why != "" {
-				ledgerFaults = append(ledgerFaults, "stream "+convoy.Quote(l.Stream)+" "+why)
+				ledgerFaults = append(ledgerFaults, "stream "+orders.Quote(l.Stream)+" "+why)
 			}
 		case "transactions":
 			t, err := dec.Token()
@@ -131,7 +131,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 				if len(ps) > 0 {
 					faulty = append(faulty, i)
 				}
-				e.OrderID, e.Op = ids.get(e.OrderID), convoy.Op(ids.get(string(e.Op)))
+				e.OrderID, e.Op = ids.get(e.OrderID), orders.Op(ids.get(string(e.Op)))
 				l.Entries = append(l.Entries, e)
 				problems = append(problems, ps...)
 			}
@@ -142,7 +142,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 				ledgerFaults = append(ledgerFaults, "transactions is empty")
 			}
 		default:
-			ledgerFaults = append(ledgerFaults, "unknown field "+convoy.Quote(key))
+			ledgerFaults = append(ledgerFaults, "unknown field "+orders.Quote(key))
 			var skip json.RawMessage
 			if dec.Decode(&skip) != nil {
 				return nil, notObject(doc)
@@ -185,7 +185,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 			msg += fmt.Sprintf(" (%d problem(s) in its transactions)", len(problems))
 		}
 		err := &fault.Error{Code: fault.Invalid, Message: msg, Problems: problems}
-		if l.ID != "" && convoy.CheckID(l.ID) == "" {
+		if l.ID != "" && orders.CheckID(l.ID) == "" {
 			return nil, &rejection{ledgerID: l.ID, err: err}
 		}
 		return nil, err
@@ -198,7 +198,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 // its seq), must fit the orders queue. Checked before any seq is allocated,
 // so a refused ledger leaves no gap.
 func measure(ledgerID string, i int, e Entry, limit int) []fault.Problem {
-	size, err := convoy.MeasureTransaction(ledgerID, i, e.Last, e.Transaction)
+	size, err := orders.MeasureTransaction(ledgerID, i, e.Last, e.Transaction)
 	if err != nil {
 		return []fault.Problem{{Index: i, Reason: "cannot be encoded as an order message"}}
 	}
@@ -269,10 +269,10 @@ func (in interner) get(s string) string {
 	return s
 }
 
-// parseEntry reads the i-th transaction as convoy.ReadTransaction reads an
+// parseEntry reads the i-th transaction as orders.ReadTransaction reads an
 // order message's (the same problems on every path), with its "last".
 func parseEntry(i int, raw json.RawMessage) (Entry, []fault.Problem) {
-	t, extras, ps := convoy.ReadTransaction(i, raw, "last")
+	t, extras, ps := orders.ReadTransaction(i, raw, "last")
 	e := Entry{Transaction: t}
 	if v, ok := extras["last"]; ok && json.Unmarshal(v, &e.Last) != nil {
 		ps = append(ps, fault.Problem{Index: i, Field: "last", Reason: "must be true or false"})
@@ -282,7 +282,7 @@ func parseEntry(i int, raw json.RawMessage) (Entry, []fault.Problem) {
 
 // CheckStream returns why s is not a valid stream name ("" when it is): the
 // alphabet and length of every id (it becomes a SessionId).
-func CheckStream(s string) string { return convoy.CheckID(s) }
+func CheckStream(s string) string { return orders.CheckID(s) }
 
 // hashVersion prefixes the hash of canonicalHash. A record's hash without it
 // was written by an earlier version (legacyHash).
@@ -332,7 +332,7 @@ func (l *Ledger) SameContent(recorded string) bool {
 
 // canonicalJSON writes the next JSON value of dec in a form that is the same
 // whatever the spelling of the value: object members sorted by key (a key
-// written twice is refused before: convoy.ReadTransaction), numbers
+// written twice is refused before: orders.ReadTransaction), numbers
 // canonical, no space.
 func canonicalJSON(dec *json.Decoder, w *bytes.Buffer) error {
 	dec.UseNumber()
@@ -479,7 +479,7 @@ func contentHash(doc []byte) string {
 // its bytes and place. The result is a new document: parse it again.
 func WithStream(doc []byte, stream string) ([]byte, error) {
 	if why := CheckStream(stream); why != "" {
-		return nil, fault.Errorf(fault.Invalid, "stream %s %s", convoy.Quote(stream), why)
+		return nil, fault.Errorf(fault.Invalid, "stream %s %s", orders.Quote(stream), why)
 	}
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // Status of a ledger record.
@@ -161,7 +162,7 @@ func (p *Publisher) PublishQueued(ctx context.Context, doc []byte, sessionID str
 	if err == nil && sessionID != "" && l.Stream != sessionID {
 		err = &rejection{ledgerID: l.ID, err: fault.Errorf(fault.Invalid, "the ledger's stream %s is not the SessionId %s it was queued with: "+
 			"send a ledger with its stream as SessionId (convoy publish does), or it is not ordered with its stream",
-			convoy.Quote(l.Stream), convoy.Quote(sessionID))}
+			orders.Quote(l.Stream), orders.Quote(sessionID))}
 	}
 	if err != nil {
 		return Summary{Outcome: OutcomeRejected, Error: fault.MessageOf(err), Problems: fault.ProblemsOf(err)}, err
@@ -386,7 +387,7 @@ func (p *Publisher) sendBatch(ctx context.Context, l *Ledger, pl plan, from int)
 // message builds the order message of the i-th transaction.
 func (l *Ledger) message(i int, seq int64) (convoy.OrderMessage, error) {
 	e := l.Entries[i]
-	return convoy.NewOrderMessage(l.ID, i, seq, e.Last, e.Transaction)
+	return orders.NewOrderMessage(l.ID, i, seq, e.Last, e.Transaction)
 }
 
 func (p *Publisher) retry(ctx context.Context, fn func(context.Context) error) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 var noRetry = fault.RetryPolicy{MaxAttempts: 1}
@@ -37,13 +38,13 @@ func TestPublishContractExample(t *testing.T) {
 		session, id string
 		seq         int64
 		last        bool
-		op          convoy.Op
+		op          orders.Op
 	}{
-		{"o-1", "L-2026-11-21-0001:0", 1, false, convoy.CreateOrder},
-		{"o-1", "L-2026-11-21-0001:2", 2, false, convoy.AddTransaction},
-		{"o-1", "L-2026-11-21-0001:3", 3, false, convoy.ModifyTransaction},
-		{"o-2", "L-2026-11-21-0001:1", 1, false, convoy.CreateOrder},
-		{"o-2", "L-2026-11-21-0001:4", 2, true, convoy.DeleteOrder},
+		{"o-1", "L-2026-11-21-0001:0", 1, false, orders.CreateOrder},
+		{"o-1", "L-2026-11-21-0001:2", 2, false, orders.AddTransaction},
+		{"o-1", "L-2026-11-21-0001:3", 3, false, orders.ModifyTransaction},
+		{"o-2", "L-2026-11-21-0001:1", 1, false, orders.CreateOrder},
+		{"o-2", "L-2026-11-21-0001:4", 2, true, orders.DeleteOrder},
 	}
 	msgs := sender.Messages()
 	if len(msgs) != len(want) {
@@ -51,7 +52,7 @@ func TestPublishContractExample(t *testing.T) {
 	}
 	for i, w := range want {
 		m := msgs[i]
-		tx, err := convoy.DecodeBody(m.Body)
+		tx, err := orders.DecodeBody(m.Body)
 		if err != nil || m.SessionID != w.session || m.MessageID != w.id || m.Seq != w.seq || m.Last != w.last ||
 			m.LedgerID != "L-2026-11-21-0001" || tx.Op != w.op || tx.OrderID != w.session {
 			t.Errorf("message %d: %+v (%+v, %v), want %+v", i, m, tx, err, w)

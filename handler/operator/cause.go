@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -102,7 +103,7 @@ func tooFarAhead(seq, appliedSeq int64) string {
 // unreadableBody says why m's body is not a transaction of its order (""
 // when it is).
 func unreadableBody(m replay.DeadLetter) string {
-	t, err := convoy.DecodeBody(m.Body)
+	t, err := orders.DecodeBody(m.Body)
 	if err != nil {
 		return cut(err.Error(), maxWhy)
 	}

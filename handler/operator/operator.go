@@ -14,8 +14,8 @@ package operator
 import (
 	"context"
 
-	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -37,7 +37,7 @@ type ExplainingReplayer interface {
 
 // CheckOrderID refuses an order id that no order can have (an Invalid fault).
 func CheckOrderID(id string) error {
-	if why := convoy.CheckID(id); why != "" {
+	if why := orders.CheckID(id); why != "" {
 		return fault.Errorf(fault.Invalid, "orderId %s", why)
 	}
 	return nil

@@ -57,7 +57,7 @@ func SkipGap(ctx context.Context, p Skipper, orderID, seq string) (SkipResult, e
 	}
 	if res.Draining {
 		out.Draining = fmt.Sprintf("the skip stands; %d parked message(s) behind it are still to drain: "+
-			"each read of the order (GET /api/orders/%s) and each AutoReplay run resumes the drain, as does the order's next message", view.Parked, orderID)
+			"each read of the order (GET /api/orders/%s) and each AutoReplay run resumes the drain, as does the order's next message", res.Parked, orderID)
 	}
 	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/servicebus"
 	"github.com/convoy-dev/convoy/handler/tracing"
 
@@ -109,7 +110,7 @@ func (s *sdkSender) SendBatch(_ context.Context, b convoy.Batch) error {
 // will count its messages, before any seq is allocated: at the limit it is
 // published, one byte below it is refused whole and allocates nothing.
 func TestLedgerMeasuredAsSent(t *testing.T) {
-	html := strings.Repeat("<p>a&amp;b</p>", 280) // within convoy.MaxDataBytes
+	html := strings.Repeat("<p>a&amp;b</p>", 280) // within orders.MaxDataBytes
 	doc := []byte(`{"ledgerId":"L-html","transactions":[{"orderId":"o-1","op":"CreateOrder","currency":"EUR"},` +
 		`{"orderId":"o-1","op":"AddTransaction","txId":"t-1","amount":5,"data":{"html":"` + html + `"}}]}`)
 	ctx := context.Background()
@@ -122,7 +123,7 @@ func TestLedgerMeasuredAsSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := convoy.NewOrderMessage(l.ID, 1, 300, false, l.Entries[1].Transaction)
+	m, _ := orders.NewOrderMessage(l.ID, 1, 300, false, l.Entries[1].Transaction)
 	m.TraceParent, m.DiagnosticID = tracing.Stamp("", "", trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}}))
 	b, _ := alone.NewBatch(ctx)
 	if err := b.Add(m); err != nil {

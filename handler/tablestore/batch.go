@@ -26,6 +26,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 // maxGroupOps is the most operations the Table service takes in one
@@ -200,11 +201,21 @@ func (e *entityJSON) bool(k string, v bool) {
 	e.w.Write(strconv.AppendBool(e.w.AvailableBuffer(), v))
 }
 
-// data adds a data object as a string property (at most convoy.MaxDataBytes,
-// well within a property's 64 KiB).
-func (e *entityJSON) data(d []byte) {
-	if len(d) > 0 {
-		e.str("Data", string(d))
+// props adds a domain's properties, each with its type.
+func (e *entityJSON) props(p keyed.Props) {
+	for _, q := range p {
+		switch v := q.Value.(type) {
+		case string:
+			e.str(q.Name, v)
+		case int64:
+			e.i64(q.Name, v)
+		case int32:
+			e.i32(q.Name, v)
+		case bool:
+			e.bool(q.Name, v)
+		case time.Time:
+			e.time(q.Name, v)
+		}
 	}
 }
 

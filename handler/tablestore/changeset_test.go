@@ -18,6 +18,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // The answers below have the exact shape the Table service documents for an
@@ -119,7 +120,7 @@ func (s *stubService) stores(t *testing.T) (*Store, *Ledgers) {
 func commit(ctx context.Context, s *Store) error {
 	o := convoy.NewOrder("o-1")
 	o.AppliedSeq, o.UpdatedAt = 1, time.Now()
-	return s.Commit(ctx, o, 0, &convoy.Change{Tx: map[string]convoy.TxWrite{"t-1": {TxRecord: convoy.TxRecord{TxEntry: convoy.TxEntry{TxID: "t-1", Amount: 5}}, Added: true}}})
+	return s.Commit(ctx, o, 0, &convoy.Change{Tx: map[string]convoy.TxWrite{"t-1": {TxRecord: convoy.TxRecord{TxEntry: orders.TxEntry{TxID: "t-1", Amount: 5}}, Added: true}}})
 }
 
 // allocate allocates seqs: one transaction of two operations (alloc row, counter).

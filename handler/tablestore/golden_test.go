@@ -21,6 +21,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/golden"
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
@@ -93,7 +94,7 @@ func TestGoldenRows(t *testing.T) {
 	ledgers := tablestore.NewLedgers(ledgersTable)
 	clock := &goldenClock{}
 	base := time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC)
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Now: clock.Now, Index: store, Active: ledgers})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Now: clock.Now, Index: store, Active: ledgers})
 
 	rec := &rowRecorder{t: t, tables: []namedTable{{"orders", table}, {"ledgers", ledgersTable}}, last: map[string]rawRow{}}
 	step := 0
@@ -130,7 +131,7 @@ func TestGoldenRows(t *testing.T) {
 	next("a ledger without a readable id refused (recorded under its content hash)")
 	msgs := map[string][]convoy.Message{}
 	for _, m := range sender.Messages() {
-		tx, err := convoy.DecodeBody(m.Body)
+		tx, err := orders.DecodeBody(m.Body)
 		if err != nil {
 			t.Fatal(err)
 		}

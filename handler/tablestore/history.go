@@ -4,26 +4,28 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 var _ convoy.History = (*Store)(nil)
 
-// Transactions implements convoy.History: one query of the t rows from
+// Rows implements convoy.History: one query of the coll rows from
 // position from (more when the service has another page).
-func (s *Store) Transactions(ctx context.Context, orderID string, from int64, limit int) ([]convoy.TxEntry, bool, error) {
-	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge '%s' and RowKey lt '%s'", escape(orderID), txKey(from), prefixEnd(txPrefix))
-	rs, more, err := listUpTo(ctx, s.table, filter, limit, "read the transactions of order "+orderID, decodeTx)
-	out := make([]convoy.TxEntry, len(rs))
-	for i, r := range rs {
-		out[i] = r.TxEntry
+func (s *Store) Rows(ctx context.Context, orderID, coll string, from int64, limit int) ([]keyed.Row, bool, error) {
+	prefix := coll + ":"
+	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge '%s' and RowKey lt '%s'", escape(orderID), prefix+keyed.Position(from), prefixEnd(prefix))
+	rs, more, err := listUpTo(ctx, s.table, filter, limit, "read the history of "+orderID, func(raw []byte) (keyed.Row, error) {
+		return decodeRow(raw, prefix)
+	})
+	if rs == nil {
+		rs = []keyed.Row{}
 	}
-	return out, more, err
+	return rs, more, err
 }
 
 // Rejections implements convoy.History: one query of the r rows from seq from.
@@ -36,17 +38,16 @@ func (s *Store) Rejections(ctx context.Context, orderID string, from int64, limi
 	return rs, more, err
 }
 
-func decodeTx(raw []byte) (convoy.TxRecord, error) {
+// decodeRow reads a row of the collection whose RowKeys begin with prefix.
+func decodeRow(raw []byte, prefix string) (keyed.Row, error) {
 	var e aztables.EDMEntity
 	if err := json.Unmarshal(raw, &e); err != nil {
-		return convoy.TxRecord{}, err
+		return keyed.Row{}, err
 	}
-	pos, err := strconv.ParseInt(strings.TrimPrefix(e.RowKey, txPrefix), 10, 64)
-	if err != nil || !strings.HasPrefix(e.RowKey, txPrefix) {
-		return convoy.TxRecord{}, fmt.Errorf("unexpected transaction row %q", e.RowKey)
+	if !strings.HasPrefix(e.RowKey, prefix) {
+		return keyed.Row{}, fmt.Errorf("unexpected row %q", e.RowKey)
 	}
-	p := props(e.Properties)
-	return convoy.TxRecord{Position: pos, TxEntry: convoy.TxEntry{TxID: p.str("TxId"), Amount: p.int("Amount"), Data: p.data()}}, nil
+	return keyed.Row{ID: strings.TrimPrefix(e.RowKey, prefix), Props: props(e.Properties).keyed(nil)}, nil
 }
 
 func decodeRejection(raw []byte) (convoy.Rejection, error) {
@@ -55,5 +56,5 @@ func decodeRejection(raw []byte) (convoy.Rejection, error) {
 		return convoy.Rejection{}, err
 	}
 	p := props(e.Properties)
-	return convoy.Rejection{Seq: p.int("Seq"), Op: convoy.Op(p.str("Op")), TxID: p.str("TxId"), Reason: p.str("Reason")}, nil
+	return convoy.Rejection{Seq: p.int("Seq"), Reason: p.str("Reason"), Tag: p.keyed(map[string]bool{"Seq": true, "Reason": true})}, nil
 }

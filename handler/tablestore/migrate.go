@@ -11,9 +11,11 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
-// migrate brings a partition written before issue 27 to layout 2, once: it
+// migrate brings a partition written before issue 27 to layout 2, once (a
+// partition of the order domain: the only one that release had): it
 // reads every transaction row (pages of 1,000), writes each one's x row
 // (upserts, 100 a transaction: derived data that no reader trusts until the
 // head says layout 2), then merges Total, TxCount and Layout into the head if
@@ -54,19 +56,19 @@ func (s *Store) migrate(ctx context.Context, o *convoy.Order, etag azcore.ETag) 
 			return classify(err, what)
 		}
 		for _, raw := range page.Entities {
-			r, err := decodeTx(raw)
+			r, err := decodeRow(raw, txPrefix)
 			if err != nil {
 				return fault.Wrap(fault.Internal, err, what)
 			}
-			if r.Position != count {
-				return fault.Errorf(fault.Internal, "%s: transaction row %d where %d was expected", what, r.Position, count)
+			if r.ID != keyed.Position(count) {
+				return fault.Errorf(fault.Internal, "%s: transaction row %s where %d was expected", what, r.ID, count)
 			}
-			total += r.Amount
-			count++
-			e := b.upsert(o.ID, txIDPrefix+r.TxID)
-			e.i64("Position", r.Position)
-			e.i64("Amount", r.Amount)
+			total += r.Props.Int("Amount")
+			e := b.upsert(o.ID, txIDPrefix+r.Props.String("TxId"))
+			e.i64("Position", count)
+			e.i64("Amount", r.Props.Int("Amount"))
 			e.end()
+			count++
 			if b.ops == maxGroupOps-1 { // the last one: the progress row
 				if err := flush(); err != nil {
 					return classify(err, what)
@@ -97,7 +99,7 @@ func (s *Store) migrate(ctx context.Context, o *convoy.Order, etag azcore.ETag) 
 	case err != nil:
 		return classify(err, what)
 	}
-	o.TotalAmount, o.TxCount = total, count
+	o.StateProps = o.StateProps.Set("Total", total).Set("TxCount", count)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
@@ -62,11 +63,11 @@ func TestHeadsOfEarlierReleasesCountParked(t *testing.T) {
 				t.Fatalf("loaded %d of %d parked, last %d, missing %d; want %d of %d, last %d, missing 1",
 					len(o.Parked), o.ParkedCount, o.LastParked(), o.MissingSeq(), min(tc.rows, convoy.ParkedLoadSize), tc.wantCount, tc.wantLast)
 			}
-			p := convoy.NewProcessor(store, convoy.ProcessorOptions{})
+			p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain})
 			amount := int64(2)
 			res, err := p.Process(ctx, id, []convoy.Message{
-				{Seq: 1, MessageID: "L:1", Tx: convoy.Transaction{OrderID: id, Op: convoy.CreateOrder, Currency: "EUR"}},
-				{Seq: 2, MessageID: "L:2", Tx: convoy.Transaction{OrderID: id, Op: convoy.AddTransaction, TxID: "t-2", Amount: &amount}},
+				{Seq: 1, MessageID: "L:1", Command: orders.Transaction{OrderID: id, Op: orders.CreateOrder, Currency: "EUR"}},
+				{Seq: 2, MessageID: "L:2", Command: orders.Transaction{OrderID: id, Op: orders.AddTransaction, TxID: "t-2", Amount: &amount}},
 			})
 			if err != nil {
 				t.Fatal(err)

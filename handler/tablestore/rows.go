@@ -2,14 +2,16 @@ package tablestore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 // prefixEnd is the first RowKey after every key that starts with prefix (a
@@ -24,42 +26,55 @@ func seqKey(prefix string, seq int64) string { return fmt.Sprintf("%s%019d", pre
 
 func escape(s string) string { return strings.ReplaceAll(s, "'", "''") }
 
-func (p props) data() json.RawMessage {
-	if s := p.str("Data"); s != "" {
-		return json.RawMessage(s)
-	}
-	return nil
-}
+// engineHead are the head's properties that are the engine's (the rest are
+// the domain's state); engineParked, a parked row's (the rest, its command).
+var (
+	engineHead   = map[string]bool{"Parked": true, "ParkedLast": true, "Complete": true, "AppliedSeq": true, "Version": true, "Layout": true, "UpdatedAt": true, "BlockedSince": true, "AppliedAt": true, "Crit": true, "StateVersion": true}
+	engineParked = map[string]bool{"Seq": true, "Last": true, "MessageId": true, "EnqueuedAt": true, "TraceParent": true, "Oversize": true}
+)
 
-// decodeHead reads the head's properties into o.
+// decodeHead reads the head's properties into o: the engine's, and the
+// rest as the domain's state (StateProps).
 func decodeHead(o *convoy.Order, p props) {
-	o.Status = convoy.Status(p.str("Status"))
 	o.Complete = p.bool("Complete")
-	o.Currency = p.str("Currency")
 	o.AppliedSeq = p.int("AppliedSeq")
 	o.Version = p.int("Version")
-	o.TotalAmount = p.int("Total")
-	o.TxCount = p.int("TxCount")
 	o.UpdatedAt = p.time("UpdatedAt")
 	o.BlockedSince = p.time("BlockedSince")
 	o.AppliedAt = p.time("AppliedAt") // zero in a head written before it was kept
 	o.Crit = convoy.DecodeCriticalTimes(p.str("Crit"))
-	o.Data = p.data()
 	o.ParkedCount = int(p.int("Parked"))
 	o.ParkedLast = p.int("ParkedLast") // absent (0, not known) in a head written before it was kept
+	o.StateVersion = int(p.int("StateVersion"))
+	o.StateProps = p.keyed(engineHead)
 }
 
 // decodeParked reads a parked row's properties.
-func decodeParked(orderID string, p props) convoy.Message {
-	m := convoy.Message{Seq: p.int("Seq"), Last: p.bool("Last"), MessageID: p.str("MessageId"),
-		EnqueuedAt: p.time("EnqueuedAt"), TraceParent: p.str("TraceParent"), Tx: convoy.Transaction{
-			OrderID: orderID, Op: convoy.Op(p.str("Op")), TxID: p.str("TxId"), Currency: p.str("Currency"), Data: p.data(),
-		}}
-	if _, ok := p["Amount"]; ok {
-		amount := p.int("Amount")
-		m.Tx.Amount = &amount
+func decodeParked(p props) convoy.Message {
+	return convoy.Message{Seq: p.int("Seq"), Last: p.bool("Last"), MessageID: p.str("MessageId"),
+		EnqueuedAt: p.time("EnqueuedAt"), TraceParent: p.str("TraceParent"), Oversize: p.str("Oversize"),
+		Stored: p.keyed(engineParked)}
+}
+
+// keyed returns the properties not in skip as a domain reads them, by name.
+func (p props) keyed(skip map[string]bool) keyed.Props {
+	out := make(keyed.Props, 0, len(p))
+	for _, name := range slices.Sorted(maps.Keys(p)) {
+		if skip[name] {
+			continue
+		}
+		switch v := p[name].(type) {
+		case aztables.EDMInt64:
+			out = append(out, keyed.Prop{Name: name, Value: int64(v)})
+		case aztables.EDMDateTime:
+			out = append(out, keyed.Prop{Name: name, Value: time.Time(v).UTC()})
+		case float64: // an Edm.Int32 or Edm.Double the JSON decoder read as a number
+			out = append(out, keyed.Prop{Name: name, Value: int32(v)})
+		case int32, string, bool:
+			out = append(out, keyed.Prop{Name: name, Value: v})
+		}
 	}
-	return m
+	return out
 }
 
 type props map[string]any

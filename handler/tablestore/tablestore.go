@@ -38,7 +38,6 @@
 package tablestore
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -54,6 +53,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 const (
@@ -169,7 +169,7 @@ func (s *Store) loadHead(ctx context.Context, orderID string) (o *convoy.Order, 
 				head, etag = props(e.Properties), azcore.ETag(e.ETag)
 				decodeHead(o, head)
 			case strings.HasPrefix(e.RowKey, parkedPrefix):
-				parked = append(parked, decodeParked(orderID, props(e.Properties)))
+				parked = append(parked, decodeParked(props(e.Properties)))
 			default:
 				return nil, "", false, fault.Errorf(fault.Internal, "%s: unexpected row %q", what, e.RowKey)
 			}
@@ -234,7 +234,7 @@ func (s *Store) Parked(ctx context.Context, orderID string, after int64, limit i
 		if err := json.Unmarshal(raw, &e); err != nil {
 			return convoy.Message{}, err
 		}
-		return decodeParked(orderID, props(e.Properties)), nil
+		return decodeParked(props(e.Properties)), nil
 	})
 }
 
@@ -250,24 +250,25 @@ func (s *Store) IsParked(ctx context.Context, orderID string, seq int64) (bool, 
 	return false, classify(err, fmt.Sprintf("read parked seq %d of order %q", seq, orderID))
 }
 
-// Tx implements convoy.Store: one point read of the x row, then of the t
-// row it names (for the data); a missing x row is a missing transaction.
-func (s *Store) Tx(ctx context.Context, orderID, txID string) (convoy.TxRecord, bool, error) {
-	what := fmt.Sprintf("read transaction %q of order %q", txID, orderID)
-	resp, err := s.table.GetEntity(ctx, orderID, txIDPrefix+txID, nil)
+// Row implements convoy.Store: one point read of the row.
+func (s *Store) Row(ctx context.Context, orderID string, ref keyed.RowRef) (keyed.Props, bool, error) {
+	what := fmt.Sprintf("read row %s:%s of %q", ref.Collection, ref.ID, orderID)
+	resp, err := s.table.GetEntity(ctx, orderID, rowKey(ref), nil)
 	switch {
 	case isAbsent(err):
-		return convoy.TxRecord{}, false, nil
+		return nil, false, nil
 	case err != nil:
-		return convoy.TxRecord{}, false, classify(err, what)
+		return nil, false, classify(err, what)
 	}
 	var e aztables.EDMEntity
 	if err := json.Unmarshal(resp.Value, &e); err != nil {
-		return convoy.TxRecord{}, false, fault.Wrap(fault.Internal, err, what)
+		return nil, false, fault.Wrap(fault.Internal, err, what)
 	}
-	p := props(e.Properties)
-	return convoy.TxRecord{Position: p.int("Position"), TxEntry: convoy.TxEntry{TxID: txID, Amount: p.int("Amount")}}, true, nil
+	return props(e.Properties).keyed(nil), true, nil
 }
+
+// rowKey is the RowKey of a row of a domain's collection.
+func rowKey(ref keyed.RowRef) string { return ref.Collection + ":" + ref.ID }
 
 // Commit implements convoy.Store.
 func (s *Store) Commit(ctx context.Context, o *convoy.Order, base int64, c *convoy.Change) error {
@@ -313,13 +314,9 @@ func (s *Store) commitBody(o *convoy.Order, base int64, c *convoy.Change) *batch
 	if o.ParkedLast != 0 {
 		e.i64("ParkedLast", o.ParkedLast)
 	}
-	e.str("Status", string(o.Status))
 	e.bool("Complete", o.Complete)
-	e.str("Currency", o.Currency)
 	e.i64("AppliedSeq", o.AppliedSeq)
 	e.i64("Version", base+1)
-	e.i64("Total", o.TotalAmount)
-	e.i64("TxCount", o.TxCount)
 	e.i32("Layout", layout)
 	e.time("UpdatedAt", o.UpdatedAt)
 	if !o.BlockedSince.IsZero() {
@@ -331,31 +328,26 @@ func (s *Store) commitBody(o *convoy.Order, base int64, c *convoy.Change) *batch
 	if crit := convoy.EncodeCriticalTimes(o.Crit); crit != "" {
 		e.str("Crit", crit)
 	}
-	e.data(o.Data)
+	if o.StateVersion > 1 { // absent: version 1
+		e.i32("StateVersion", int32(o.StateVersion))
+	}
+	e.props(o.StateProps)
 	e.end()
-	// A transaction added: its two rows inserted (an x row that exists fails
-	// the whole commit: the txId exists). Modified: both merged, the data
-	// kept unless replaced; If-Match * fails the commit if either is missing.
-	for _, w := range slices.SortedFunc(maps.Values(c.Tx), func(a, b convoy.TxWrite) int { return cmp.Compare(a.Position, b.Position) }) {
+	// The domain's rows: an insert fails the whole commit if the row exists;
+	// a merge (If-Match *) if it is missing, and keeps what it does not write.
+	for _, w := range c.Writes {
 		write := b.merge
-		if w.Added {
+		if w.Insert {
 			write = b.insert
 		}
-		e := write(o.ID, txKey(w.Position))
-		e.str("TxId", w.TxID)
-		e.i64("Amount", w.Amount)
-		e.data(w.Data)
-		e.end()
-		e = write(o.ID, txIDPrefix+w.TxID)
-		e.i64("Position", w.Position)
-		e.i64("Amount", w.Amount)
+		e := write(o.ID, rowKey(w.Ref))
+		e.props(w.Props)
 		e.end()
 	}
 	for _, r := range c.Rejections {
 		e := b.insert(o.ID, seqKey(rejectPrefix, r.Seq))
 		e.i64("Seq", r.Seq)
-		e.str("Op", string(r.Op))
-		e.str("TxId", r.TxID)
+		e.props(r.Tag)
 		e.str("Reason", r.Reason)
 		e.end()
 	}
@@ -365,19 +357,16 @@ func (s *Store) commitBody(o *convoy.Order, base int64, c *convoy.Change) *batch
 		e.i64("Seq", m.Seq)
 		e.bool("Last", m.Last)
 		e.str("MessageId", m.MessageID)
-		e.str("Op", string(m.Tx.Op))
-		e.str("TxId", m.Tx.TxID)
-		e.str("Currency", m.Tx.Currency)
-		if m.Tx.Amount != nil {
-			e.i64("Amount", *m.Tx.Amount)
+		if m.Oversize != "" {
+			e.str("Oversize", m.Oversize)
 		}
+		e.props(m.Stored)
 		if !m.EnqueuedAt.IsZero() {
 			e.time("EnqueuedAt", m.EnqueuedAt)
 		}
 		if m.TraceParent != "" {
 			e.str("TraceParent", m.TraceParent)
 		}
-		e.data(m.Tx.Data)
 		e.end()
 	}
 	for _, seq := range slices.Sorted(maps.Keys(c.Unpark)) {

@@ -22,6 +22,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/internal/storetest"
 	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
@@ -52,12 +53,12 @@ func (c *countingTransport) Do(r *http.Request) (*http.Response, error) {
 	return http.DefaultClient.Do(r)
 }
 
-func msg(seq int64, op convoy.Op, txID string) convoy.Message {
-	tx := convoy.Transaction{OrderID: "o-1", Op: op, TxID: txID}
+func msg(seq int64, op orders.Op, txID string) convoy.Message {
+	tx := orders.Transaction{OrderID: "o-1", Op: op, TxID: txID}
 	switch op {
-	case convoy.CreateOrder:
+	case orders.CreateOrder:
 		tx.Currency = "EUR"
-	case convoy.AddTransaction, convoy.ModifyTransaction:
+	case orders.AddTransaction, orders.ModifyTransaction:
 		amount := seq
 		tx.Amount = &amount
 	}
@@ -73,14 +74,14 @@ func TestRoundTripBudget(t *testing.T) {
 	ctx := context.Background()
 	var rt countingTransport
 	store := server.NewOrderStore(t, &rt)
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Active: tablestore.NewLedgers(server.NewTable(t, &rt))})
-	if _, err := p.Process(ctx, "o-1", []convoy.Message{msg(1, convoy.CreateOrder, "")}); err != nil {
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Active: tablestore.NewLedgers(server.NewTable(t, &rt))})
+	if _, err := p.Process(ctx, "o-1", []convoy.Message{msg(1, orders.CreateOrder, "")}); err != nil {
 		t.Fatal(err)
 	}
 	rt.n.Store(0)
 	const single = 20
 	for seq := int64(2); seq < 2+single; seq++ {
-		if _, err := p.Process(ctx, "o-1", []convoy.Message{msg(seq, convoy.AddTransaction, fmt.Sprintf("t-%d", seq))}); err != nil {
+		if _, err := p.Process(ctx, "o-1", []convoy.Message{msg(seq, orders.AddTransaction, fmt.Sprintf("t-%d", seq))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,7 +91,7 @@ func TestRoundTripBudget(t *testing.T) {
 	rt.n.Store(0)
 	var batch []convoy.Message
 	for seq := int64(2 + single); seq < 2+single+50; seq++ {
-		batch = append(batch, msg(seq, convoy.AddTransaction, fmt.Sprintf("t-%d", seq)))
+		batch = append(batch, msg(seq, orders.AddTransaction, fmt.Sprintf("t-%d", seq)))
 	}
 	batch = append(batch, batch[:10]...) // duplicates inside the batch cost nothing
 	if _, err := p.Process(ctx, "o-1", batch); err != nil {
@@ -102,7 +103,7 @@ func TestRoundTripBudget(t *testing.T) {
 		t.Fatalf("batch mode: %d round trips for a contiguous batch of 50, want 2", got)
 	}
 	rt.n.Store(0)
-	if _, err := p.Process(ctx, "o-1", []convoy.Message{msg(5, convoy.AddTransaction, "t-5")}); err != nil {
+	if _, err := p.Process(ctx, "o-1", []convoy.Message{msg(5, orders.AddTransaction, "t-5")}); err != nil {
 		t.Fatal(err)
 	}
 	if got := rt.n.Load(); got != 0 {
@@ -120,11 +121,11 @@ func TestConcurrentDuplicateInvocations(t *testing.T) {
 	const instances, n = 4, 30
 	procs := make([]*convoy.Processor, instances)
 	for i := range procs {
-		procs[i] = convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: fault.RetryPolicy{Initial: time.Millisecond, MaxElapsed: 30 * time.Second}})
+		procs[i] = convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Retry: fault.RetryPolicy{Initial: time.Millisecond, MaxElapsed: 30 * time.Second}})
 	}
-	msgs := []convoy.Message{msg(1, convoy.CreateOrder, "")}
+	msgs := []convoy.Message{msg(1, orders.CreateOrder, "")}
 	for seq := int64(2); seq <= n; seq++ {
-		msgs = append(msgs, msg(seq, convoy.AddTransaction, fmt.Sprintf("t-%d", seq)))
+		msgs = append(msgs, msg(seq, orders.AddTransaction, fmt.Sprintf("t-%d", seq)))
 	}
 	var wg sync.WaitGroup
 	var failures atomic.Int64
@@ -181,18 +182,18 @@ func TestStaleInstance(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store := &conflictCounter{Store: server.NewOrderStore(t, nil)}
-	a := convoy.NewProcessor(store, convoy.ProcessorOptions{})
-	b := convoy.NewProcessor(store, convoy.ProcessorOptions{})
-	if _, err := b.Process(ctx, "o-1", []convoy.Message{msg(1, convoy.CreateOrder, "")}); err != nil {
+	a := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain})
+	b := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain})
+	if _, err := b.Process(ctx, "o-1", []convoy.Message{msg(1, orders.CreateOrder, "")}); err != nil {
 		t.Fatal(err)
 	}
 	for seq := int64(2); seq <= 5; seq++ {
-		if _, err := a.Process(ctx, "o-1", []convoy.Message{msg(seq, convoy.AddTransaction, fmt.Sprintf("t-%d", seq))}); err != nil {
+		if _, err := a.Process(ctx, "o-1", []convoy.Message{msg(seq, orders.AddTransaction, fmt.Sprintf("t-%d", seq))}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// b still believes appliedSeq is 1: seq 2 looks new to it.
-	res, err := b.Process(ctx, "o-1", []convoy.Message{msg(2, convoy.AddTransaction, "t-2"), msg(6, convoy.AddTransaction, "t-6")})
+	res, err := b.Process(ctx, "o-1", []convoy.Message{msg(2, orders.AddTransaction, "t-2"), msg(6, orders.AddTransaction, "t-6")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,9 +207,9 @@ func TestStaleInstance(t *testing.T) {
 }
 
 // historyOf reads an order's whole history, page by page.
-func historyOf(t *testing.T, s convoy.Store, id string) ([]convoy.TxEntry, []convoy.Rejection) {
+func historyOf(t *testing.T, s convoy.Store, id string) ([]orders.TxEntry, []convoy.Rejection) {
 	t.Helper()
-	var txs []convoy.TxEntry
+	var txs []orders.TxEntry
 	var rs []convoy.Rejection
 	token := ""
 	for {

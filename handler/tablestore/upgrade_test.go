@@ -18,6 +18,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
@@ -112,11 +113,11 @@ func TestLegacyPartition(t *testing.T) {
 		t.Fatalf("the head's Layout after the migration: %v, want 2", layout)
 	}
 
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain})
 	amount := func(v int64) *int64 { return &v }
 	res, err := p.Process(ctx, "legacy-1", []convoy.Message{
-		{Seq: 303, Tx: convoy.Transaction{OrderID: "legacy-1", Op: convoy.ModifyTransaction, TxID: "t-5", Amount: amount(50)}},
-		{Seq: 305, Tx: convoy.Transaction{OrderID: "legacy-1", Op: convoy.AddTransaction, TxID: "t-7", Amount: amount(1)}},
+		{Seq: 303, Command: orders.Transaction{OrderID: "legacy-1", Op: orders.ModifyTransaction, TxID: "t-5", Amount: amount(50)}},
+		{Seq: 305, Command: orders.Transaction{OrderID: "legacy-1", Op: orders.AddTransaction, TxID: "t-7", Amount: amount(1)}},
 	})
 	if err != nil {
 		t.Fatal(err)

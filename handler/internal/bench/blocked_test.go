@@ -21,6 +21,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/operator"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
@@ -56,10 +57,10 @@ func BenchmarkBlockedListAndSummary(b *testing.B) {
 		// parked: waiting for seq 1), as OrderProcessor blocks them.
 		start := time.Now()
 		procStore := storeOn(b, az, name, nil, tablestore.ProcessorRetry)
-		p := convoy.NewProcessor(procStore, convoy.ProcessorOptions{Index: procStore})
+		p := convoy.NewProcessor(procStore, convoy.ProcessorOptions{Domain: orders.Domain, Index: procStore})
 		parallel(b, ids[:byProcessor], func(id string) error {
 			amount := int64(5)
-			m := convoy.Message{Seq: 2, MessageID: "L:" + id + ":2", Tx: convoy.Transaction{OrderID: id, Op: convoy.AddTransaction, TxID: "t-2", Amount: &amount}}
+			m := convoy.Message{Seq: 2, MessageID: "L:" + id + ":2", Command: orders.Transaction{OrderID: id, Op: orders.AddTransaction, TxID: "t-2", Amount: &amount}}
 			_, err := p.Process(ctx, id, []convoy.Message{m})
 			return err
 		})
@@ -87,7 +88,7 @@ func BenchmarkBlockedListAndSummary(b *testing.B) {
 				return err
 			}
 			amount := int64(5)
-			m := convoy.Message{Seq: 2, MessageID: "L:" + id + ":2", Tx: convoy.Transaction{OrderID: id, Op: convoy.AddTransaction, TxID: "t-2", Amount: &amount}}
+			m := convoy.Message{Seq: 2, MessageID: "L:" + id + ":2", Command: orders.Transaction{OrderID: id, Op: orders.AddTransaction, TxID: "t-2", Amount: &amount}}
 			o := convoy.NewOrder(id)
 			o.Parked[2], o.ParkedCount, o.ParkedLast, o.BlockedSince, o.UpdatedAt = m, 1, 2, at, at
 			if err := procStore.Commit(ctx, o, 0, &convoy.Change{Park: map[int64]convoy.Message{2: m}}); err != nil {

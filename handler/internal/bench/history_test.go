@@ -18,6 +18,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
@@ -56,7 +57,7 @@ func BenchmarkColdMessageHistory(b *testing.B) {
 			// One message on a cold cache: a new processor each time.
 			var adds, mods, reads, loads, warms, inserts []time.Duration
 			for k := range samples {
-				p := convoy.NewProcessor(store, convoy.ProcessorOptions{})
+				p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain})
 				counter.reset()
 				var before, after runtime.MemStats
 				runtime.ReadMemStats(&before)
@@ -68,7 +69,7 @@ func BenchmarkColdMessageHistory(b *testing.B) {
 				if k == 0 {
 					x.addTrips, x.addReads, x.allocAdd = counter.trips.Load(), counter.reads.Load(), after.TotalAlloc-before.TotalAlloc
 				}
-				p = convoy.NewProcessor(store, convoy.ProcessorOptions{})
+				p = convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain})
 				counter.reset()
 				start = time.Now()
 				process(b, p, id, modifyMsg(id, seq, "t-0", int64(k)))
@@ -98,7 +99,7 @@ func BenchmarkColdMessageHistory(b *testing.B) {
 			x.insert = medianOf(inserts)
 			x.add, x.mod, x.read, x.load = medianOf(adds), medianOf(mods), medianOf(reads), medianOf(loads)
 			// Steady state: a warm cache, one message per call.
-			p := convoy.NewProcessor(store, convoy.ProcessorOptions{})
+			p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain})
 			process(b, p, id, addMsg(id, seq, "warm-0", 1))
 			seq++
 			counter.reset()
@@ -168,8 +169,8 @@ func buildOrder(b *testing.B, store convoy.Store, id string, n int) int64 {
 	// Setup: a call of 1,000 messages is about 21 commits, which Azurite
 	// makes slower as the partition grows; the default budget (20 s) is an
 	// invocation's, not the setup's.
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Retry: fault.RetryPolicy{MaxElapsed: 5 * time.Minute}})
-	msgs := []convoy.Message{{Seq: 1, MessageID: "L:0", Tx: convoy.Transaction{OrderID: id, Op: convoy.CreateOrder, Currency: "EUR"}}}
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Retry: fault.RetryPolicy{MaxElapsed: 5 * time.Minute}})
+	msgs := []convoy.Message{{Seq: 1, MessageID: "L:0", Command: orders.Transaction{OrderID: id, Op: orders.CreateOrder, Currency: "EUR"}}}
 	for k := range n {
 		msgs = append(msgs, addMsg(id, int64(k+2), fmt.Sprintf("t-%d", k), 1))
 	}
@@ -182,12 +183,12 @@ func buildOrder(b *testing.B, store convoy.Store, id string, n int) int64 {
 }
 
 func addMsg(id string, seq int64, txID string, amount int64) convoy.Message {
-	return convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L:%d", seq), Tx: convoy.Transaction{OrderID: id, Op: convoy.AddTransaction, TxID: txID, Amount: &amount}}
+	return convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L:%d", seq), Command: orders.Transaction{OrderID: id, Op: orders.AddTransaction, TxID: txID, Amount: &amount}}
 }
 
 func modifyMsg(id string, seq int64, txID string, amount int64) convoy.Message {
 	m := addMsg(id, seq, txID, amount)
-	m.Tx.Op = convoy.ModifyTransaction
+	m.Tx.Op = orders.ModifyTransaction
 	return m
 }
 
@@ -212,7 +213,7 @@ func cachedBytes(b *testing.B, n int) float64 {
 		seqs = append(seqs, buildOrder(b, store, fmt.Sprintf("bytes-%d-%d", n, k), n))
 	}
 	base := liveHeap()
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{CacheSize: orders})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, CacheSize: orders})
 	for k := range orders {
 		id := fmt.Sprintf("bytes-%d-%d", n, k)
 		if _, err := p.Process(ctx, id, []convoy.Message{addMsg(id, seqs[k], "cached", 1)}); err != nil {

@@ -48,10 +48,10 @@ func BenchmarkLagSurvey(b *testing.B) {
 			b.Fatal(err)
 		}
 		procStore := storeOn(b, az, orders, nil, tablestore.ProcessorRetry)
-		p := convoy.NewProcessor(procStore, convoy.ProcessorOptions{Index: procStore})
+		p := convoy.NewProcessor(procStore, convoy.ProcessorOptions{Domain: orders.Domain, Index: procStore})
 		parallel(b, ids, func(id string) error {
 			m := convoy.Message{Seq: 1, MessageID: "L-lag:" + id, EnqueuedAt: time.Now().Add(-150 * time.Millisecond),
-				Tx: convoy.Transaction{OrderID: id, Op: convoy.CreateOrder, Currency: "EUR"}}
+				Command: orders.Transaction{OrderID: id, Op: orders.CreateOrder, Currency: "EUR"}}
 			_, err := p.Process(ctx, id, []convoy.Message{m})
 			return err
 		})

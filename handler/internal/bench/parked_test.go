@@ -15,6 +15,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
@@ -54,7 +55,7 @@ func BenchmarkParkedTail(b *testing.B) {
 		measureParked(b, parkedSetup{name: "", where: "memstore", large: 200_000, store: mem, data: data,
 			prefix: fmt.Sprintf("pm%d", i), reset: mem.reset, trips: mem.calls.Load,
 			fill: func(id string, from, blocks int) {
-				p := convoy.NewProcessor(mem, convoy.ProcessorOptions{})
+				p := convoy.NewProcessor(mem, convoy.ProcessorOptions{Domain: orders.Domain})
 				var msgs []convoy.Message
 				flush := func() {
 					if _, err := p.Process(b.Context(), id, msgs); err != nil {
@@ -152,8 +153,8 @@ func measureParked(b *testing.B, s parkedSetup) {
 	// build makes order id with blocks blocks parked, the first skipped of
 	// them skipped.
 	build := func(id string, blocks, skipped int) {
-		p := convoy.NewProcessor(s.store, convoy.ProcessorOptions{})
-		msgs := []convoy.Message{{Seq: 1, MessageID: "L:1", Tx: convoy.Transaction{OrderID: id, Op: convoy.CreateOrder, Currency: "EUR"}}}
+		p := convoy.NewProcessor(s.store, convoy.ProcessorOptions{Domain: orders.Domain})
+		msgs := []convoy.Message{{Seq: 1, MessageID: "L:1", Command: orders.Transaction{OrderID: id, Op: orders.CreateOrder, Currency: "EUR"}}}
 		for k := range min(blocks, skipped+1) {
 			msgs = append(msgs, parkedBlock(id, k, s.data)...)
 		}
@@ -203,8 +204,8 @@ func measureParked(b *testing.B, s parkedSetup) {
 			if k == 0 {
 				x.statusTrips = s.trips()
 			}
-			p := convoy.NewProcessor(s.store, convoy.ProcessorOptions{}) // cold, as an operator's call finds it
-			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)      // SkipDeadline
+			p := convoy.NewProcessor(s.store, convoy.ProcessorOptions{Domain: orders.Domain}) // cold, as an operator's call finds it
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)                           // SkipDeadline
 			runtime.GC()
 			s.reset()
 			allocs, start = allocated(), time.Now()
@@ -324,7 +325,7 @@ func (c *countingMemstore) IsParked(ctx context.Context, id string, seq int64) (
 	return c.Store.IsParked(ctx, id, seq)
 }
 
-func (c *countingMemstore) Transactions(ctx context.Context, id string, from int64, limit int) ([]convoy.TxEntry, bool, error) {
+func (c *countingMemstore) Transactions(ctx context.Context, id string, from int64, limit int) ([]orders.TxEntry, bool, error) {
 	c.calls.Add(1)
 	return c.Store.Transactions(ctx, id, from, limit)
 }

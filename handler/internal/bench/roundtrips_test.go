@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // BenchmarkStorageRoundTrips (figure 2): HTTP round trips to Table Storage
@@ -48,7 +49,7 @@ type tally struct{ trips, writes int64 }
 func run(b *testing.B, name string, msgs []convoy.Message, batch int) tally {
 	counter := &countingTransport{}
 	store := sharedAzurite(b).NewOrderStore(b, counter)
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain})
 	counter.reset()
 	byOrder, ids := groupByOrder(msgs)
 	for _, id := range ids {
@@ -101,7 +102,7 @@ func swapPairs(msgs []convoy.Message) []convoy.Message {
 func convoyMessages(b *testing.B, msgs []convoy.OrderMessage) []convoy.Message {
 	out := make([]convoy.Message, len(msgs))
 	for i, m := range msgs {
-		tx, err := convoy.DecodeBody(m.Body)
+		tx, err := orders.DecodeBody(m.Body)
 		if err != nil {
 			b.Fatal(err)
 		}

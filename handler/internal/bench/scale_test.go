@@ -16,6 +16,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
@@ -81,7 +82,7 @@ func BenchmarkAutoReplayScale(b *testing.B) {
 
 			clock := t0
 			sb := &sbCounter{q: newDeadLetterQueue()}
-			p := convoy.NewProcessor(orders, convoy.ProcessorOptions{Index: orders})
+			p := convoy.NewProcessor(orders, convoy.ProcessorOptions{Domain: orders.Domain, Index: orders})
 			h := heal.New(orders, orders, orders, sb.open, opts(active, func() time.Time { return clock }, p.Resume))
 			var s sized
 			var times []time.Duration
@@ -162,7 +163,7 @@ func BenchmarkAutoReplayScale(b *testing.B) {
 		trips := &kindedTransport{}
 		operator := storeOn(b, az, ordersTable, trips, tablestore.OperatorRetry)
 		sb := &sbCounter{q: newDeadLetterQueue()}
-		p := convoy.NewProcessor(operator, convoy.ProcessorOptions{Index: operator})
+		p := convoy.NewProcessor(operator, convoy.ProcessorOptions{Domain: orders.Domain, Index: operator})
 		h := heal.New(operator, operator, operator, sb.open, opts(ledgersOn(b, az, ledgerTable, trips), nil, p.Resume))
 		runCtx, cancel := context.WithTimeout(ctx, handler.AutoReplayDeadline)
 		t := time.Now()
@@ -226,7 +227,7 @@ func scaleOrders(b *testing.B, ctx context.Context, n int, store interface {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("sc-%06d", i)
 	}
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Index: store, Now: func() time.Time { return at }, CacheSize: 16})
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store, Now: func() time.Time { return at }, CacheSize: 16})
 	parallel(b, ids, func(id string) error {
 		var k int
 		fmt.Sscanf(id, "sc-%d", &k)
@@ -237,10 +238,10 @@ func scaleOrders(b *testing.B, ctx context.Context, n int, store interface {
 		if _, err := ledgers.Allocate(ctx, "L-sc", "h", id, count); err != nil {
 			return err
 		}
-		msgs := []convoy.Message{{Seq: 1, MessageID: "L-sc:" + id, Tx: convoy.Transaction{OrderID: id, Op: convoy.CreateOrder, Currency: "EUR"}}}
+		msgs := []convoy.Message{{Seq: 1, MessageID: "L-sc:" + id, Command: orders.Transaction{OrderID: id, Op: orders.CreateOrder, Currency: "EUR"}}}
 		if count == 3 {
 			amount := int64(3)
-			msgs = append(msgs, convoy.Message{Seq: 3, MessageID: "L-sc:" + id + ":3", Tx: convoy.Transaction{OrderID: id, Op: convoy.AddTransaction, TxID: "t3", Amount: &amount}})
+			msgs = append(msgs, convoy.Message{Seq: 3, MessageID: "L-sc:" + id + ":3", Command: orders.Transaction{OrderID: id, Op: orders.AddTransaction, TxID: "t3", Amount: &amount}})
 		}
 		for _, m := range msgs {
 			if _, err := p.Process(ctx, id, []convoy.Message{m}); err != nil {

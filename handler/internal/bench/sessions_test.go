@@ -23,7 +23,7 @@ func BenchmarkManySessions(b *testing.B) {
 		var stateJSON int
 		retained := func(cacheSize int) uint64 {
 			store := memstore.New()
-			p := convoy.NewProcessor(store, convoy.ProcessorOptions{CacheSize: cacheSize})
+			p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, CacheSize: cacheSize})
 			for k := range perOrder - 1 { // round robin: every order in flight together
 				for _, id := range ids {
 					if _, err := p.Process(b.Context(), id, byOrder[id][k:k+1]); err != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // Tx is a transaction of an order as the fold sees it (data is not folded:
@@ -20,7 +21,7 @@ type Tx struct {
 
 // Expected is an order's state after its messages, in seq order.
 type Expected struct {
-	Status     convoy.Status
+	Status     orders.Status
 	Currency   string
 	Complete   bool
 	AppliedSeq int64
@@ -49,7 +50,7 @@ func Fold(msgs []convoy.Message) Expected {
 // FoldSkipping is Fold with the seqs in skipped consumed by an operator
 // instead: rejected with no effect (not even a "last" they carry).
 func FoldSkipping(msgs []convoy.Message, skipped map[int64]bool) Expected {
-	e := Expected{Status: convoy.StatusNew}
+	e := Expected{Status: orders.StatusNew}
 	for _, m := range msgs {
 		if skipped[m.Seq] {
 			e.Rejected, e.AppliedSeq = append(e.Rejected, m.Seq), m.Seq
@@ -60,25 +61,25 @@ func FoldSkipping(msgs []convoy.Message, skipped map[int64]bool) Expected {
 		switch {
 		case e.Complete:
 			ok = false
-		case t.Op == convoy.CreateOrder:
-			ok = e.Status == convoy.StatusNew
+		case t.Op == orders.CreateOrder:
+			ok = e.Status == orders.StatusNew
 			if ok {
-				e.Status, e.Currency = convoy.StatusOpen, t.Currency
+				e.Status, e.Currency = orders.StatusOpen, t.Currency
 			}
-		case e.Status != convoy.StatusOpen:
+		case e.Status != orders.StatusOpen:
 			ok = false
-		case t.Op == convoy.AddTransaction:
+		case t.Op == orders.AddTransaction:
 			ok = pos < 0 && withinTotal(e.Txs, -1, *t.Amount)
 			if ok {
 				e.Txs = append(e.Txs, Tx{TxID: t.TxID, Amount: *t.Amount})
 			}
-		case t.Op == convoy.ModifyTransaction:
+		case t.Op == orders.ModifyTransaction:
 			ok = pos >= 0 && withinTotal(e.Txs, pos, *t.Amount)
 			if ok {
 				e.Txs[pos].Amount = *t.Amount
 			}
-		case t.Op == convoy.DeleteOrder:
-			e.Status = convoy.StatusDeleted
+		case t.Op == orders.DeleteOrder:
+			e.Status = orders.StatusDeleted
 		}
 		if !ok {
 			e.Rejected = append(e.Rejected, m.Seq)

@@ -19,6 +19,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/internal/devhost/cmd/convoy-devhost/demo"
 	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // Azure as it really is (docs/host-contract.md): session locks that run out,
@@ -154,7 +155,7 @@ func TestExpiredSession(t *testing.T) {
 	})
 	var msgs []devbus.Message
 	for i, entry := range l.Entries {
-		body, _ := convoy.EncodeBody(entry.Transaction)
+		body, _ := orders.EncodeBody(entry.Transaction)
 		m := devbus.Message{MessageID: convoy.MessageID(l.ID, i), SessionID: "expiring", ContentType: "application/json", Body: body,
 			Properties: map[string]any{"ledgerId": l.ID, "seq": int64(i + 1), "last": entry.Last}}
 		if i == 1 {
@@ -203,7 +204,7 @@ func TestLogsReachApplicationInsights(t *testing.T) {
 	l, _ := ledger.Parse(doc, ledger.Limits{})
 	var msgs []devbus.Message
 	for i, entry := range l.Entries {
-		body, _ := convoy.EncodeBody(entry.Transaction)
+		body, _ := orders.EncodeBody(entry.Transaction)
 		msgs = append(msgs, devbus.Message{MessageID: convoy.MessageID(l.ID, i), SessionID: "logged", ContentType: "application/json",
 			Body: body, Properties: map[string]any{"ledgerId": l.ID, "seq": int64(i + 1), "last": entry.Last}})
 	}

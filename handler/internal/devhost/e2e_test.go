@@ -24,6 +24,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/devhost/cmd/convoy-devhost/demo"
 	"github.com/convoy-dev/convoy/handler/internal/syncio"
 	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/servicebus"
 )
 
@@ -322,7 +323,7 @@ func TestDuplicates(t *testing.T) {
 	seqs := map[string]int64{}
 	for i, entry := range ledgers[0].Entries {
 		seqs[entry.OrderID]++
-		body, _ := convoy.EncodeBody(entry.Transaction)
+		body, _ := orders.EncodeBody(entry.Transaction)
 		again = append(again, servicebus.ToMessage(convoy.OrderMessage{SessionID: entry.OrderID, MessageID: fmt.Sprintf("again-%d", i),
 			LedgerID: ledgers[0].ID, Seq: seqs[entry.OrderID], Last: entry.Last, Body: body}))
 	}
@@ -513,7 +514,7 @@ func TestConcurrentInvocationsOfOneSession(t *testing.T) {
 	l, _ := ledger.Parse(doc, ledger.Limits{})
 	var msgs []*devbus.Message
 	for i, entry := range l.Entries {
-		body, _ := convoy.EncodeBody(entry.Transaction)
+		body, _ := orders.EncodeBody(entry.Transaction)
 		msgs = append(msgs, &devbus.Message{SequenceNumber: int64(i + 1), MessageID: convoy.MessageID(l.ID, i), SessionID: "raced",
 			ContentType: "application/json", Body: body, DeliveryCount: 1, EnqueuedTime: time.Now(),
 			Properties: map[string]any{"ledgerId": l.ID, "seq": int64(i + 1), "last": entry.Last}})

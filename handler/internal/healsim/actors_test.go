@@ -19,6 +19,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/operator"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -51,7 +52,7 @@ func (w *world) deliver(ctx context.Context, inst, i int) {
 		locks[j] = d.lock
 		seqs = append(seqs, d.m.Seq)
 		k := key(order, d.m.Seq)
-		tx, derr := convoy.DecodeBody(d.m.Body)
+		tx, derr := orders.DecodeBody(d.m.Body)
 		switch {
 		case derr != nil:
 			failed = fmt.Errorf("seq %d unreadable: %w", d.m.Seq, derr)

@@ -14,6 +14,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/internal/storetest"
 	"github.com/convoy-dev/convoy/handler/operator"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // The oracles. Each judges the code under test by something it does not
@@ -467,7 +468,7 @@ func (w *world) checkFinal() {
 		}
 		var msgs []convoy.Message
 		for _, m := range w.msgs[id] {
-			tx, _ := convoy.DecodeBody(m.Body)
+			tx, _ := orders.DecodeBody(m.Body)
 			msgs = append(msgs, convoy.Message{Seq: m.Seq, Last: m.Last, Tx: tx})
 		}
 		if why := convoytest.Compare(v, convoytest.FoldSkipping(msgs, skipped)); why != "" {

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // storyOrder is the order of a story seed (story).
@@ -37,11 +37,11 @@ func (w *world) story() {
 	w.poison[id] = map[int64]bool{}
 	for seq := int64(1); seq <= 70; seq++ {
 		amount := seq
-		tx := convoy.Transaction{OrderID: id, Op: convoy.AddTransaction, TxID: fmt.Sprintf("t-%d", seq), Amount: &amount}
+		tx := orders.Transaction{OrderID: id, Op: orders.AddTransaction, TxID: fmt.Sprintf("t-%d", seq), Amount: &amount}
 		if seq == 1 {
-			tx = convoy.Transaction{OrderID: id, Op: convoy.CreateOrder, Currency: "EUR"}
+			tx = orders.Transaction{OrderID: id, Op: orders.CreateOrder, Currency: "EUR"}
 		}
-		m, err := convoy.NewOrderMessage("L", int(seq), seq, false, tx)
+		m, err := orders.NewOrderMessage("L", int(seq), seq, false, tx)
 		if err != nil {
 			panic(err)
 		}

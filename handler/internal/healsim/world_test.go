@@ -18,6 +18,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -162,7 +163,7 @@ func newWorld(seed uint64, verbose bool) *world {
 // start starts (or restarts, losing its cache) instance i: its processor,
 // its healer and its HTTP server, as the custom handler wires them.
 func (w *world) start(i int) {
-	p := convoy.NewProcessor(w.store, convoy.ProcessorOptions{CacheSize: 1 + w.r.IntN(3), Index: w.store, Now: w.clock, Active: w.active,
+	p := convoy.NewProcessor(w.store, convoy.ProcessorOptions{Domain: orders.Domain, CacheSize: 1 + w.r.IntN(3), Index: w.store, Now: w.clock, Active: w.active,
 		Retry: w.retryPolicy()})
 	w.procs[i] = p
 	w.healers[i] = heal.New(w.store, w.store, w.mem, func() (replay.Source, convoy.Sender, func(), error) {
@@ -197,8 +198,8 @@ func key(order string, seq int64) string { return order + "/" + strconv.FormatIn
 // the delivery fails, and it ends dead-lettered for good.
 func (w *world) corruptMessage(id string) convoy.OrderMessage {
 	amount := int64(1)
-	m, err := convoy.NewOrderMessage("L", 1, 3*convoy.MaxParkAhead, false,
-		convoy.Transaction{OrderID: id, Op: convoy.AddTransaction, TxID: "t-corrupt", Amount: &amount})
+	m, err := orders.NewOrderMessage("L", 1, 3*convoy.MaxParkAhead, false,
+		orders.Transaction{OrderID: id, Op: orders.AddTransaction, TxID: "t-corrupt", Amount: &amount})
 	if err != nil {
 		panic(err)
 	}
@@ -223,20 +224,20 @@ func (w *world) newOrder(id string) ([]convoy.OrderMessage, map[int64]bool) {
 	var out []convoy.OrderMessage
 	var txIDs []string
 	for seq := int64(1); seq <= int64(n); seq++ {
-		tx := convoy.Transaction{OrderID: id}
+		tx := orders.Transaction{OrderID: id}
 		amount := w.r.Int64N(2001) - 1000
 		switch k := w.r.IntN(20); {
 		case seq == 1:
-			tx.Op, tx.Currency = convoy.CreateOrder, "EUR"
+			tx.Op, tx.Currency = orders.CreateOrder, "EUR"
 		case k < 11 || len(txIDs) == 0:
-			tx.Op, tx.TxID, tx.Amount = convoy.AddTransaction, fmt.Sprintf("t-%d", w.r.IntN(int(seq)+1)), &amount
+			tx.Op, tx.TxID, tx.Amount = orders.AddTransaction, fmt.Sprintf("t-%d", w.r.IntN(int(seq)+1)), &amount
 			txIDs = append(txIDs, tx.TxID)
 		case k < 18:
-			tx.Op, tx.TxID, tx.Amount = convoy.ModifyTransaction, txIDs[w.r.IntN(len(txIDs))], &amount
+			tx.Op, tx.TxID, tx.Amount = orders.ModifyTransaction, txIDs[w.r.IntN(len(txIDs))], &amount
 		default:
-			tx.Op = convoy.DeleteOrder
+			tx.Op = orders.DeleteOrder
 		}
-		m, err := convoy.NewOrderMessage("L", int(seq), seq, seq == int64(n) && w.r.IntN(2) == 0, tx)
+		m, err := orders.NewOrderMessage("L", int(seq), seq, seq == int64(n) && w.r.IntN(2) == 0, tx)
 		if err != nil {
 			panic(err)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // CutDrain leaves orderID as a drain cut short leaves it (issue 33): seqs
@@ -18,7 +19,7 @@ func (s *Store) CutDrain(ctx context.Context, p *convoy.Processor, orderID strin
 	var tail []convoy.Message
 	for seq := int64(2); seq <= n; seq++ {
 		amount := int64(1)
-		tail = append(tail, convoy.Message{Seq: seq, Tx: convoy.Transaction{OrderID: orderID, Op: convoy.AddTransaction,
+		tail = append(tail, convoy.Message{Seq: seq, Command: orders.Transaction{OrderID: orderID, Op: orders.AddTransaction,
 			TxID: fmt.Sprintf("t-%d", seq), Amount: &amount}})
 	}
 	if _, err := p.Process(ctx, orderID, tail); err != nil {
@@ -34,7 +35,7 @@ func (s *Store) CutDrain(ctx context.Context, p *convoy.Processor, orderID strin
 		return nil
 	}
 	defer func() { s.Fail = nil }()
-	create := convoy.Message{Seq: 1, Tx: convoy.Transaction{OrderID: orderID, Op: convoy.CreateOrder, Currency: "EUR"}}
+	create := convoy.Message{Seq: 1, Command: orders.Transaction{OrderID: orderID, Op: orders.CreateOrder, Currency: "EUR"}}
 	if _, err := p.Process(ctx, orderID, []convoy.Message{create}); err == nil {
 		return fmt.Errorf("order %q: the drain's second commit did not fail", orderID)
 	}

@@ -1,13 +1,12 @@
 package memstore
 
 import (
-	"cmp"
 	"encoding/json"
-	"maps"
-	"slices"
+	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/heal"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 // The entities tablestore writes for each write of memstore, property by
@@ -22,7 +21,6 @@ import (
 const (
 	markerRow = "v:0000000000000000000" // markerKey
 	headRow   = "h"
-	txRow     = "t:0000000000"          // txKey
 	seqRow    = "p:0000000000000000000" // seqKey, of p and r rows alike
 )
 
@@ -34,8 +32,7 @@ func commitGroup(o *convoy.Order, c *convoy.Change) *group {
 	if o.ParkedLast != 0 {
 		head.i64("ParkedLast")
 	}
-	head.str("Status", string(o.Status)).bool("Complete").str("Currency", o.Currency).
-		i64("AppliedSeq").i64("Version").i64("Total").i64("TxCount").i32("Layout").time("UpdatedAt")
+	head.bool("Complete").i64("AppliedSeq").i64("Version").i32("Layout").time("UpdatedAt")
 	if !o.BlockedSince.IsZero() {
 		head.time("BlockedSince")
 	}
@@ -45,19 +42,20 @@ func commitGroup(o *convoy.Order, c *convoy.Change) *group {
 	if crit := convoy.EncodeCriticalTimes(o.Crit); crit != "" {
 		head.str("Crit", crit)
 	}
-	g.write(data(head, o.Data))
-	for _, w := range slices.SortedFunc(maps.Values(c.Tx), func(a, b convoy.TxWrite) int { return cmp.Compare(a.Position, b.Position) }) {
-		g.write(data(newEntity(o.ID, txRow).str("TxId", w.TxID).i64("Amount"), w.Data))
-		g.write(newEntity(o.ID, "x:"+w.TxID).i64("Position").i64("Amount"))
+	if o.StateVersion > 1 {
+		head.i32("StateVersion")
+	}
+	g.write(props(head, o.StateProps))
+	for _, w := range c.Writes {
+		g.write(props(newEntity(o.ID, w.Ref.Collection+":"+w.Ref.ID), w.Props))
 	}
 	for _, r := range c.Rejections {
-		g.write(newEntity(o.ID, seqRow).i64("Seq").str("Op", string(r.Op)).str("TxId", r.TxID).str("Reason", r.Reason))
+		g.write(props(newEntity(o.ID, seqRow).i64("Seq"), r.Tag).str("Reason", r.Reason))
 	}
 	for _, m := range c.Park {
-		e := newEntity(o.ID, seqRow).i64("Seq").bool("Last").str("MessageId", m.MessageID).str("Op", string(m.Tx.Op)).
-			str("TxId", m.Tx.TxID).str("Currency", m.Tx.Currency)
-		if m.Tx.Amount != nil {
-			e.i64("Amount")
+		e := newEntity(o.ID, seqRow).i64("Seq").bool("Last").str("MessageId", m.MessageID)
+		if m.Oversize != "" {
+			e.str("Oversize", m.Oversize)
 		}
 		if !m.EnqueuedAt.IsZero() {
 			e.time("EnqueuedAt")
@@ -65,7 +63,7 @@ func commitGroup(o *convoy.Order, c *convoy.Change) *group {
 		if m.TraceParent != "" {
 			e.str("TraceParent", m.TraceParent)
 		}
-		g.write(data(e, m.Tx.Data))
+		g.write(props(e, m.Stored))
 	}
 	for range c.Unpark {
 		g.delete(o.ID, seqRow)
@@ -73,11 +71,21 @@ func commitGroup(o *convoy.Order, c *convoy.Change) *group {
 	return g
 }
 
-// data adds a data object as tablestore's entityJSON.data does: a string
-// property, absent when empty.
-func data(e *entity, d []byte) *entity {
-	if len(d) > 0 {
-		e.str("Data", string(d))
+// props adds a domain's properties as tablestore's entityJSON.props does.
+func props(e *entity, p keyed.Props) *entity {
+	for _, q := range p {
+		switch v := q.Value.(type) {
+		case string:
+			e.str(q.Name, v)
+		case int64:
+			e.i64(q.Name)
+		case int32:
+			e.i32(q.Name)
+		case bool:
+			e.bool(q.Name)
+		case time.Time:
+			e.time(q.Name)
+		}
 	}
 	return e
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/heal"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 // Store keeps orders in a map.
@@ -50,10 +51,10 @@ var _ convoy.Store = (*Store)(nil)
 
 var _ convoy.History = (*Store)(nil)
 
-// history is an order's transactions, in the order added, and rejections.
+// history is a key's rows of its domain's collections, by RowKey
+// (<collection>:<id>), and its rejections.
 type history struct {
-	txs      []convoy.TxEntry
-	byTxID   map[string]int // position in txs
+	rows     map[string]keyed.Props
 	rejected []convoy.Rejection
 }
 
@@ -98,7 +99,7 @@ func (s *Store) Load(_ context.Context, orderID string) (*convoy.Order, error) {
 	if !ok {
 		return convoy.NewOrder(orderID), nil
 	}
-	o = o.Clone()
+	o = unbound(o)
 	page, more := s.parked[orderID].page(0, convoy.ParkedLoadSize)
 	if err := o.AddParkedPage(page, more, nil); err != nil {
 		return nil, fault.Wrap(fault.Internal, err, "load order "+orderID)
@@ -132,37 +133,47 @@ func (s *Store) IsParked(_ context.Context, orderID string, seq int64) (bool, er
 	return ok, nil
 }
 
-// Tx implements convoy.Store.
-func (s *Store) Tx(_ context.Context, orderID, txID string) (convoy.TxRecord, bool, error) {
-	if err := s.fail("tx", orderID); err != nil {
-		return convoy.TxRecord{}, false, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h, ok := s.history[orderID]
-	if !ok {
-		return convoy.TxRecord{}, false, nil
-	}
-	i, ok := h.byTxID[txID]
-	if !ok {
-		return convoy.TxRecord{}, false, nil
-	}
-	return convoy.TxRecord{Position: int64(i), TxEntry: h.txs[i]}, true, nil
-}
-
-// Transactions implements convoy.History.
-func (s *Store) Transactions(_ context.Context, orderID string, from int64, limit int) ([]convoy.TxEntry, bool, error) {
-	if err := s.fail("history", orderID); err != nil {
+// Row implements convoy.Store.
+func (s *Store) Row(_ context.Context, orderID string, ref keyed.RowRef) (keyed.Props, bool, error) {
+	if err := s.fail("row", orderID); err != nil {
 		return nil, false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h, ok := s.history[orderID]
-	if !ok || from >= int64(len(h.txs)) {
-		return []convoy.TxEntry{}, false, nil
+	if !ok {
+		return nil, false, nil
 	}
-	end := min(int64(len(h.txs)), from+int64(limit))
-	return slices.Clone(h.txs[from:end]), end < int64(len(h.txs)), nil
+	p, ok := h.rows[rowKey(ref)]
+	return p, ok, nil
+}
+
+func rowKey(ref keyed.RowRef) string { return ref.Collection + ":" + ref.ID }
+
+// Rows implements convoy.History: a positional collection's rows are at
+// consecutive positions (keyed.Writes.Append), read from from on.
+func (s *Store) Rows(_ context.Context, orderID, coll string, from int64, limit int) ([]keyed.Row, bool, error) {
+	if err := s.fail("history", orderID); err != nil {
+		return nil, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []keyed.Row{}
+	h, ok := s.history[orderID]
+	if !ok {
+		return out, false, nil
+	}
+	for pos := max(from, 0); ; pos++ {
+		id := keyed.Position(pos)
+		p, ok := h.rows[coll+":"+id]
+		if !ok {
+			return out, false, nil
+		}
+		if len(out) == limit {
+			return out, true, nil
+		}
+		out = append(out, keyed.Row{ID: id, Props: p})
+	}
 }
 
 // Rejections implements convoy.History.
@@ -200,7 +211,7 @@ func (s *Store) Commit(_ context.Context, o *convoy.Order, base int64, c *convoy
 	if cur.Version != base {
 		return fmt.Errorf("order %q is at version %d, not %d: %w", o.ID, cur.Version, base, convoy.ErrConflict)
 	}
-	next := cur.Clone()
+	next := convoy.NewOrder(o.ID)
 	parked := s.parked[o.ID]
 	if parked == nil {
 		parked = &parkedSet{msgs: map[int64]convoy.Message{}}
@@ -222,46 +233,30 @@ func (s *Store) Commit(_ context.Context, o *convoy.Order, base int64, c *convoy
 	}
 	h := s.history[o.ID]
 	if h == nil {
-		h = &history{byTxID: map[string]int{}}
+		h = &history{rows: map[string]keyed.Props{}}
 	}
 	// Checked before anything changes: a failed commit writes nothing.
-	txs := slices.SortedFunc(maps.Values(c.Tx), func(a, b convoy.TxWrite) int { return cmp.Compare(a.Position, b.Position) })
-	added := int64(len(h.txs))
-	for _, w := range txs {
-		i, exists := h.byTxID[w.TxID]
+	for _, w := range c.Writes {
+		_, exists := h.rows[rowKey(w.Ref)]
 		switch {
-		case w.Added && exists:
-			return fmt.Errorf("order %q has transaction %q already: %w", o.ID, w.TxID, convoy.ErrConflict)
-		case w.Added && w.Position != added:
-			return fmt.Errorf("order %q: transaction %q added at %d, the next position is %d: %w", o.ID, w.TxID, w.Position, added, convoy.ErrConflict)
-		case w.Added:
-			added++
-		case !exists || int64(i) != w.Position:
-			return fmt.Errorf("order %q has no transaction %q at %d: %w", o.ID, w.TxID, w.Position, convoy.ErrConflict)
+		case w.Insert && exists:
+			return fmt.Errorf("%q has row %s already: %w", o.ID, rowKey(w.Ref), convoy.ErrConflict)
+		case !w.Insert && !exists:
+			return fmt.Errorf("%q has no row %s: %w", o.ID, rowKey(w.Ref), convoy.ErrConflict)
 		}
 	}
-	for _, w := range txs {
-		if w.Added {
-			h.byTxID[w.TxID] = len(h.txs)
-			h.txs = append(h.txs, w.TxEntry)
-			continue
-		}
-		t := &h.txs[w.Position]
-		t.Amount = w.Amount
-		if w.Data != nil {
-			t.Data = w.Data
-		}
+	for _, w := range c.Writes {
+		h.rows[rowKey(w.Ref)] = h.rows[rowKey(w.Ref)].Merge(w.Props)
 	}
 	parked.apply(c)
 	s.parked[o.ID] = parked
 	h.rejected = append(h.rejected, c.Rejections...)
 	slices.SortFunc(h.rejected, func(a, b convoy.Rejection) int { return cmp.Compare(a.Seq, b.Seq) })
 	s.history[o.ID] = h
-	next.Status, next.Complete, next.Currency, next.Data = o.Status, o.Complete, o.Currency, o.Data
+	next.Complete, next.StateProps, next.StateVersion = o.Complete, o.StateProps, o.StateVersion
 	next.AppliedSeq, next.BlockedSince, next.UpdatedAt, next.AppliedAt = o.AppliedSeq, o.BlockedSince, o.UpdatedAt, o.AppliedAt
-	next.TotalAmount, next.TxCount, next.Crit = o.TotalAmount, o.TxCount, o.Crit.Clone()
+	next.Crit = o.Crit.Clone()
 	next.ParkedCount, next.ParkedLast = o.ParkedCount, o.ParkedLast
-	next.Forget()
 	next.Version = base + 1
 	s.orders[o.ID] = next
 	if s.LoseReply != nil && s.LoseReply(o.ID) {
@@ -295,4 +290,15 @@ func (p *parkedSet) apply(c *convoy.Change) {
 			p.seqs = slices.Insert(p.seqs, i, seq)
 		}
 	}
+}
+
+// unbound is the head of o as a store reads it: the engine's figures and
+// the state as stored, nothing the processor knows besides (its rows, its
+// domain, its decoded state).
+func unbound(o *convoy.Order) *convoy.Order {
+	h := convoy.NewOrder(o.ID)
+	h.Complete, h.StateProps, h.StateVersion = o.Complete, o.StateProps, o.StateVersion
+	h.AppliedSeq, h.BlockedSince, h.UpdatedAt, h.AppliedAt = o.AppliedSeq, o.BlockedSince, o.UpdatedAt, o.AppliedAt
+	h.Crit, h.ParkedCount, h.ParkedLast, h.Version = o.Crit.Clone(), o.ParkedCount, o.ParkedLast, o.Version
+	return h
 }

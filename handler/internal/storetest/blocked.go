@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // testBlockedIndex: the processor keeps the index of blocked orders; the
@@ -19,17 +20,17 @@ func testBlockedIndex(t *testing.T, s convoy.Store, id string) {
 	}
 	ctx := context.Background()
 	clock := epoch.Add(time.Duration(time.Now().UnixNano()%1e6) * time.Hour) // after anything listed by other runs
-	p := convoy.NewProcessor(s, convoy.ProcessorOptions{Index: idx, Now: func() time.Time { return clock }})
+	p := convoy.NewProcessor(s, convoy.ProcessorOptions{Domain: orders.Domain, Index: idx, Now: func() time.Time { return clock }})
 	process := processOne(t, p)
 	a, b := id+"-a", id+"-b"
-	if res := process(a, msg(3, convoy.AddTransaction, "t-1", 5)); !res.Blocked {
+	if res := process(a, msg(3, orders.AddTransaction, "t-1", 5)); !res.Blocked {
 		t.Fatal("parking a message did not report the order blocked")
 	}
-	if res := process(a, msg(4, convoy.AddTransaction, "t-2", 5)); res.Blocked {
+	if res := process(a, msg(4, orders.AddTransaction, "t-2", 5)); res.Blocked {
 		t.Fatal("a second parked message reported the order blocked again")
 	}
 	clock = clock.Add(time.Minute)
-	process(b, msg(2, convoy.AddTransaction, "t-1", 5))
+	process(b, msg(2, orders.AddTransaction, "t-1", 5))
 	// A stale entry: indexed, but the order is not blocked (and has no state;
 	// version 0: an entry from before entries named their commit's version).
 	if err := idx.MarkBlocked(ctx, id+"-stale", clock.Add(-time.Hour), 0); err != nil {
@@ -66,10 +67,10 @@ func testBlockedIndex(t *testing.T, s convoy.Store, id string) {
 		t.Fatal("the stale entry was not removed by the listing")
 	}
 	// Filling a's gap unblocks it.
-	if res := process(a, msg(1, convoy.CreateOrder, "", 0)); res.Blocked {
+	if res := process(a, msg(1, orders.CreateOrder, "", 0)); res.Blocked {
 		t.Fatal("still blocked at seq 2")
 	}
-	if res := process(a, msg(2, convoy.AddTransaction, "t-0", 1)); !res.Unblocked {
+	if res := process(a, msg(2, orders.AddTransaction, "t-0", 1)); !res.Unblocked {
 		t.Fatal("filling the gap did not report the order unblocked")
 	}
 	h, ok, err := idx.Head(ctx, a)
@@ -141,16 +142,16 @@ func testBlockedListedMidCommit(t *testing.T, s convoy.Store, id string) {
 		listings++
 		listAll(t, idx)
 	}}
-	p := convoy.NewProcessor(mid, convoy.ProcessorOptions{Index: idx, Now: func() time.Time { return clock }})
+	p := convoy.NewProcessor(mid, convoy.ProcessorOptions{Domain: orders.Domain, Index: idx, Now: func() time.Time { return clock }})
 	process := processOne(t, p)
 	fresh, existing := id+"-fresh", id+"-existing"
 	// An order whose first message parks: no head yet while the lister runs.
-	if res := process(fresh, msg(2, convoy.AddTransaction, "t-1", 5)); !res.Blocked {
+	if res := process(fresh, msg(2, orders.AddTransaction, "t-1", 5)); !res.Blocked {
 		t.Fatal("parking a message did not report the order blocked")
 	}
 	// An order with state that parks: its head is not blocked while the lister runs.
-	process(existing, msg(1, convoy.CreateOrder, "", 0))
-	if res := process(existing, msg(3, convoy.AddTransaction, "t-1", 5)); !res.Blocked {
+	process(existing, msg(1, orders.CreateOrder, "", 0))
+	if res := process(existing, msg(3, orders.AddTransaction, "t-1", 5)); !res.Blocked {
 		t.Fatal("parking a message did not report the order blocked")
 	}
 	if listings < 3 {
@@ -167,7 +168,7 @@ func testBlockedListedMidCommit(t *testing.T, s convoy.Store, id string) {
 	if _, ok := listAll(t, idx)[existing]; !ok {
 		t.Fatalf("%s dropped out of the listing", existing)
 	}
-	if res := process(existing, msg(2, convoy.AddTransaction, "t-0", 1)); !res.Unblocked {
+	if res := process(existing, msg(2, orders.AddTransaction, "t-0", 1)); !res.Unblocked {
 		t.Fatal("filling the gap did not report the order unblocked")
 	}
 	if _, ok := listAll(t, idx)[existing]; ok {
@@ -264,17 +265,17 @@ func testBlockedPageWithoutHeads(t *testing.T, s convoy.Store, id string) {
 	}
 	idx := &crashyIndex{BlockedIndex: inner}
 	clock := epoch.Add(time.Duration(time.Now().UnixNano()%1e6) * time.Hour)
-	p := convoy.NewProcessor(s, convoy.ProcessorOptions{Index: idx, Now: func() time.Time { return clock }})
+	p := convoy.NewProcessor(s, convoy.ProcessorOptions{Domain: orders.Domain, Index: idx, Now: func() time.Time { return clock }})
 	process := processOne(t, p)
 	quiet, crashed, healed := id+"-quiet", id+"-crashed", id+"-healed"
-	process(quiet, msg(2, convoy.AddTransaction, "t-1", 5))
-	process(quiet, msg(3, convoy.AddTransaction, "t-2", 5)) // a second park updates the entry's figures
+	process(quiet, msg(2, orders.AddTransaction, "t-1", 5))
+	process(quiet, msg(3, orders.AddTransaction, "t-2", 5)) // a second park updates the entry's figures
 	idx.crash = true
-	process(crashed, msg(2, convoy.AddTransaction, "t-1", 5)) // blocked; its entry left pending
+	process(crashed, msg(2, orders.AddTransaction, "t-1", 5)) // blocked; its entry left pending
 	idx.crash = false
-	process(healed, msg(2, convoy.AddTransaction, "t-1", 5))
+	process(healed, msg(2, orders.AddTransaction, "t-1", 5))
 	idx.crash = true
-	process(healed, msg(1, convoy.CreateOrder, "", 0)) // unblocked; its entry left behind
+	process(healed, msg(1, orders.CreateOrder, "", 0)) // unblocked; its entry left behind
 	idx.crash = false
 
 	idx.heads = 0

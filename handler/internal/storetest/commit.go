@@ -13,11 +13,12 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 func testLoadUnknown(t *testing.T, s convoy.Store, id string) {
 	o := load(t, s, id)
-	if o.Version != 0 || o.Status != convoy.StatusNew || o.AppliedSeq != 0 || o.TxCount != 0 || o.TotalAmount != 0 || len(o.Parked) != 0 {
+	if o.Version != 0 || o.Status != orders.StatusNew || o.AppliedSeq != 0 || o.TxCount != 0 || o.TotalAmount != 0 || len(o.Parked) != 0 {
 		t.Fatalf("unknown order loaded as %+v, want a new order at version 0", o)
 	}
 	if _, found, err := s.Tx(context.Background(), id, "t-1"); err != nil || found {
@@ -27,9 +28,9 @@ func testLoadUnknown(t *testing.T, s convoy.Store, id string) {
 
 func testCommitThenLoad(t *testing.T, s convoy.Store, id string) {
 	o := convoy.NewOrder(id)
-	step(t, s, o, msg(1, convoy.CreateOrder, "", 0), msg(2, convoy.AddTransaction, "t-1", 1250))
-	step(t, s, o, msg(3, convoy.ModifyTransaction, "t-1", -1200), msg(4, convoy.ModifyTransaction, "t-404", 1))
-	last := msg(5, convoy.AddTransaction, "t-2", 7)
+	step(t, s, o, msg(1, orders.CreateOrder, "", 0), msg(2, orders.AddTransaction, "t-1", 1250))
+	step(t, s, o, msg(3, orders.ModifyTransaction, "t-1", -1200), msg(4, orders.ModifyTransaction, "t-404", 1))
+	last := msg(5, orders.AddTransaction, "t-2", 7)
 	last.Last = true
 	step(t, s, o, last)
 	got := load(t, s, id)
@@ -37,8 +38,8 @@ func testCommitThenLoad(t *testing.T, s convoy.Store, id string) {
 	if got.Total() != -1193 || !got.Complete || got.TxCount != 2 || got.Version != 3 {
 		t.Fatalf("unexpected state %+v", comparable(got))
 	}
-	sameHistory(t, s, id, []convoy.TxEntry{tx("t-1", -1200), tx("t-2", 7)},
-		[]convoy.Rejection{rejection(4, convoy.ModifyTransaction, "t-404", `transaction "t-404" does not exist`)})
+	sameHistory(t, s, id, []orders.TxEntry{tx("t-1", -1200), tx("t-2", 7)},
+		[]convoy.Rejection{rejection(4, orders.ModifyTransaction, "t-404", `transaction "t-404" does not exist`)})
 }
 
 // testAppliedAt: the head keeps when appliedSeq last advanced (the lag's
@@ -46,17 +47,17 @@ func testCommitThenLoad(t *testing.T, s convoy.Store, id string) {
 // one that only parks keeps it, and a drain sets it again.
 func testAppliedAt(t *testing.T, s convoy.Store, id string) {
 	o := convoy.NewOrder(id)
-	step(t, s, o, msg(1, convoy.CreateOrder, "", 0), msg(2, convoy.AddTransaction, "t-1", 5)) // at epoch
+	step(t, s, o, msg(1, orders.CreateOrder, "", 0), msg(2, orders.AddTransaction, "t-1", 5)) // at epoch
 	got := load(t, s, id)
 	if !got.AppliedAt.Equal(epoch) || !got.Progress().Equal(epoch) {
 		t.Fatalf("after applying seqs 1-2 at %v: AppliedAt %v, Progress %v", epoch, got.AppliedAt, got.Progress())
 	}
-	step(t, s, got, msg(4, convoy.AddTransaction, "t-3", 1)) // at epoch+1s: parked only
+	step(t, s, got, msg(4, orders.AddTransaction, "t-3", 1)) // at epoch+1s: parked only
 	got = load(t, s, id)
 	if !got.AppliedAt.Equal(epoch) || !got.UpdatedAt.Equal(epoch.Add(time.Second)) {
 		t.Fatalf("after parking seq 4: AppliedAt %v (want %v, unchanged), UpdatedAt %v", got.AppliedAt, epoch, got.UpdatedAt)
 	}
-	step(t, s, got, msg(3, convoy.AddTransaction, "t-2", 1)) // at epoch+2s: 3 applied, 4 drained
+	step(t, s, got, msg(3, orders.AddTransaction, "t-2", 1)) // at epoch+2s: 3 applied, 4 drained
 	got = load(t, s, id)
 	if want := epoch.Add(2 * time.Second); !got.AppliedAt.Equal(want) || got.AppliedSeq != 4 {
 		t.Fatalf("after the drain: AppliedAt %v, appliedSeq %d; want %v, 4", got.AppliedAt, got.AppliedSeq, want)
@@ -70,15 +71,15 @@ func testDataKept(t *testing.T, s convoy.Store, id string) {
 	with := func(m convoy.Message, data string) convoy.Message { m.Tx.Data = json.RawMessage(data); return m }
 	big := `{"html":"` + strings.Repeat("<b>&é\"</b>", 300) + `"}`
 	o := convoy.NewOrder(id)
-	step(t, s, o, with(msg(1, convoy.CreateOrder, "", 0), `{"customer":"<c-1>"}`), with(msg(2, convoy.AddTransaction, "t-1", 5), big),
-		with(msg(3, convoy.AddTransaction, "t-2", 6), `{"v":1}`), msg(4, convoy.ModifyTransaction, "t-1", 7))
-	step(t, s, o, with(msg(6, convoy.DeleteOrder, "", 0), `{"why":"&"}`)) // parked
+	step(t, s, o, with(msg(1, orders.CreateOrder, "", 0), `{"customer":"<c-1>"}`), with(msg(2, orders.AddTransaction, "t-1", 5), big),
+		with(msg(3, orders.AddTransaction, "t-2", 6), `{"v":1}`), msg(4, orders.ModifyTransaction, "t-1", 7))
+	step(t, s, o, with(msg(6, orders.DeleteOrder, "", 0), `{"why":"&"}`)) // parked
 	got := load(t, s, id)
 	if string(got.Data) != `{"customer":"<c-1>"}` || string(got.Parked[6].Tx.Data) != `{"why":"&"}` {
 		t.Fatalf("data after load: order %s, parked %+v", got.Data, got.Parked)
 	}
-	withData := func(e convoy.TxEntry, data string) convoy.TxEntry { e.Data = json.RawMessage(data); return e }
-	sameHistory(t, s, id, []convoy.TxEntry{withData(tx("t-1", 7), big), withData(tx("t-2", 6), `{"v":1}`)}, nil)
+	withData := func(e orders.TxEntry, data string) orders.TxEntry { e.Data = json.RawMessage(data); return e }
+	sameHistory(t, s, id, []orders.TxEntry{withData(tx("t-1", 7), big), withData(tx("t-2", 6), `{"v":1}`)}, nil)
 	// A modification in a later commit, from a cold order that read t-2.
 	cold := load(t, s, id)
 	r, found, err := s.Tx(context.Background(), id, "t-2")
@@ -86,40 +87,40 @@ func testDataKept(t *testing.T, s convoy.Store, id string) {
 		t.Fatalf("Tx(t-2): %v, %v", found, err)
 	}
 	cold.Learn("t-2", &r)
-	step(t, s, cold, with(msg(5, convoy.ModifyTransaction, "t-2", 8), `{"v":2}`)) // drains the DeleteOrder
+	step(t, s, cold, with(msg(5, orders.ModifyTransaction, "t-2", 8), `{"v":2}`)) // drains the DeleteOrder
 	got = load(t, s, id)
 	if string(got.Data) != `{"why":"&"}` || got.TotalAmount != 15 {
 		t.Fatalf("after modify and delete: order %s, total %d", got.Data, got.TotalAmount)
 	}
-	sameHistory(t, s, id, []convoy.TxEntry{withData(tx("t-1", 7), big), withData(tx("t-2", 8), `{"v":2}`)}, nil)
-	step(t, s, cold, msg(7, convoy.ModifyTransaction, "t-2", 9)) // rejected: deleted
+	sameHistory(t, s, id, []orders.TxEntry{withData(tx("t-1", 7), big), withData(tx("t-2", 8), `{"v":2}`)}, nil)
+	step(t, s, cold, msg(7, orders.ModifyTransaction, "t-2", 9)) // rejected: deleted
 	cold2 := load(t, s, id)
-	cold2.Status = convoy.StatusOpen // a modification without data keeps the data (a state the fold cannot reach after a delete)
+	cold2.Status = orders.StatusOpen // a modification without data keeps the data (a state the fold cannot reach after a delete)
 	r, _, _ = s.Tx(context.Background(), id, "t-1")
 	cold2.Learn("t-1", &r)
-	step(t, s, cold2, msg(8, convoy.ModifyTransaction, "t-1", 1))
-	sameHistory(t, s, id, []convoy.TxEntry{withData(tx("t-1", 1), big), withData(tx("t-2", 8), `{"v":2}`)},
-		[]convoy.Rejection{rejection(7, convoy.ModifyTransaction, "t-2", "order is not open (status deleted)")})
+	step(t, s, cold2, msg(8, orders.ModifyTransaction, "t-1", 1))
+	sameHistory(t, s, id, []orders.TxEntry{withData(tx("t-1", 1), big), withData(tx("t-2", 8), `{"v":2}`)},
+		[]convoy.Rejection{rejection(7, orders.ModifyTransaction, "t-2", "order is not open (status deleted)")})
 }
 
 func testStaleVersion(t *testing.T, s convoy.Store, id string) {
 	o := convoy.NewOrder(id)
-	step(t, s, o, msg(1, convoy.CreateOrder, "", 0))
+	step(t, s, o, msg(1, orders.CreateOrder, "", 0))
 	stale := load(t, s, id)
-	step(t, s, o, msg(2, convoy.AddTransaction, "t-1", 5))
+	step(t, s, o, msg(2, orders.AddTransaction, "t-1", 5))
 	var c convoy.Change
-	stale.Receive(msg(2, convoy.AddTransaction, "t-other", 9), epoch, &c)
+	stale.Receive(msg(2, orders.AddTransaction, "t-other", 9), epoch, &c)
 	err := s.Commit(context.Background(), stale, stale.Version, &c)
 	if !errors.Is(err, convoy.ErrConflict) {
 		t.Fatalf("commit from stale version: got %v, want ErrConflict", err)
 	}
 	same(t, load(t, s, id), o)
-	sameHistory(t, s, id, []convoy.TxEntry{tx("t-1", 5)}, nil)
+	sameHistory(t, s, id, []orders.TxEntry{tx("t-1", 5)}, nil)
 }
 
 func testConcurrentCommits(t *testing.T, s convoy.Store, id string) {
 	o := convoy.NewOrder(id)
-	step(t, s, o, msg(1, convoy.CreateOrder, "", 0))
+	step(t, s, o, msg(1, orders.CreateOrder, "", 0))
 	const writers = 8
 	base := load(t, s, id)
 	var wins atomic.Int32
@@ -130,7 +131,7 @@ func testConcurrentCommits(t *testing.T, s convoy.Store, id string) {
 			defer wg.Done()
 			mine := base.Clone()
 			var c convoy.Change
-			mine.Receive(msg(2, convoy.AddTransaction, fmt.Sprintf("t-%d", w), int64(w)), epoch, &c)
+			mine.Receive(msg(2, orders.AddTransaction, fmt.Sprintf("t-%d", w), int64(w)), epoch, &c)
 			err := s.Commit(context.Background(), mine, mine.Version, &c)
 			switch {
 			case err == nil:
@@ -153,13 +154,13 @@ func testConcurrentCommits(t *testing.T, s convoy.Store, id string) {
 
 func testAtomicFailure(t *testing.T, s convoy.Store, id string) {
 	o := convoy.NewOrder(id)
-	step(t, s, o, msg(1, convoy.CreateOrder, "", 0))
+	step(t, s, o, msg(1, orders.CreateOrder, "", 0))
 	before := load(t, s, id)
 	// A change that adds a transaction but unparks a seq that is not parked:
 	// the whole commit must fail and write nothing.
 	bad := before.Clone()
 	var c convoy.Change
-	bad.Receive(msg(2, convoy.AddTransaction, "t-1", 5), epoch, &c)
+	bad.Receive(msg(2, orders.AddTransaction, "t-1", 5), epoch, &c)
 	c.Unpark = map[int64]bool{9: true}
 	if err := s.Commit(context.Background(), bad, bad.Version, &c); !errors.Is(err, convoy.ErrConflict) {
 		t.Fatalf("commit unparking a missing message: got %v, want ErrConflict", err)
@@ -173,10 +174,10 @@ func testAtomicFailure(t *testing.T, s convoy.Store, id string) {
 
 func testFullCommit(t *testing.T, s convoy.Store, id string) {
 	o := convoy.NewOrder(id)
-	msgs := []convoy.Message{msg(1, convoy.CreateOrder, "", 0)}
-	var want []convoy.TxEntry
+	msgs := []convoy.Message{msg(1, orders.CreateOrder, "", 0)}
+	var want []orders.TxEntry
 	for i := range convoy.MaxChangeRecords / convoy.TxRecords {
-		msgs = append(msgs, msg(int64(i+2), convoy.AddTransaction, fmt.Sprintf("t-%d", i), 1))
+		msgs = append(msgs, msg(int64(i+2), orders.AddTransaction, fmt.Sprintf("t-%d", i), 1))
 		want = append(want, tx(fmt.Sprintf("t-%d", i), 1))
 	}
 	step(t, s, o, msgs...)
@@ -191,13 +192,13 @@ func testFullCommit(t *testing.T, s convoy.Store, id string) {
 func testManyTransactions(t *testing.T, s convoy.Store, id string) {
 	const n = 10_000
 	o := convoy.NewOrder(id)
-	step(t, s, o, msg(1, convoy.CreateOrder, "", 0))
-	var want []convoy.TxEntry
+	step(t, s, o, msg(1, orders.CreateOrder, "", 0))
+	var want []orders.TxEntry
 	sum := int64(0)
 	for seq := int64(2); seq <= n+1; {
 		var batch []convoy.Message
 		for ; len(batch) < convoy.MaxChangeRecords/convoy.TxRecords && seq <= n+1; seq++ {
-			batch = append(batch, msg(seq, convoy.AddTransaction, fmt.Sprintf("t-%d", seq), seq))
+			batch = append(batch, msg(seq, orders.AddTransaction, fmt.Sprintf("t-%d", seq), seq))
 			want = append(want, tx(fmt.Sprintf("t-%d", seq), seq))
 			sum += seq
 		}
@@ -212,7 +213,7 @@ func testManyTransactions(t *testing.T, s convoy.Store, id string) {
 		t.Fatalf("Tx(t-2) = %+v, %v, %v", r, found, err)
 	}
 	cold.Learn("t-2", &r)
-	step(t, s, cold, msg(n+2, convoy.ModifyTransaction, "t-2", 0))
+	step(t, s, cold, msg(n+2, orders.ModifyTransaction, "t-2", 0))
 	want[0].Amount = 0
 	got := load(t, s, id)
 	same(t, got, cold)

@@ -7,14 +7,15 @@ import (
 	"testing"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // testTxPointRead: Store.Tx reads one transaction by its id: its position in
 // the order added and its amount after the latest modification.
 func testTxPointRead(t *testing.T, s convoy.Store, id string) {
 	o := convoy.NewOrder(id)
-	step(t, s, o, msg(1, convoy.CreateOrder, "", 0), msg(2, convoy.AddTransaction, "t-a", 10), msg(3, convoy.AddTransaction, "t-b", 20))
-	step(t, s, o, msg(4, convoy.ModifyTransaction, "t-a", 15))
+	step(t, s, o, msg(1, orders.CreateOrder, "", 0), msg(2, orders.AddTransaction, "t-a", 10), msg(3, orders.AddTransaction, "t-b", 20))
+	step(t, s, o, msg(4, orders.ModifyTransaction, "t-a", 15))
 	ctx := context.Background()
 	for _, want := range []convoy.TxRecord{{Position: 0, TxEntry: tx("t-a", 15)}, {Position: 1, TxEntry: tx("t-b", 20)}} {
 		got, found, err := s.Tx(ctx, id, want.TxID)
@@ -32,11 +33,11 @@ func testTxPointRead(t *testing.T, s convoy.Store, id string) {
 // the commit itself is the check, so that steady state needs no read.
 func testAddExistingConflicts(t *testing.T, s convoy.Store, id string) {
 	o := convoy.NewOrder(id)
-	step(t, s, o, msg(1, convoy.CreateOrder, "", 0), msg(2, convoy.AddTransaction, "t-1", 5))
+	step(t, s, o, msg(1, orders.CreateOrder, "", 0), msg(2, orders.AddTransaction, "t-1", 5))
 	before := load(t, s, id) // knows no transaction
 	blind := before.Clone()
 	var c convoy.Change
-	out := blind.Receive(msg(3, convoy.AddTransaction, "t-1", 9), epoch, &c)
+	out := blind.Receive(msg(3, orders.AddTransaction, "t-1", 9), epoch, &c)
 	if out.Disposition != convoy.Applied {
 		t.Fatalf("an order that does not know t-1 decided %v, want applied (the commit checks it)", out)
 	}
@@ -44,7 +45,7 @@ func testAddExistingConflicts(t *testing.T, s convoy.Store, id string) {
 		t.Fatalf("commit adding an existing txId: got %v, want ErrConflict", err)
 	}
 	same(t, load(t, s, id), before)
-	sameHistory(t, s, id, []convoy.TxEntry{tx("t-1", 5)}, nil)
+	sameHistory(t, s, id, []orders.TxEntry{tx("t-1", 5)}, nil)
 	// Knowing it, the order rejects it.
 	r, found, err := s.Tx(context.Background(), id, "t-1")
 	if err != nil || !found {
@@ -52,7 +53,7 @@ func testAddExistingConflicts(t *testing.T, s convoy.Store, id string) {
 	}
 	before.Learn("t-1", &r)
 	c = convoy.Change{}
-	if out := before.Receive(msg(3, convoy.AddTransaction, "t-1", 9), epoch, &c); out.Disposition != convoy.Rejected {
+	if out := before.Receive(msg(3, orders.AddTransaction, "t-1", 9), epoch, &c); out.Disposition != convoy.Rejected {
 		t.Fatalf("knowing t-1: %v, want rejected", out)
 	}
 }
@@ -61,20 +62,20 @@ func testAddExistingConflicts(t *testing.T, s convoy.Store, id string) {
 // order added and rejections by seq, and a continuation not issued is refused.
 func testHistoryPages(t *testing.T, s convoy.Store, id string) {
 	o := convoy.NewOrder(id)
-	msgs := []convoy.Message{msg(1, convoy.CreateOrder, "", 0)}
-	var wantTx []convoy.TxEntry
+	msgs := []convoy.Message{msg(1, orders.CreateOrder, "", 0)}
+	var wantTx []orders.TxEntry
 	var wantRej []convoy.Rejection
 	for seq := int64(2); seq <= 40; seq++ {
 		if seq%5 == 0 { // rejected: modifies a transaction never added
-			msgs = append(msgs, msg(seq, convoy.ModifyTransaction, fmt.Sprintf("none-%d", seq), 1))
-			wantRej = append(wantRej, rejection(seq, convoy.ModifyTransaction, fmt.Sprintf("none-%d", seq), fmt.Sprintf("transaction \"none-%d\" does not exist", seq)))
+			msgs = append(msgs, msg(seq, orders.ModifyTransaction, fmt.Sprintf("none-%d", seq), 1))
+			wantRej = append(wantRej, rejection(seq, orders.ModifyTransaction, fmt.Sprintf("none-%d", seq), fmt.Sprintf("transaction \"none-%d\" does not exist", seq)))
 			continue
 		}
-		msgs = append(msgs, msg(seq, convoy.AddTransaction, fmt.Sprintf("t-%02d", 50-seq), seq))
+		msgs = append(msgs, msg(seq, orders.AddTransaction, fmt.Sprintf("t-%02d", 50-seq), seq))
 		wantTx = append(wantTx, tx(fmt.Sprintf("t-%02d", 50-seq), seq)) // txIds sort against the order added
 	}
 	for _, m := range msgs {
-		if !o.Knows(m.Tx.TxID) && m.Tx.Op == convoy.ModifyTransaction {
+		if !o.Knows(m.Tx.TxID) && m.Tx.Op == orders.ModifyTransaction {
 			o.Learn(m.Tx.TxID, nil)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // ParkedAboveApplied checks what must hold of an order after every commit,
@@ -48,10 +49,10 @@ func ParkedAboveApplied(ctx context.Context, s convoy.Store, orderID string) err
 func testCopyOfACutDrainsHead(t *testing.T, s convoy.Store, id string) {
 	ctx := context.Background()
 	o := convoy.NewOrder(id)
-	step(t, s, o, msg(3, convoy.AddTransaction, "t-3", 3), msg(4, convoy.AddTransaction, "t-4", 4))
+	step(t, s, o, msg(3, orders.AddTransaction, "t-3", 3), msg(4, orders.AddTransaction, "t-4", 4))
 	// Seqs 1 and 2 received and committed, their drain cut before seq 3.
 	var c convoy.Change
-	for _, m := range []convoy.Message{msg(1, convoy.CreateOrder, "", 0), msg(2, convoy.AddTransaction, "t-2", 2)} {
+	for _, m := range []convoy.Message{msg(1, orders.CreateOrder, "", 0), msg(2, orders.AddTransaction, "t-2", 2)} {
 		m.Tx.OrderID = id
 		o.Receive(m, epoch, &c)
 	}
@@ -61,8 +62,8 @@ func testCopyOfACutDrainsHead(t *testing.T, s convoy.Store, id string) {
 	if got := load(t, s, id); got.AppliedSeq != 2 || got.ParkedCount != 2 {
 		t.Fatalf("the setup: appliedSeq %d, %d parked; want a drain cut at 2 with 2 parked", got.AppliedSeq, got.ParkedCount)
 	}
-	p := convoy.NewProcessor(s, convoy.ProcessorOptions{})
-	copy3 := msg(3, convoy.AddTransaction, "t-3", 3)
+	p := convoy.NewProcessor(s, convoy.ProcessorOptions{Domain: orders.Domain})
+	copy3 := msg(3, orders.AddTransaction, "t-3", 3)
 	copy3.Tx.OrderID = id
 	res, err := p.Process(ctx, id, []convoy.Message{copy3})
 	if err != nil {
@@ -74,5 +75,5 @@ func testCopyOfACutDrainsHead(t *testing.T, s convoy.Store, id string) {
 	if err := ParkedAboveApplied(ctx, s, id); err != nil {
 		t.Fatal(err)
 	}
-	sameHistory(t, s, id, []convoy.TxEntry{tx("t-2", 2), tx("t-3", 3), tx("t-4", 4)}, nil)
+	sameHistory(t, s, id, []orders.TxEntry{tx("t-2", 2), tx("t-3", 3), tx("t-4", 4)}, nil)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // Table Storage's limits, as its documentation states them ("Understanding
@@ -62,11 +63,11 @@ func testPropertyLimit(t *testing.T, s convoy.Store, id string) {
 		read func(t *testing.T, id string) string // the data as stored
 	}{
 		{"order data", func(o *convoy.Order, c *convoy.Change, d json.RawMessage) {
-			o.Receive(msg(2, convoy.AddTransaction, "t-1", 5), epoch, c)
+			o.Receive(msg(2, orders.AddTransaction, "t-1", 5), epoch, c)
 			o.Data = d
 		}, func(t *testing.T, id string) string { return string(load(t, s, id).Data) }},
 		{"transaction data", func(o *convoy.Order, c *convoy.Change, d json.RawMessage) {
-			m := msg(2, convoy.AddTransaction, "t-1", 5)
+			m := msg(2, orders.AddTransaction, "t-1", 5)
 			m.Tx.Data = d
 			o.Receive(m, epoch, c)
 		}, func(t *testing.T, id string) string {
@@ -74,12 +75,12 @@ func testPropertyLimit(t *testing.T, s convoy.Store, id string) {
 			return string(txs[0].Data)
 		}},
 		{"parked message data", func(o *convoy.Order, c *convoy.Change, d json.RawMessage) {
-			m := msg(3, convoy.AddTransaction, "t-1", 5)
+			m := msg(3, orders.AddTransaction, "t-1", 5)
 			m.Tx.Data = d
 			o.Receive(m, epoch, c)
 		}, func(t *testing.T, id string) string { return string(load(t, s, id).Parked[3].Tx.Data) }},
 		{"rejection reason", func(o *convoy.Order, c *convoy.Change, d json.RawMessage) {
-			o.Receive(msg(2, convoy.ModifyTransaction, "t-404", 5), epoch, c)
+			o.Receive(msg(2, orders.ModifyTransaction, "t-404", 5), epoch, c)
 			c.Rejections[0].Reason = string(d)
 		}, func(t *testing.T, id string) string {
 			_, rs := history(t, s, id, 10)
@@ -94,7 +95,7 @@ func testPropertyLimit(t *testing.T, s convoy.Store, id string) {
 			oid := fmt.Sprintf("%s-%d-%d-%v", id, i, size.units, size.wide)
 			what := fmt.Sprintf("%s of %d UTF-16 units (wide %v)", tc.name, size.units, size.wide)
 			o := convoy.NewOrder(oid)
-			step(t, s, o, msg(1, convoy.CreateOrder, "", 0))
+			step(t, s, o, msg(1, orders.CreateOrder, "", 0))
 			before := load(t, s, oid)
 			next := before.Clone()
 			var c convoy.Change
@@ -124,7 +125,7 @@ func testKeyLimits(t *testing.T, s convoy.Store, id string) {
 	create := func(oid string) error {
 		o := convoy.NewOrder(oid)
 		var c convoy.Change
-		m := msg(1, convoy.CreateOrder, "", 0)
+		m := msg(1, orders.CreateOrder, "", 0)
 		m.Tx.OrderID = oid
 		o.Receive(m, epoch, &c)
 		return s.Commit(ctx, o, 0, &c)
@@ -159,11 +160,11 @@ func testKeyLimits(t *testing.T, s convoy.Store, id string) {
 	}{{strings.Repeat("t", 510), true}, {strings.Repeat("t", 511), false}, {"t/1", false}} {
 		oid := fmt.Sprintf("%s-tx%d-%v", id, len(tc.txID), tc.ok)
 		o := convoy.NewOrder(oid)
-		step(t, s, o, msg(1, convoy.CreateOrder, "", 0))
+		step(t, s, o, msg(1, orders.CreateOrder, "", 0))
 		before := load(t, s, oid)
 		next := before.Clone()
 		var c convoy.Change
-		next.Receive(msg(2, convoy.AddTransaction, tc.txID, 5), epoch, &c)
+		next.Receive(msg(2, orders.AddTransaction, tc.txID, 5), epoch, &c)
 		err := s.Commit(ctx, next, next.Version, &c)
 		switch {
 		case !tc.ok:
@@ -185,12 +186,12 @@ func testKeyLimits(t *testing.T, s convoy.Store, id string) {
 func testGroupLimits(t *testing.T, s convoy.Store, id string) {
 	park := func(oid string, n int, data json.RawMessage) (*convoy.Order, *convoy.Order, convoy.Change) {
 		o := convoy.NewOrder(oid)
-		step(t, s, o, msg(1, convoy.CreateOrder, "", 0))
+		step(t, s, o, msg(1, orders.CreateOrder, "", 0))
 		before := load(t, s, oid)
 		next := before.Clone()
 		var c convoy.Change
 		for seq := int64(3); seq < int64(3+n); seq++ {
-			m := msg(seq, convoy.AddTransaction, fmt.Sprintf("t-%d", seq), 1)
+			m := msg(seq, orders.AddTransaction, fmt.Sprintf("t-%d", seq), 1)
 			m.Tx.Data = data
 			next.Receive(m, epoch, &c)
 		}

@@ -8,24 +8,25 @@ import (
 	"testing"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 func testParkThenDrain(t *testing.T, s convoy.Store, id string) {
 	o := convoy.NewOrder(id)
-	step(t, s, o, msg(3, convoy.AddTransaction, "t-1", 10))
-	step(t, s, o, msg(4, convoy.ModifyTransaction, "t-1", 20))
+	step(t, s, o, msg(3, orders.AddTransaction, "t-1", 10))
+	step(t, s, o, msg(4, orders.ModifyTransaction, "t-1", 20))
 	got := load(t, s, id)
 	same(t, got, o)
 	if len(got.Parked) != 2 || got.MissingSeq() != 1 || !got.BlockedSince.Equal(epoch) {
 		t.Fatalf("parked state: %+v", comparable(got))
 	}
-	step(t, s, o, msg(1, convoy.CreateOrder, "", 0), msg(2, convoy.AddTransaction, "t-0", 1))
+	step(t, s, o, msg(1, orders.CreateOrder, "", 0), msg(2, orders.AddTransaction, "t-0", 1))
 	got = load(t, s, id)
 	same(t, got, o)
 	if len(got.Parked) != 0 || got.AppliedSeq != 4 || got.Total() != 21 || !got.BlockedSince.IsZero() {
 		t.Fatalf("drained state: %+v", comparable(got))
 	}
-	sameHistory(t, s, id, []convoy.TxEntry{tx("t-0", 1), tx("t-1", 20)}, nil)
+	sameHistory(t, s, id, []orders.TxEntry{tx("t-0", 1), tx("t-1", 20)}, nil)
 }
 
 // parkAll parks the AddTransactions of seqs from to to (each t-<seq>,
@@ -35,7 +36,7 @@ func parkAll(t *testing.T, p *convoy.Processor, id string, from, to int64) {
 	for seq := from; seq <= to; {
 		var msgs []convoy.Message
 		for ; seq <= to && len(msgs) < convoy.ParkedPageSize; seq++ {
-			m := msg(seq, convoy.AddTransaction, fmt.Sprintf("t-%d", seq), seq)
+			m := msg(seq, orders.AddTransaction, fmt.Sprintf("t-%d", seq), seq)
 			m.Tx.OrderID = id
 			msgs = append(msgs, m)
 		}
@@ -72,7 +73,7 @@ func headParked(t *testing.T, s convoy.Store, id string) int {
 // commits, on a processor that never had the order cached.
 func testParkedTailInPages(t *testing.T, s convoy.Store, id string) {
 	const n = 2*convoy.ParkedPageSize + convoy.ParkedLoadSize + 7 // parked: seqs 3 to n+2
-	parkAll(t, convoy.NewProcessor(s, convoy.ProcessorOptions{}), id, 3, n+2)
+	parkAll(t, convoy.NewProcessor(s, convoy.ProcessorOptions{Domain: orders.Domain}), id, 3, n+2)
 	got := load(t, s, id)
 	if got.ParkedCount != n || len(got.Parked) > convoy.ParkedLoadSize || got.MissingSeq() != 1 || got.LastParked() != n+2 {
 		t.Fatalf("loaded %d parked message(s) of %d counted, missing seq %d, last parked %d; want at most %d of %d, missing 1, last %d",
@@ -89,8 +90,8 @@ func testParkedTailInPages(t *testing.T, s convoy.Store, id string) {
 	if h := headParked(t, s, id); h != -1 && h != n {
 		t.Fatalf("the head counts %d parked, want %d", h, n)
 	}
-	p := convoy.NewProcessor(s, convoy.ProcessorOptions{}) // cold
-	first := []convoy.Message{msg(1, convoy.CreateOrder, "", 0), msg(2, convoy.AddTransaction, "t-2", 2)}
+	p := convoy.NewProcessor(s, convoy.ProcessorOptions{Domain: orders.Domain}) // cold
+	first := []convoy.Message{msg(1, orders.CreateOrder, "", 0), msg(2, orders.AddTransaction, "t-2", 2)}
 	for i := range first {
 		first[i].Tx.OrderID = id
 	}
@@ -102,7 +103,7 @@ func testParkedTailInPages(t *testing.T, s convoy.Store, id string) {
 		t.Fatalf("the drain: appliedSeq %d, %d parked, missing %d, %d outcomes in %d commits; want %d, 0, 0, %d in several",
 			res.AppliedSeq, res.Parked, res.MissingSeq, len(res.Outcomes), res.Commits, n+2, n+2)
 	}
-	var want []convoy.TxEntry
+	var want []orders.TxEntry
 	for i, out := range res.Outcomes {
 		if seq := int64(i + 1); out.Seq != seq || out.Disposition != convoy.Applied || out.Drained != (seq > 2) {
 			t.Fatalf("outcome %d: %v, want seq %d applied", i, out, seq)
@@ -139,15 +140,15 @@ func (p *probeCounter) IsParked(ctx context.Context, orderID string, seq int64) 
 // tail drains once.
 func testParkedDuplicateBeyondWindow(t *testing.T, s convoy.Store, id string) {
 	const n = convoy.ParkedPageSize + convoy.ParkedLoadSize // parked: 3 to n+2
-	parkAll(t, convoy.NewProcessor(s, convoy.ProcessorOptions{}), id, 3, n+2)
+	parkAll(t, convoy.NewProcessor(s, convoy.ProcessorOptions{Domain: orders.Domain}), id, 3, n+2)
 	with := func(ms ...convoy.Message) []convoy.Message {
 		for i := range ms {
 			ms[i].Tx.OrderID = id
 		}
 		return ms
 	}
-	beyond := msg(n+2, convoy.AddTransaction, fmt.Sprintf("t-%d", n+2), n+2) // parked, beyond the first page
-	fresh := msg(n+9, convoy.AddTransaction, fmt.Sprintf("t-%d", n+9), n+9)  // not parked
+	beyond := msg(n+2, orders.AddTransaction, fmt.Sprintf("t-%d", n+2), n+2) // parked, beyond the first page
+	fresh := msg(n+9, orders.AddTransaction, fmt.Sprintf("t-%d", n+9), n+9)  // not parked
 	cases := []struct {
 		msgs   []convoy.Message
 		want   []convoy.Disposition
@@ -160,7 +161,7 @@ func testParkedDuplicateBeyondWindow(t *testing.T, s convoy.Store, id string) {
 	}
 	for i, c := range cases {
 		probes := &probeCounter{Store: s}
-		p := convoy.NewProcessor(probes, convoy.ProcessorOptions{}) // cold: the window is Load's
+		p := convoy.NewProcessor(probes, convoy.ProcessorOptions{Domain: orders.Domain}) // cold: the window is Load's
 		res, err := p.Process(context.Background(), id, c.msgs)
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
@@ -182,13 +183,13 @@ func testParkedDuplicateBeyondWindow(t *testing.T, s convoy.Store, id string) {
 	// Fill every gap: all drain, each once.
 	var fill []convoy.Message
 	for _, seq := range []int64{1, 2, n + 3, n + 4, n + 5, n + 6, n + 7, n + 8} {
-		m := msg(seq, convoy.AddTransaction, fmt.Sprintf("t-%d", seq), seq)
+		m := msg(seq, orders.AddTransaction, fmt.Sprintf("t-%d", seq), seq)
 		if seq == 1 {
-			m = msg(1, convoy.CreateOrder, "", 0)
+			m = msg(1, orders.CreateOrder, "", 0)
 		}
 		fill = append(fill, m)
 	}
-	res, err := convoy.NewProcessor(s, convoy.ProcessorOptions{}).Process(context.Background(), id, with(fill...))
+	res, err := convoy.NewProcessor(s, convoy.ProcessorOptions{Domain: orders.Domain}).Process(context.Background(), id, with(fill...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // Run runs the suite against store. Every test uses its own order ids.
@@ -58,12 +59,12 @@ var epoch = time.Date(2026, 11, 21, 10, 20, 30, 0, time.UTC)
 
 func amount(n int64) *int64 { return &n }
 
-func msg(seq int64, op convoy.Op, txID string, amt int64) convoy.Message {
-	tx := convoy.Transaction{Op: op, TxID: txID}
+func msg(seq int64, op orders.Op, txID string, amt int64) convoy.Message {
+	tx := orders.Transaction{Op: op, TxID: txID}
 	switch op {
-	case convoy.CreateOrder:
+	case orders.CreateOrder:
 		tx.Currency = "EUR"
-	case convoy.AddTransaction, convoy.ModifyTransaction:
+	case orders.AddTransaction, orders.ModifyTransaction:
 		tx.Amount = amount(amt)
 	}
 	return convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L:%d", seq), Tx: tx}
@@ -166,21 +167,21 @@ func comparable(o *convoy.Order) state {
 	return s
 }
 
-func tx(id string, amount int64) convoy.TxEntry { return convoy.TxEntry{TxID: id, Amount: amount} }
+func tx(id string, amount int64) orders.TxEntry { return orders.TxEntry{TxID: id, Amount: amount} }
 
-func rejection(seq int64, op convoy.Op, txID, reason string) convoy.Rejection {
+func rejection(seq int64, op orders.Op, txID, reason string) convoy.Rejection {
 	return convoy.Rejection{Seq: seq, Op: op, TxID: txID, Reason: reason}
 }
 
 // history reads the order's whole history through convoy.ReadView, pageSize
 // at a time, following the continuations.
-func history(t *testing.T, s convoy.Store, id string, pageSize int) ([]convoy.TxEntry, []convoy.Rejection) {
+func history(t *testing.T, s convoy.Store, id string, pageSize int) ([]orders.TxEntry, []convoy.Rejection) {
 	t.Helper()
 	h, ok := s.(convoy.History)
 	if !ok {
 		t.Fatalf("%T does not implement convoy.History", s)
 	}
-	var txs []convoy.TxEntry
+	var txs []orders.TxEntry
 	var rs []convoy.Rejection
 	token := ""
 	for pages := 0; ; pages++ {
@@ -204,14 +205,14 @@ func history(t *testing.T, s convoy.Store, id string, pageSize int) ([]convoy.Tx
 
 // sameHistory fails unless the stored history is wantTx and wantRej, read
 // in one page and in pages of 2.
-func sameHistory(t *testing.T, s convoy.Store, id string, wantTx []convoy.TxEntry, wantRej []convoy.Rejection) {
+func sameHistory(t *testing.T, s convoy.Store, id string, wantTx []orders.TxEntry, wantRej []convoy.Rejection) {
 	t.Helper()
 	for _, size := range []int{convoy.MaxHistoryPageSize, 2} {
 		gotTx, gotRej := history(t, s, id, size)
-		norm := func(txs []convoy.TxEntry) []convoy.TxEntry {
-			out := make([]convoy.TxEntry, len(txs))
+		norm := func(txs []orders.TxEntry) []orders.TxEntry {
+			out := make([]orders.TxEntry, len(txs))
 			for i, x := range txs {
-				out[i] = convoy.TxEntry{TxID: x.TxID, Amount: x.Amount, Data: x.Data}
+				out[i] = orders.TxEntry{TxID: x.TxID, Amount: x.Amount, Data: x.Data}
 				if len(x.Data) == 0 {
 					out[i].Data = nil
 				}

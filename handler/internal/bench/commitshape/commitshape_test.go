@@ -16,6 +16,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/bench/commitshape"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
@@ -34,7 +35,7 @@ func TestActionsAreTheProcessorsCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := convoy.NewProcessor(tablestore.New(table, batches.Table(name)), convoy.ProcessorOptions{})
+	p := convoy.NewProcessor(tablestore.New(table, batches.Table(name)), convoy.ProcessorOptions{Domain: orders.Domain})
 
 	const processed, submitted = "order-00001", "order-00002" // the same length, as the bench's ids
 	process := func(m convoy.Message) {
@@ -43,9 +44,9 @@ func TestActionsAreTheProcessorsCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	process(convoy.Message{Seq: 1, MessageID: "l:0", EnqueuedAt: time.Now().Add(-100 * time.Millisecond), Tx: convoy.Transaction{OrderID: processed, Op: convoy.CreateOrder, Currency: "EUR"}})
+	process(convoy.Message{Seq: 1, MessageID: "l:0", EnqueuedAt: time.Now().Add(-100 * time.Millisecond), Command: orders.Transaction{OrderID: processed, Op: orders.CreateOrder, Currency: "EUR"}})
 	before := rows(t, table, processed)
-	process(convoy.Message{Seq: 2, MessageID: "l:1", EnqueuedAt: time.Now().Add(-100 * time.Millisecond), Tx: convoy.Transaction{OrderID: processed, Op: convoy.AddTransaction, TxID: "t-2", Amount: to.Ptr[int64](2)}})
+	process(convoy.Message{Seq: 2, MessageID: "l:1", EnqueuedAt: time.Now().Add(-100 * time.Millisecond), Command: orders.Transaction{OrderID: processed, Op: orders.AddTransaction, TxID: "t-2", Amount: to.Ptr[int64](2)}})
 	committed := map[string]map[string]string{}
 	for key, row := range rows(t, table, processed) {
 		if prev, ok := before[key]; !ok || prev["odata.etag"] != row["odata.etag"] {

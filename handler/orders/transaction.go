@@ -2,7 +2,7 @@
 // order message format, the order fold, the sequence rules that make
 // application strictly ordered and exactly-once, and the Store they rely on.
 // It knows nothing of echo, aztables or azservicebus.
-package convoy
+package orders
 
 import (
 	"bytes"
