@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/settings"
 )
 
@@ -172,10 +173,10 @@ func startAppOn(t *testing.T, conn string, serviceBusPort int) *app {
 
 // block parks seq 2 of each order in the real store: each is blocked,
 // waiting for seq 1.
-func (a *app) block(t *testing.T, orders ...string) {
+func (a *app) block(t *testing.T, ids ...string) {
 	store := a.c.orderStore(a.cfg.OrdersTable)
 	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store})
-	for _, id := range orders {
+	for _, id := range ids {
 		amount := int64(5)
 		m := convoy.Message{Seq: 2, MessageID: "L-1:" + id, Command: orders.Transaction{OrderID: id, Op: orders.AddTransaction, TxID: "t-1", Amount: &amount}}
 		if _, err := p.Process(context.Background(), id, []convoy.Message{m}); err != nil {

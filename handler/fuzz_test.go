@@ -56,12 +56,12 @@ func FuzzInvocations(f *testing.F) {
 				if o.AppliedSeq == 0 {
 					continue
 				}
-				v, err := convoy.ReadView(context.Background(), fx.store, fx.store, id, "", 0)
+				v, err := convoy.ReadView(context.Background(), orders.Domain, fx.store, fx.store, id, "", 0)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(v.Rejected)+countApplied(o) == 0 {
-					t.Fatalf("order %s advanced without any effect: %+v", id, v)
+				if ov := orders.ViewOf(v); len(ov.Rejected)+countApplied(o) == 0 {
+					t.Fatalf("order %s advanced without any effect: %+v", id, ov)
 				}
 			}
 		}
@@ -70,8 +70,9 @@ func FuzzInvocations(f *testing.F) {
 
 // countApplied is how many transactions had an effect an outsider can see.
 func countApplied(o *convoy.Order) int {
-	n := int(o.TxCount)
-	if o.Status != orders.StatusNew {
+	s := orders.StateOf(o)
+	n := int(s.TxCount)
+	if s.Status != orders.StatusNew {
 		n++
 	}
 	return n

@@ -57,7 +57,7 @@ func TestGoldenHTTPAnswers(t *testing.T) {
 	process := func(order string, seq int64, tx orders.Transaction) {
 		t.Helper()
 		tx.OrderID = order
-		m := convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L-1:%d", seq), Tx: tx, EnqueuedAt: clock().Add(-time.Second)}
+		m := convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L-1:%d", seq), Command: tx, EnqueuedAt: clock().Add(-time.Second)}
 		if _, err := p.Process(ctx, order, []convoy.Message{m}); err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,6 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/operator"
-	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -171,6 +170,6 @@ func (s *server) skipGap(ctx context.Context, r httpRequest) (int, any, error) {
 		// dead letter has a deadline of its own (operator.SkipSettleDeadline).
 		operator.SettleSkipped(context.WithoutCancel(ctx), settler, &out)
 	}
-	s.Logger.Warn("gap skipped by operator", "orderId", out.OrderID, "seq", out.Skipped, "drained", len(out.Drained), "appliedSeq", orders.ViewOf(out.Order).AppliedSeq)
+	s.Logger.Warn("gap skipped by operator", "orderId", out.OrderID, "seq", out.Skipped, "drained", len(out.Drained), "appliedSeq", out.Order.AppliedSeq)
 	return http.StatusOK, out, nil
 }

@@ -30,7 +30,7 @@ func historyFixture(t *testing.T, n int) (*fixture, []string, []int64) {
 		} else {
 			txIDs = append(txIDs, tx.TxID)
 		}
-		msgs = append(msgs, convoy.Message{Seq: seq, Tx: tx})
+		msgs = append(msgs, convoy.Message{Seq: seq, Command: tx})
 	}
 	for k := 0; k < len(msgs); k += 200 {
 		if _, err := p.Process(context.Background(), "o-1", msgs[k:min(k+200, len(msgs))]); err != nil {
@@ -117,7 +117,7 @@ func TestOrderStatusParamsValidated(t *testing.T) {
 		{"pageSize=1&pageSize=2", "pageSize is given 2 times"},
 		{"continuation=", "continuation is empty"},
 		{"continuation=abc", "not a token this service issued"},
-		{"continuation=" + convoy.HistoryCursor{Tx: -1, Rejected: -1}.Token(), "not a token this service issued"},
+		{"continuation=" + convoy.HistoryCursor{Rows: -1, Rejected: -1}.Token(), "not a token this service issued"},
 	} {
 		code, v := f.do(t, "GET", "/api/orders/o-1?"+tc.query, nil)
 		if code != 400 || !strings.Contains(fmt.Sprint(v["error"]), tc.want) {
@@ -134,8 +134,8 @@ func TestOrderStatusParamsValidated(t *testing.T) {
 // pageSize of each list, and its continuation, if any, is accepted in turn.
 func FuzzOrderStatusQuery(f *testing.F) {
 	f.Add("2", "")
-	f.Add("", convoy.HistoryCursor{Tx: 1, Rejected: -1}.Token())
-	f.Add("1000", convoy.HistoryCursor{Tx: 0, Rejected: 3}.Token())
+	f.Add("", convoy.HistoryCursor{Rows: 1, Rejected: -1}.Token())
+	f.Add("1000", convoy.HistoryCursor{Rows: 0, Rejected: 3}.Token())
 	f.Add("-1", "aDEuMS4x")
 	f.Add("3", "aDEuOTIyMzM3MjAzNjg1NDc3NTgwNy4x")
 	fx, _, _ := historyFixture(&testing.T{}, 7)

@@ -48,7 +48,7 @@ func (p *Processor) markActive(ctx context.Context, o *Order, msgs []Message) er
 		return nil
 	}
 	if err := p.active.MarkActive(ctx, o.ID, p.seen(last)); err != nil {
-		return fmt.Errorf("index order %q as active: %w", o.ID, err)
+		return fmt.Errorf("index %s %q as active: %w", p.domain.Noun(), o.ID, err)
 	}
 	p.marked.add(o.ID)
 	return nil

@@ -51,7 +51,7 @@ func TestActiveIndexWrittenOnlyWhenNotKnown(t *testing.T) {
 			amount := seq
 			tx = orders.Transaction{OrderID: "o-1", Op: orders.AddTransaction, TxID: fmt.Sprintf("t%d", seq), Amount: &amount}
 		}
-		return convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L:%d", seq), Tx: tx, EnqueuedAt: now.Add(-time.Second)}
+		return convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L:%d", seq), Command: tx, EnqueuedAt: now.Add(-time.Second)}
 	}
 	step := func(name string, p *convoy.Processor, seq int64, wantMarks, wantCommits int) {
 		t.Helper()

@@ -28,14 +28,18 @@ func (a *attempt) lookup(ctx context.Context, m Message) error {
 		// it is parked already, a duplicate.
 		parked, err := a.p.store.IsParked(ctx, a.o.ID, seq)
 		if err != nil {
-			return fmt.Errorf("read parked seq %d of %q: %w", seq, a.o.ID, err)
+			return fmt.Errorf("read parked seq %d of %s %q: %w", seq, a.p.domain.Noun(), a.o.ID, err)
 		}
 		a.o.LearnParked(seq, parked)
 	}
-	for _, ref := range a.o.Needs(m, a.verify) {
+	refs, err := a.o.Needs(m, a.verify)
+	if err != nil {
+		return err
+	}
+	for _, ref := range refs {
 		p, found, err := a.p.store.Row(ctx, a.o.ID, ref)
 		if err != nil {
-			return fmt.Errorf("read row %s/%s of %q: %w", ref.Collection, ref.ID, a.o.ID, err)
+			return fmt.Errorf("read row %s/%s of %s %q: %w", ref.Collection, ref.ID, a.p.domain.Noun(), a.o.ID, err)
 		}
 		a.o.Learn(ref, p, found)
 	}
@@ -115,7 +119,7 @@ func (a *attempt) nextPage(ctx context.Context) error {
 	}
 	page, more, err := a.p.store.Parked(ctx, a.o.ID, after, ParkedPageSize)
 	if err != nil {
-		return fmt.Errorf("read the parked messages of order %q after seq %d: %w", a.o.ID, after, err)
+		return fmt.Errorf("read the parked messages of %s %q after seq %d: %w", a.p.domain.Noun(), a.o.ID, after, err)
 	}
 	return a.o.AddParkedPage(page, more, &a.change)
 }
@@ -148,18 +152,18 @@ func (a *attempt) commit(ctx context.Context) error {
 	if idx := a.p.index; idx != nil {
 		if begins {
 			if err := idx.MarkBlocked(ctx, o.ID, since, o.Version+1); err != nil {
-				return fmt.Errorf("index blocked order %q: %w", o.ID, err)
+				return fmt.Errorf("index blocked %s %q: %w", a.p.domain.Noun(), o.ID, err)
 			}
 		}
 		if ends {
 			pending := BlockedUpdate{Figures: true, Version: o.Version + 1, AppliedSeq: o.AppliedSeq, Parked: o.ParkedCount}
 			if err := idx.UpdateBlocked(ctx, o.ID, before, pending, "*"); err != nil {
-				return fmt.Errorf("index order %q as unblocking: %w", o.ID, err)
+				return fmt.Errorf("index %s %q as unblocking: %w", a.p.domain.Noun(), o.ID, err)
 			}
 		}
 	}
 	if err := a.p.store.Commit(ctx, o, o.Version, &a.change); err != nil {
-		return fmt.Errorf("commit order %q at version %d: %w", o.ID, o.Version, err)
+		return fmt.Errorf("commit %s %q at version %d: %w", a.p.domain.Noun(), o.ID, o.Version, err)
 	}
 	o.Version++
 	a.done.commits++

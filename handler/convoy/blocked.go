@@ -213,7 +213,7 @@ func checkEntries(ctx context.Context, idx BlockedIndex, entries []BlockedEntry,
 		}
 		h, ok, err := idx.Head(ctx, e.OrderID)
 		if err != nil {
-			return nil, fmt.Errorf("check blocked order %q: %w", e.OrderID, err)
+			return nil, fmt.Errorf("check blocked entry %q: %w", e.OrderID, err)
 		}
 		if !ok {
 			h = Head{OrderID: e.OrderID} // no state: version 0

@@ -34,35 +34,38 @@ func budget(d keyed.Domain) keyed.Budget {
 // check returns the encoding of a decision's new state, or the reason the
 // decision is rejected: it would break its budget, one of Table Storage's
 // limits, or write a row the key knows to exist.
-func (o *Order) check(next any, writes keyed.Writes) (keyed.Props, string) {
+func (o *Order) check(next any, writes keyed.Writes) (keyed.Props, string, error) {
 	b := budget(o.domain)
 	if len(writes) > b.Writes {
-		return nil, fmt.Sprintf("the decision writes %d rows, more than its budget of %d", len(writes), b.Writes)
+		return nil, fmt.Sprintf("the decision writes %d rows, more than its budget of %d", len(writes), b.Writes), nil
 	}
 	bytes := 0
 	for _, w := range writes {
 		bytes += w.Props.WireSize()
 		if why := rowProblem(w.Props, nil); why != "" {
-			return nil, fmt.Sprintf("row %s/%s: %s", w.Ref.Collection, w.Ref.ID, why)
+			return nil, fmt.Sprintf("row %s/%s: %s", w.Ref.Collection, w.Ref.ID, why), nil
 		}
 		if why := refProblem(w.Ref); why != "" {
-			return nil, why
+			return nil, why, nil
 		}
 		if _, present := o.rows.get(w.Ref); present && w.Insert {
-			return nil, fmt.Sprintf("row %s/%s exists: it cannot be inserted", w.Ref.Collection, w.Ref.ID)
+			return nil, fmt.Sprintf("row %s/%s exists: it cannot be inserted", w.Ref.Collection, w.Ref.ID), nil
 		}
 	}
 	if bytes > b.Bytes {
-		return nil, fmt.Sprintf("the decision writes %d bytes, more than its budget of %d", bytes, b.Bytes)
+		return nil, fmt.Sprintf("the decision writes %d bytes, more than its budget of %d", bytes, b.Bytes), nil
 	}
-	state := o.domain.EncodeState(next)
+	state, err := o.domain.EncodeState(next)
+	if err != nil {
+		return nil, "", err
+	}
 	if why := rowProblem(state, headProps); why != "" {
-		return nil, "the state: " + why
+		return nil, "the state: " + why, nil
 	}
 	if state.Size() > keyed.MaxRowSize-headReserve {
-		return nil, fmt.Sprintf("the state takes %d bytes, more than %d (an entity holds 1 MiB)", state.Size(), keyed.MaxRowSize-headReserve)
+		return nil, fmt.Sprintf("the state takes %d bytes, more than %d (an entity holds 1 MiB)", state.Size(), keyed.MaxRowSize-headReserve), nil
 	}
-	return state, ""
+	return state, "", nil
 }
 
 // rowProblem returns why p cannot be stored as a row's properties beside

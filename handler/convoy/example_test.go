@@ -18,7 +18,7 @@ func ExampleProcessor() {
 	amount := func(n int64) *int64 { return &n }
 	deliver := func(seq int64, tx orders.Transaction) {
 		tx.OrderID = "o-1"
-		res, err := p.Process(ctx, "o-1", []convoy.Message{{Seq: seq, Tx: tx}})
+		res, err := p.Process(ctx, "o-1", []convoy.Message{{Seq: seq, Command: tx}})
 		if err != nil {
 			panic(err)
 		}

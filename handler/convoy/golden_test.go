@@ -95,10 +95,10 @@ func TestGoldenHistoryTokens(t *testing.T) {
 		Rejected int64  `json:"rejected"`
 		Token    string `json:"token"`
 	}
-	cursors := []convoy.HistoryCursor{{Tx: 0, Rejected: 0}, {Tx: 1000, Rejected: -1}, {Tx: -1, Rejected: 17}, {Tx: 3, Rejected: 1001}, {Tx: 1<<62 + 5, Rejected: 1<<63 - 1}}
+	cursors := []convoy.HistoryCursor{{Rows: 0, Rejected: 0}, {Rows: 1000, Rejected: -1}, {Rows: -1, Rejected: 17}, {Rows: 3, Rejected: 1001}, {Rows: 1<<62 + 5, Rejected: 1<<63 - 1}}
 	var got []token
 	for _, c := range cursors {
-		got = append(got, token{Tx: c.Tx, Rejected: c.Rejected, Token: c.Token()})
+		got = append(got, token{Tx: c.Rows, Rejected: c.Rejected, Token: c.Token()})
 	}
 	golden.Check(t, "history-tokens.json", golden.Marshal(t, got))
 	if golden.Updating() {
@@ -112,7 +112,7 @@ func TestGoldenHistoryTokens(t *testing.T) {
 	}
 	for _, p := range pinned {
 		c, err := convoy.ParseHistoryCursor(p.Token)
-		if err != nil || c.Tx != p.Tx || c.Rejected != p.Rejected {
+		if err != nil || c.Rows != p.Tx || c.Rejected != p.Rejected {
 			t.Errorf("token %s decodes to %+v, %v; it was handed out for tx %d, rejected %d", p.Token, c, err, p.Tx, p.Rejected)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/internal/convoytest"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/orders"
 )
@@ -53,7 +54,8 @@ func TestSkipCutMidDrainNeverSkipsAReceivedSeq(t *testing.T) {
 		t.Fatalf("skipping seq %d, which was received and is parked: %v, want a conflict", cut, err)
 	}
 	// The operator's retry of the skip resumes the drain and answers success.
-	res, view, err := p.Skip(ctx, "o-1", 1)
+	res, cv, err := p.Skip(ctx, "o-1", 1)
+	view := orders.ViewOf(cv)
 	if err != nil || !res.SkippedEarlier {
 		t.Fatalf("the retried skip: %+v, %v; want success, skipped earlier", res, err)
 	}
@@ -74,7 +76,7 @@ func TestResumeDrainsACutDrain(t *testing.T) {
 	store := memstore.New()
 	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
 	// Seq 1 arrives on its last delivery; the drain's second commit fails.
-	if err := store.CutDrain(ctx, p, "o-1", 69); err != nil {
+	if err := convoytest.CutDrain(ctx, store, p, "o-1", 69); err != nil {
 		t.Fatal(err)
 	}
 	res, err := p.Resume(ctx, "o-1")
@@ -102,7 +104,8 @@ func TestSkipRetriedAfterLostReply(t *testing.T) {
 		t.Fatal("the lost reply was not reported")
 	}
 	store.LoseReply = nil
-	res, view, err := p.Skip(ctx, "o-1", 1)
+	res, cv, err := p.Skip(ctx, "o-1", 1)
+	view := orders.ViewOf(cv)
 	if err != nil || !res.SkippedEarlier || view.AppliedSeq != 3 {
 		t.Fatalf("the retried skip: %+v, appliedSeq %d, %v; want success, skipped earlier, appliedSeq 3", res, view.AppliedSeq, err)
 	}
@@ -169,7 +172,8 @@ func TestSkipDrainStopsBeforeTheDeadline(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 	defer cancel()
-	res, view, err := p.Skip(ctx, "o-1", 1)
+	res, cv, err := p.Skip(ctx, "o-1", 1)
+	view := orders.ViewOf(cv)
 	if err != nil || !res.Draining || view.AppliedSeq >= 300 || view.AppliedSeq < 1 {
 		t.Fatalf("a skip with no time for its whole drain: %+v, appliedSeq %d, %v; want success, draining", res, view.AppliedSeq, err)
 	}
@@ -210,7 +214,7 @@ func TestCopyOfACutDrainsHeadDrainsFirst(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New()
 	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
-	if err := store.CutDrain(ctx, p, "o-1", 69); err != nil {
+	if err := convoytest.CutDrain(ctx, store, p, "o-1", 69); err != nil {
 		t.Fatal(err)
 	}
 	o, _ := store.Load(ctx, "o-1")
@@ -248,7 +252,7 @@ func TestSkipWhoseDrainStopsAtOnceRefusesTheParkedHead(t *testing.T) {
 	now := deadline.Add(-4 * time.Second) // the drain's stop: a second before the deadline
 	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store, Retry: fault.RetryPolicy{MaxAttempts: 1},
 		Now: func() time.Time { return now }})
-	if err := store.CutDrain(ctx, p, "o-1", 69); err != nil {
+	if err := convoytest.CutDrain(ctx, store, p, "o-1", 69); err != nil {
 		t.Fatal(err)
 	}
 	o, _ := store.Load(ctx, "o-1")

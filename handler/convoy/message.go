@@ -94,6 +94,29 @@ const (
 	PropDiagnosticID = "Diagnostic-Id"
 )
 
+// NewMessage returns the message of the index-th entry of a ledger, for
+// key (its SessionId), given its seq and its body.
+func NewMessage(ledgerID string, index int, seq int64, last bool, key string, body []byte) OrderMessage {
+	return OrderMessage{SessionID: key, MessageID: MessageID(ledgerID, index), LedgerID: ledgerID, Seq: seq, Last: last, Body: body}
+}
+
+// maxSizeSeq is the seq that gives a message its largest size, to measure a
+// message before its seq is known (exact for any seq ≥ 128).
+const maxSizeSeq = int64(1) << 62
+
+// measureTraceParent stands for the trace context the sender stamps on a
+// message (a version 00 traceparent is always 55 characters).
+const measureTraceParent = "00-00000000000000000000000000000000-0000000000000000-00"
+
+// MeasureMessage returns the size on the queue of the message that will
+// carry the index-th entry of ledger ledgerID for key, whatever its seq,
+// with the trace context the sender stamps on it.
+func MeasureMessage(ledgerID string, index int, last bool, key string, body []byte) int {
+	m := NewMessage(ledgerID, index, maxSizeSeq, last, key, body)
+	m.TraceParent, m.DiagnosticID = measureTraceParent, measureTraceParent
+	return m.Size()
+}
+
 // Properties returns the message's application properties.
 func (m OrderMessage) Properties() map[string]any {
 	p := map[string]any{PropLedgerID: m.LedgerID, PropSeq: m.Seq}

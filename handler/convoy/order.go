@@ -95,10 +95,28 @@ func (o *Order) Decode() error {
 	}
 	s, err := o.domain.DecodeState(version, o.StateProps)
 	if err != nil {
-		return fault.Wrap(fault.Internal, err, fmt.Sprintf("decode the state of %q", o.ID))
+		return fault.Wrap(fault.Internal, err, fmt.Sprintf("decode the state of %s %q", o.noun(), o.ID))
 	}
 	o.State = s
+	if len(o.StateProps) == 0 {
+		// A key whose state was never stored: its head holds the state's
+		// encoding all the same, as every head did before issue 43 (a key
+		// whose first message parks or is rejected; the release before
+		// reads a head without Status as an order not new).
+		if o.StateProps, err = o.domain.EncodeState(s); err != nil {
+			return fault.Wrap(fault.Internal, err, fmt.Sprintf("encode the new state of %s %q", o.noun(), o.ID))
+		}
+		o.StateVersion = o.domain.Version()
+	}
 	return nil
+}
+
+// noun is what a key of o's domain is called ("key" while unbound).
+func (o *Order) noun() string {
+	if o.domain == nil {
+		return "key"
+	}
+	return o.domain.Noun()
 }
 
 // Head is the engine's head of o, as a domain's View shows it.
@@ -111,15 +129,18 @@ func (o *Order) Head() keyed.Head {
 // m is next in sequence: those it reads, and with verify those it guessed
 // absent too (the commit otherwise checks them: it inserts the row, and
 // fails if it exists).
-func (o *Order) Needs(m Message, verify bool) []keyed.RowRef {
+func (o *Order) Needs(m Message, verify bool) ([]keyed.RowRef, error) {
 	if m.Seq != o.AppliedSeq+1 || o.Complete {
-		return nil
+		return nil, nil
 	}
 	cmd, err := o.command(m)
 	if err != nil {
-		return nil
+		return nil, nil // rejected in its turn: it needs nothing
 	}
-	n := o.domain.Needs(o.State, cmd)
+	n, err := o.domain.Needs(o.State, cmd)
+	if err != nil {
+		return nil, fault.Wrap(fault.Internal, err, fmt.Sprintf("the rows seq %d of %s %q needs", m.Seq, o.noun(), o.ID))
+	}
 	o.rows.lookedUp(n)
 	var refs []keyed.RowRef
 	for _, ref := range n.Read {
@@ -134,7 +155,7 @@ func (o *Order) Needs(m Message, verify bool) []keyed.RowRef {
 			}
 		}
 	}
-	return refs
+	return refs, nil
 }
 
 // Learn records what the store holds of ref: p, or nothing (found false).
@@ -264,10 +285,10 @@ func (o *Order) DrainNext(now time.Time, c *Change) (Outcome, bool, error) {
 // it is never skipped (its drain was cut; DrainNext applies it).
 func (o *Order) Skip(seq int64, now time.Time, c *Change) error {
 	if _, parked := o.Parked[seq]; parked {
-		return fmt.Errorf("seq %d of order %q was received and is parked, not missing: it drains instead", seq, o.ID)
+		return fmt.Errorf("seq %d of %s %q was received and is parked, not missing: it drains instead", seq, o.noun(), o.ID)
 	}
 	if seq != o.AppliedSeq+1 || o.ParkedCount == 0 {
-		return fmt.Errorf("seq %d is not the missing seq of order %q", seq, o.ID)
+		return fmt.Errorf("seq %d is not the missing seq of %s %q", seq, o.noun(), o.ID)
 	}
 	o.reject(Message{Seq: seq}, nil, ReasonSkipped, now, c)
 	return nil
@@ -301,9 +322,12 @@ func (o *Order) apply(m Message, now time.Time, c *Change) (Outcome, error) {
 		return Outcome{Seq: m.Seq, Disposition: Rejected, Reason: reason}, nil
 	}
 	if err != nil {
-		return Outcome{}, fault.Wrap(fault.Internal, err, fmt.Sprintf("decide seq %d of %q", m.Seq, o.ID))
+		return Outcome{}, fault.Wrap(fault.Internal, err, fmt.Sprintf("decide seq %d of %s %q", m.Seq, o.noun(), o.ID))
 	}
-	encoded, reason := o.check(next, writes)
+	encoded, reason, err := o.check(next, writes)
+	if err != nil {
+		return Outcome{}, fault.Wrap(fault.Internal, err, fmt.Sprintf("encode the state of %s %q after seq %d", o.noun(), o.ID, m.Seq))
+	}
 	if reason != "" {
 		o.reject(m, cmd, reason, now, c)
 		o.finish(m, now, c)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/orders"
 )
 
@@ -29,19 +30,58 @@ func del(seq int64) convoy.Message {
 func last(m convoy.Message) convoy.Message { m.Last = true; return m }
 
 // receiveAll feeds msgs through the sequence rules, draining after each.
-func receiveAll(o *convoy.Order, msgs ...convoy.Message) []convoy.Outcome {
-	outs, _ := receiveChange(o, msgs...)
+func receiveAll(t testing.TB, o *convoy.Order, msgs ...convoy.Message) []convoy.Outcome {
+	t.Helper()
+	outs, _ := receiveChange(t, o, msgs...)
 	return outs
 }
 
+// lookup tells o what the store holds of the rows deciding m needs, as the
+// processor does before each decision: o's store holds no rows but those o
+// wrote itself, which it knows.
+func lookup(o *convoy.Order, m convoy.Message) {
+	refs, err := o.Needs(m, false)
+	if err != nil {
+		panic(err)
+	}
+	for _, ref := range refs {
+		o.Learn(ref, nil, false)
+	}
+}
+
+// receive is o.Receive of m, after its lookup.
+func receive(t testing.TB, o *convoy.Order, m convoy.Message, c *convoy.Change) convoy.Outcome {
+	t.Helper()
+	lookup(o, m)
+	out, err := o.Receive(m, t0, c)
+	if err != nil {
+		t.Fatalf("seq %d: %v", m.Seq, err)
+	}
+	return out
+}
+
+// drainNext is o.DrainNext, after the lookup of the parked message it decides.
+func drainNext(t testing.TB, o *convoy.Order, c *convoy.Change) (convoy.Outcome, bool) {
+	t.Helper()
+	if m, ok := o.NextParked(); ok {
+		lookup(o, m)
+	}
+	out, ok, err := o.DrainNext(t0, c)
+	if err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	return out, ok
+}
+
 // receiveChange is receiveAll, with the change that records its effects.
-func receiveChange(o *convoy.Order, msgs ...convoy.Message) ([]convoy.Outcome, *convoy.Change) {
+func receiveChange(t testing.TB, o *convoy.Order, msgs ...convoy.Message) ([]convoy.Outcome, *convoy.Change) {
+	t.Helper()
 	var outs []convoy.Outcome
 	c := &convoy.Change{}
 	for _, m := range msgs {
-		outs = append(outs, o.Receive(m, t0, c))
+		outs = append(outs, receive(t, o, m, c))
 		for {
-			out, ok := o.DrainNext(t0, c)
+			out, ok := drainNext(t, o, c)
 			if !ok {
 				break
 			}
@@ -51,13 +91,20 @@ func receiveChange(o *convoy.Order, msgs ...convoy.Message) ([]convoy.Outcome, *
 	return outs, c
 }
 
-// added returns the transactions a change writes, in the order added.
-func added(c *convoy.Change) []convoy.TxRecord {
-	var out []convoy.TxRecord
-	for _, w := range c.Tx {
-		out = append(out, w.TxRecord)
+// added returns the transactions a change writes (rows of the "t"
+// collection, by position), in the order added.
+func added(c *convoy.Change) []orders.TxEntry {
+	var rows []keyed.Write
+	for _, w := range c.Writes {
+		if w.Ref.Collection == "t" {
+			rows = append(rows, w)
+		}
 	}
-	slices.SortFunc(out, func(a, b convoy.TxRecord) int { return int(a.Position - b.Position) })
+	slices.SortFunc(rows, func(a, b keyed.Write) int { return strings.Compare(a.Ref.ID, b.Ref.ID) })
+	var out []orders.TxEntry
+	for _, w := range rows {
+		out = append(out, orders.EntryOf(w.Props))
+	}
 	return out
 }
 
@@ -111,8 +158,8 @@ func TestFold(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := convoy.NewOrder("o-1")
-			outs, c := receiveChange(o, tt.msgs...)
+			o, _ := convoy.NewOrder("o-1").Bind(orders.Domain)
+			outs, c := receiveChange(t, o, tt.msgs...)
 			var disp []string
 			for _, out := range outs {
 				disp = append(disp, string(out.Disposition))
@@ -120,8 +167,8 @@ func TestFold(t *testing.T) {
 			if got := strings.Join(disp, " "); got != tt.dispositions {
 				t.Errorf("dispositions %q, want %q", got, tt.dispositions)
 			}
-			if o.Status != tt.status || o.Total() != tt.total || o.Complete != tt.complete {
-				t.Errorf("status %s total %d complete %v; want %s %d %v", o.Status, o.Total(), o.Complete, tt.status, tt.total, tt.complete)
+			if s := orders.StateOf(o); s.Status != tt.status || s.Total != tt.total || o.Complete != tt.complete {
+				t.Errorf("status %s total %d complete %v; want %s %d %v", s.Status, s.Total, o.Complete, tt.status, tt.total, tt.complete)
 			}
 			if len(c.Rejections) != len(tt.rejected) {
 				t.Fatalf("rejected %+v, want seqs %v", c.Rejections, tt.rejected)
@@ -130,8 +177,8 @@ func TestFold(t *testing.T) {
 			for _, r := range added(c) {
 				sum += r.Amount
 			}
-			if sum != o.Total() {
-				t.Errorf("the transactions written total %d, the head says %d", sum, o.Total())
+			if total := orders.StateOf(o).Total; sum != total {
+				t.Errorf("the transactions written total %d, the head says %d", sum, total)
 			}
 			for _, r := range c.Rejections {
 				if want, ok := tt.rejected[r.Seq]; !ok || !strings.Contains(r.Reason, want) {
@@ -143,12 +190,12 @@ func TestFold(t *testing.T) {
 }
 
 func TestParkedDrainInOrder(t *testing.T) {
-	o := convoy.NewOrder("o-1")
-	receiveAll(o, add(4, "t-3", 3), add(2, "t-1", 1), add(3, "t-2", 2))
+	o, _ := convoy.NewOrder("o-1").Bind(orders.Domain)
+	receiveAll(t, o, add(4, "t-3", 3), add(2, "t-1", 1), add(3, "t-2", 2))
 	if len(o.Parked) != 3 || o.MissingSeq() != 1 || !o.BlockedSince.Equal(t0) {
 		t.Fatalf("after three early messages: parked %d missing %d blockedSince %v", len(o.Parked), o.MissingSeq(), o.BlockedSince)
 	}
-	outs, c := receiveChange(o, create(1))
+	outs, c := receiveChange(t, o, create(1))
 	var seqs []int64
 	for _, out := range outs {
 		seqs = append(seqs, out.Seq)
@@ -159,14 +206,14 @@ func TestParkedDrainInOrder(t *testing.T) {
 	if len(o.Parked) != 0 || !o.BlockedSince.IsZero() || o.AppliedSeq != 4 {
 		t.Fatalf("after drain: %+v", o)
 	}
-	if txs := added(c); len(txs) != 3 || txs[0].TxID != "t-1" || txs[2].TxID != "t-3" || o.TxCount != 3 {
+	if txs := added(c); len(txs) != 3 || txs[0].TxID != "t-1" || txs[2].TxID != "t-3" || orders.StateOf(o).TxCount != 3 {
 		t.Fatalf("transactions not in application order: %+v", txs)
 	}
 }
 
 func TestSkip(t *testing.T) {
-	o := convoy.NewOrder("o-1")
-	receiveAll(o, create(1), add(3, "t-2", 2), add(4, "t-3", 3))
+	o, _ := convoy.NewOrder("o-1").Bind(orders.Domain)
+	receiveAll(t, o, create(1), add(3, "t-2", 2), add(4, "t-3", 3))
 	var c convoy.Change
 	if err := o.Skip(3, t0, &c); err == nil {
 		t.Fatal("skipping a parked seq succeeded")
@@ -175,11 +222,11 @@ func TestSkip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		if _, ok := o.DrainNext(t0, &c); !ok {
+		if _, ok := drainNext(t, o, &c); !ok {
 			break
 		}
 	}
-	if o.AppliedSeq != 4 || o.Total() != 5 || len(c.Rejections) != 1 || c.Rejections[0].Reason != convoy.ReasonSkipped {
+	if o.AppliedSeq != 4 || orders.StateOf(o).Total != 5 || len(c.Rejections) != 1 || c.Rejections[0].Reason != convoy.ReasonSkipped {
 		t.Fatalf("after skip: %+v", o)
 	}
 	if err := o.Skip(5, t0, &c); err == nil {
@@ -188,15 +235,16 @@ func TestSkip(t *testing.T) {
 }
 
 func TestView(t *testing.T) {
-	o := convoy.NewOrder("o-1")
-	receiveAll(o, create(1), add(2, "t-1", 1250), modify(3, "t-1", 1200), modify(4, "t-2", 1), add(6, "t-3", 1))
-	v := o.View() // the head: the history is the store's (ReadView)
+	o, _ := convoy.NewOrder("o-1").Bind(orders.Domain)
+	receiveAll(t, o, create(1), add(2, "t-1", 1250), modify(3, "t-1", 1200), modify(4, "t-2", 1), add(6, "t-3", 1))
+	v := orders.ViewOf(convoy.View{Order: o}) // the head: the history is the store's (ReadView)
 	if v.OrderID != "o-1" || v.Status != "open" || v.Currency != "EUR" || v.AppliedSeq != 4 || v.Parked != 1 ||
 		v.MissingSeq != 5 || v.Total != 1200 || len(v.Transactions) != 0 || len(v.Rejected) != 0 ||
 		v.UpdatedAt != "2026-11-21T10:20:30Z" || v.BlockedSince != "2026-11-21T10:20:30Z" {
 		t.Fatalf("view %+v", v)
 	}
-	empty := convoy.NewOrder("o-2").View()
+	o2, _ := convoy.NewOrder("o-2").Bind(orders.Domain)
+	empty := orders.ViewOf(convoy.View{Order: o2})
 	if empty.Transactions == nil || empty.Rejected == nil {
 		t.Fatal("empty lists must encode as [] not null")
 	}
@@ -206,20 +254,20 @@ func TestView(t *testing.T) {
 // seq is parked (its drain was cut), receiving another copy of it changes
 // nothing; DrainNext applies the parked one, whose row it consumes.
 func TestReceiveOfAParkedNextSeqIsADuplicate(t *testing.T) {
-	o := convoy.NewOrder("o-1")
-	receiveAll(o, create(1))
+	o, _ := convoy.NewOrder("o-1").Bind(orders.Domain)
+	receiveAll(t, o, create(1))
 	c := &convoy.Change{}
-	o.Receive(add(3, "t-3", 5), t0, c)
-	o.Receive(add(2, "t-2", 7), t0, c) // applied; 3 is now next, parked: a cut drain
+	receive(t, o, add(3, "t-3", 5), c)
+	receive(t, o, add(2, "t-2", 7), c) // applied; 3 is now next, parked: a cut drain
 	if _, cut := o.NextParked(); !cut {
 		t.Fatal("the setup left no parked next seq")
 	}
-	if out := o.Receive(add(3, "t-3", 5), t0, c); out.Disposition != convoy.Duplicate {
+	if out := receive(t, o, add(3, "t-3", 5), c); out.Disposition != convoy.Duplicate {
 		t.Fatalf("a copy of the parked next seq: %v, want duplicate", out)
 	}
-	out, ok := o.DrainNext(t0, c)
-	if !ok || out.Disposition != convoy.Applied || o.AppliedSeq != 3 || o.ParkedCount != 0 || o.Total() != 12 {
-		t.Fatalf("the drain: %v %v; appliedSeq %d, %d parked, total %d; want 3, 0, 12", out, ok, o.AppliedSeq, o.ParkedCount, o.Total())
+	out, ok := drainNext(t, o, c)
+	if total := orders.StateOf(o).Total; !ok || out.Disposition != convoy.Applied || o.AppliedSeq != 3 || o.ParkedCount != 0 || total != 12 {
+		t.Fatalf("the drain: %v %v; appliedSeq %d, %d parked, total %d; want 3, 0, 12", out, ok, o.AppliedSeq, o.ParkedCount, total)
 	}
 	if len(c.Park) != 0 || len(c.Unpark) != 0 {
 		t.Fatalf("seq 3 parked and drained in one change leaves rows: park %v, unpark %v", c.Park, c.Unpark)

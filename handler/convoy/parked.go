@@ -55,25 +55,30 @@ const (
 )
 
 // MessageSize is about how many bytes a parked message takes in memory: its
-// stored command's size stands for the command's.
+// command is its stored properties (stored).
 func MessageSize(m Message) int {
-	return messageOverhead + len(m.MessageID) + len(m.TraceParent) + len(m.Oversize) + 2*propsSize(m.Stored)
+	return messageOverhead + len(m.MessageID) + len(m.TraceParent) + len(m.Oversize) + propsSize(m.Stored)
 }
 
 // stored returns m as its parked row keeps it: its command encoded, or
 // when that is over its domain's budget or not storable, none (Oversize).
+// The command as read is dropped: a parked message holds one copy of its
+// command, and is decided from its row as one read back from the store is.
 func (o *Order) stored(m Message) Message {
-	if m.Stored != nil || m.Oversize != "" {
-		return m
+	if m.Stored == nil && m.Oversize == "" {
+		stored, err := o.domain.EncodeCommand(m.Command)
+		m.Stored = stored
+		why := rowProblem(m.Stored, parkedProps)
+		if err != nil {
+			why = "its encoding failed: " + err.Error()
+		} else if n, b := m.Stored.WireSize(), budget(o.domain).ParkedBytes; why == "" && n > b {
+			why = fmt.Sprintf("it takes %d bytes, more than the %d a parked command may", n, b)
+		}
+		if why != "" {
+			m.Stored, m.Oversize = nil, why
+		}
 	}
-	m.Stored = o.domain.EncodeCommand(m.Command)
-	why := rowProblem(m.Stored, parkedProps)
-	if n, b := m.Stored.WireSize(), budget(o.domain).ParkedBytes; why == "" && n > b {
-		why = fmt.Sprintf("it takes %d bytes, more than the %d a parked command may", n, b)
-	}
-	if why != "" {
-		m.Stored, m.Oversize = nil, why
-	}
+	m.Command = nil
 	return m
 }
 
@@ -135,7 +140,7 @@ func (o *Order) park(m Message, now time.Time, c *Change) bool {
 		if p.seq != m.Seq {
 			// The processor asks first (ParkedUnknown); deciding without it
 			// would park a message twice and count it twice.
-			panic(fmt.Sprintf("convoy: seq %d beyond the parked window of order %q decided without looking it up", m.Seq, o.ID))
+			panic(fmt.Sprintf("convoy: seq %d beyond the parked window of %s %q decided without looking it up", m.Seq, o.noun(), o.ID))
 		}
 		o.window.probe = parkedProbe{}
 		if p.parked {
@@ -207,13 +212,13 @@ func (o *Order) NextPage() (after int64, ok bool) {
 // wrapping ErrConflict: reload. c may be nil (Load).
 func (o *Order) AddParkedPage(page []Message, more bool, c *Change) error {
 	if len(o.Parked) > 0 {
-		return fmt.Errorf("order %q: a page of parked messages added to a window that is not empty", o.ID)
+		return fmt.Errorf("%s %q: a page of parked messages added to a window that is not empty", o.noun(), o.ID)
 	}
 	after := o.window.end
 	size := 0
 	for i, m := range page {
 		if m.Seq <= after || (i > 0 && m.Seq <= page[i-1].Seq) {
-			return fmt.Errorf("order %q: parked page out of order (seq %d after %d): %w", o.ID, m.Seq, after, ErrConflict)
+			return fmt.Errorf("%s %q: parked page out of order (seq %d after %d): %w", o.noun(), o.ID, m.Seq, after, ErrConflict)
 		}
 		if i > 0 && (i >= ParkedPageSize || size+MessageSize(m) > ParkedWindowBytes) {
 			page, more = page[:i], true
@@ -238,7 +243,7 @@ func (o *Order) AddParkedPage(page []Message, more bool, c *Change) error {
 	n := len(o.Parked)
 	if n > o.ParkedCount || n < o.ParkedCount && (!more || len(page) == 0) {
 		clear(o.Parked)
-		return fmt.Errorf("order %q: %d parked message(s) counted, the store's pages say otherwise: %w", o.ID, o.ParkedCount, ErrConflict)
+		return fmt.Errorf("%s %q: %d parked message(s) counted, the store's pages say otherwise: %w", o.noun(), o.ID, o.ParkedCount, ErrConflict)
 	}
 	if n < o.ParkedCount {
 		o.window.end = end

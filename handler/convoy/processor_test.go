@@ -13,6 +13,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/internal/convoytest"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/orders"
 )
 
@@ -44,7 +45,7 @@ func randomOrder(r *rand.Rand, id string) []convoy.Message {
 		default:
 			tx.Op = orders.DeleteOrder
 		}
-		msgs = append(msgs, convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L:%s:%d", id, seq), Tx: tx})
+		msgs = append(msgs, convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L:%s:%d", id, seq), Command: tx})
 	}
 	if r.IntN(3) == 0 { // end the sequence somewhere, maybe before the end
 		msgs[r.IntN(n)].Last = true
@@ -80,13 +81,13 @@ func TestProcessorProperty(t *testing.T) {
 		opts := convoy.ProcessorOptions{Domain: orders.Domain, Retry: fault.RetryPolicy{MaxAttempts: 1}, CacheSize: 2 + r.IntN(4)}
 		instances := []*convoy.Processor{convoy.NewProcessor(store, opts), convoy.NewProcessor(store, opts)}
 
-		orders := map[string][]convoy.Message{}
+		byOrder := map[string][]convoy.Message{}
 		var queue []delivery
 		for i := range 1 + r.IntN(8) {
 			id := fmt.Sprintf("o-%d", i)
-			orders[id] = randomOrder(r, id)
+			byOrder[id] = randomOrder(r, id)
 			var msgs []convoy.Message
-			for _, m := range orders[id] {
+			for _, m := range byOrder[id] {
 				msgs = append(msgs, m)
 				for r.IntN(5) == 0 { // duplicates
 					msgs = append(msgs, m)
@@ -120,23 +121,24 @@ func TestProcessorProperty(t *testing.T) {
 		}
 
 		store.Fail, store.LoseReply = nil, nil
-		for id, msgs := range orders {
+		for id, msgs := range byOrder {
 			o, err := store.Load(context.Background(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, err := convoy.ReadView(context.Background(), store, store, id, "", 0)
+			cv, err := convoy.ReadView(context.Background(), orders.Domain, store, store, id, "", 0)
 			if err != nil {
 				t.Fatal(err)
 			}
+			v := orders.ViewOf(cv)
 			sum := int64(0)
 			for _, x := range v.Transactions {
 				sum += x.Amount
 			}
-			if sum != v.Total || o.TxCount != int64(len(v.Transactions)) {
-				t.Fatalf("seed %d, order %s: head total %d and count %d, transactions %+v", seed, id, v.Total, o.TxCount, v.Transactions)
+			if txCount := orders.StateOf(o).TxCount; sum != v.Total || txCount != int64(len(v.Transactions)) {
+				t.Fatalf("seed %d, order %s: head total %d and count %d, transactions %+v", seed, id, v.Total, txCount, v.Transactions)
 			}
-			want, got := convoytest.Fold(msgs), convoytest.Observe(v)
+			want, got := convoytest.Fold(msgs), convoytest.Observe(cv)
 			if len(want.Txs) == 0 {
 				want.Txs = nil
 			}
@@ -171,8 +173,8 @@ func TestLongDrainCommitsInSteps(t *testing.T) {
 		t.Fatalf("%d outcomes in %d commits; want %d outcomes in several commits", len(res.Outcomes), res.Commits, n)
 	}
 	o, _ := store.Load(ctx, "o-1")
-	if o.AppliedSeq != n || len(o.Parked) != 0 || o.Total() != n-1 {
-		t.Fatalf("after drain: applied %d parked %d total %d", o.AppliedSeq, len(o.Parked), o.Total())
+	if total := orders.StateOf(o).Total; o.AppliedSeq != n || len(o.Parked) != 0 || total != n-1 {
+		t.Fatalf("after drain: applied %d parked %d total %d", o.AppliedSeq, len(o.Parked), total)
 	}
 }
 
@@ -215,7 +217,7 @@ func TestSkipReportsAFailedCommit(t *testing.T) {
 	store.Fail = nil
 	o, _ := store.Load(ctx, "o-1")
 	if o.AppliedSeq != 0 || len(o.Parked) != 1 {
-		t.Fatalf("the failed skip changed the order: %+v", o.View())
+		t.Fatalf("the failed skip changed the order: %+v", viewOf(o))
 	}
 	// With storage back, the same skip succeeds: seq 1 is rejected, seq 3 still waits for seq 2.
 	if _, _, err := p.Skip(ctx, "o-1", 1); err != nil {
@@ -223,7 +225,7 @@ func TestSkipReportsAFailedCommit(t *testing.T) {
 	}
 	o, _ = store.Load(ctx, "o-1")
 	if o.AppliedSeq != 1 || len(o.Parked) != 1 || o.MissingSeq() != 2 {
-		t.Fatalf("after the skip: %+v", o.View())
+		t.Fatalf("after the skip: %+v", viewOf(o))
 	}
 }
 
@@ -287,9 +289,9 @@ func TestFirstMessageSkipsTheRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, _ := store.Load(ctx, "o-1")
-	if loads != 2 || res.Outcomes[0].Disposition != convoy.Duplicate || o.AppliedSeq != 3 || o.Total() != 50 || o.Version != 3 {
+	if total := orders.StateOf(o).Total; loads != 2 || res.Outcomes[0].Disposition != convoy.Duplicate || o.AppliedSeq != 3 || total != 50 || o.Version != 3 {
 		t.Fatalf("redelivered seq 1: %d loads, outcomes %+v, applied %d, total %d, version %d; want a duplicate decided from the stored order",
-			loads-1, res.Outcomes, o.AppliedSeq, o.Total(), o.Version)
+			loads-1, res.Outcomes, o.AppliedSeq, total, o.Version)
 	}
 	if !res.Unblocked || res.Blocked {
 		t.Fatalf("Unblocked %v, Blocked %v: the order was blocked behind seq 2 before this call", res.Unblocked, res.Blocked)
@@ -442,9 +444,9 @@ func (c *countingStore) Load(ctx context.Context, id string) (*convoy.Order, err
 	return c.Store.Load(ctx, id)
 }
 
-func (c *countingStore) Tx(ctx context.Context, id, txID string) (convoy.TxRecord, bool, error) {
+func (c *countingStore) Row(ctx context.Context, id string, ref keyed.RowRef) (keyed.Props, bool, error) {
 	c.txs++
-	return c.Store.Tx(ctx, id, txID)
+	return c.Store.Row(ctx, id, ref)
 }
 
 func (c *countingStore) Commit(ctx context.Context, o *convoy.Order, base int64, ch *convoy.Change) error {
@@ -494,8 +496,8 @@ func TestCostIndependentOfHistory(t *testing.T) {
 		step("warm modify of an old transaction", warm, modify(seq, "t-1", 9), 0, 1, 1)
 		o, _ := store.Store.Load(ctx, "o-1")
 		// Oracle: the arithmetic of the messages sent.
-		if want := int64(n) - 1 + 7 - 1 + 9 + 5 + 5 + 6; o.TotalAmount != want || o.TxCount != int64(n)+3 {
-			t.Fatalf("n=%d: total %d over %d transactions, want %d over %d", n, o.TotalAmount, o.TxCount, want, n+3)
+		if want, s := int64(n)-1+7-1+9+5+5+6, orders.StateOf(o); s.Total != want || s.TxCount != int64(n)+3 {
+			t.Fatalf("n=%d: total %d over %d transactions, want %d over %d", n, s.Total, s.TxCount, want, n+3)
 		}
 	}
 }
@@ -526,7 +528,8 @@ func TestAddOfExistingTxIdOnColdCache(t *testing.T) {
 		if err != nil || len(res.Outcomes) != 1 || res.Outcomes[0].Disposition != convoy.Rejected || !strings.Contains(res.Outcomes[0].Reason, "already exists") {
 			t.Fatalf("attempts %d: %+v, %v; want rejected: already exists", attempts, res, err)
 		}
-		v, err := convoy.ReadView(ctx, store, store, "o-1", "", 0)
+		cv, err := convoy.ReadView(ctx, orders.Domain, store, store, "o-1", "", 0)
+		v := orders.ViewOf(cv)
 		if err != nil || v.Total != 11 || len(v.Transactions) != 2 || len(v.Rejected) != 1 || v.Rejected[0].Seq != 4 || v.AppliedSeq != 4 {
 			t.Fatalf("attempts %d: %+v, %v", attempts, v, err)
 		}
@@ -546,10 +549,11 @@ func TestSkipDrainsAnExistingTxIdAsRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Retry: fault.RetryPolicy{Initial: time.Millisecond}})
-	res, view, err := p.Skip(ctx, "o-1", 3)
+	res, cv, err := p.Skip(ctx, "o-1", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
+	view := orders.ViewOf(cv)
 	var got []string
 	for _, out := range res.Outcomes {
 		got = append(got, fmt.Sprint(out.Seq, out.Disposition))
@@ -561,4 +565,10 @@ func TestSkipDrainsAnExistingTxIdAsRejected(t *testing.T) {
 		!strings.Contains(view.Rejected[1].Reason, "already exists") || view.AppliedSeq != 5 {
 		t.Fatalf("the skip's answer: %+v", view)
 	}
+}
+
+// viewOf is the order's head as OrderStatus shows it, without its history.
+func viewOf(o *convoy.Order) orders.View {
+	_, _ = o.Bind(orders.Domain)
+	return orders.ViewOf(convoy.View{Order: o})
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/fault"
-	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 // Skip records the order's missing seq as rejected by an operator and drains
@@ -35,7 +34,7 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 			return err
 		}
 		if o.Version == 0 {
-			return fault.Errorf(fault.NotFound, "order %q has no state", orderID)
+			return fault.Errorf(fault.NotFound, "%s %q has no state", p.domain.Noun(), orderID)
 		}
 		a, err := p.begin(o, &done)
 		if err != nil {
@@ -50,7 +49,7 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 			case seq <= o.AppliedSeq:
 				earlier, err = p.skippedBefore(ctx, orderID, seq)
 				if err == nil && !earlier {
-					refused = fault.Errorf(fault.Conflict, "cannot skip: seq %d of order %q was received (applied or rejected by a rule), it is not missing; appliedSeq is %d", seq, orderID, o.AppliedSeq)
+					refused = fault.Errorf(fault.Conflict, "cannot skip: seq %d of %s %q was received (applied or rejected by a rule), it is not missing; appliedSeq is %d", seq, p.domain.Noun(), orderID, o.AppliedSeq)
 				}
 			default:
 				if serr := o.Skip(seq, p.now(), &a.change); serr != nil {
@@ -85,10 +84,10 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 		return Result{}, View{}, err
 	}
 	res.SkippedEarlier = earlier
-	// Without a page of history (it could not be read), the answer shows the
-	// key as far as the skip's drain took it.
-	head := &Order{ID: orderID, AppliedSeq: res.AppliedSeq, domain: p.domain}
-	view := View{Order: head, Page: keyed.Page{Rows: []keyed.Row{}, Rejected: []keyed.Rejected{}}}
+	// Without a page of history (it could not be read), the answer shows
+	// the key's id and how far the skip's drain took it: a head that is not
+	// bound to its domain, which has no view of its own.
+	view := View{Order: &Order{ID: orderID, AppliedSeq: res.AppliedSeq}}
 	if h, ok := p.store.(History); ok {
 		// The operator's answer shows the order with its first page of
 		// history; it is read even when ctx is about to end (the skip stands).
@@ -118,7 +117,7 @@ func (p *Processor) skippedBefore(ctx context.Context, orderID string, seq int64
 	}
 	rs, _, err := h.Rejections(ctx, orderID, seq, 1)
 	if err != nil {
-		return false, fmt.Errorf("read the rejection of seq %d of order %q: %w", seq, orderID, err)
+		return false, fmt.Errorf("read the rejection of seq %d of %s %q: %w", seq, p.domain.Noun(), orderID, err)
 	}
 	return len(rs) > 0 && rs[0].Seq == seq && rs[0].Reason == ReasonSkipped, nil
 }

@@ -118,7 +118,7 @@ func ReadView(ctx context.Context, d keyed.Domain, s HeadReader, h History, orde
 		return View{}, err
 	}
 	if o.Version == 0 {
-		return View{}, fault.Errorf(fault.NotFound, "%s %q has no state", d.Name(), orderID)
+		return View{}, fault.Errorf(fault.NotFound, "%s %q has no state", d.Noun(), orderID)
 	}
 	if _, err := o.Bind(d); err != nil {
 		return View{}, err
@@ -129,7 +129,7 @@ func ReadView(ctx context.Context, d keyed.Domain, s HeadReader, h History, orde
 	if cur.Rows >= 0 && coll != "" {
 		rows, more, err := h.Rows(ctx, orderID, coll, cur.Rows, pageSize)
 		if err != nil {
-			return View{}, fmt.Errorf("read the history of %q: %w", orderID, err)
+			return View{}, fmt.Errorf("read the history of %s %q: %w", d.Noun(), orderID, err)
 		}
 		v.Page.Rows = append(v.Page.Rows, rows...)
 		// The state counts the rows: a page that reaches the count is the
@@ -142,7 +142,7 @@ func ReadView(ctx context.Context, d keyed.Domain, s HeadReader, h History, orde
 	if cur.Rejected >= 0 {
 		rs, more, err := h.Rejections(ctx, orderID, cur.Rejected, pageSize)
 		if err != nil {
-			return View{}, fmt.Errorf("read the rejections of %q: %w", orderID, err)
+			return View{}, fmt.Errorf("read the rejections of %s %q: %w", d.Noun(), orderID, err)
 		}
 		v.Page.Rejected = append(v.Page.Rejected, rs...)
 		if more && len(rs) > 0 {

@@ -8,14 +8,15 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // FuzzHistoryCursor: a continuation is either refused as Invalid or names a
 // cursor whose own token reads back as the same cursor, within bounds.
 func FuzzHistoryCursor(f *testing.F) {
-	f.Add(convoy.HistoryCursor{Tx: 1000, Rejected: -1}.Token())
-	f.Add(convoy.HistoryCursor{Tx: -1, Rejected: 7}.Token())
+	f.Add(convoy.HistoryCursor{Rows: 1000, Rejected: -1}.Token())
+	f.Add(convoy.HistoryCursor{Rows: -1, Rejected: 7}.Token())
 	f.Add("aDEuMDEuMQ")
 	f.Add("aDEuLTEuLTE")
 	f.Add("")
@@ -27,7 +28,7 @@ func FuzzHistoryCursor(f *testing.F) {
 			}
 			return
 		}
-		if c.Tx < -1 || c.Rejected < -1 || (c.Tx == -1 && c.Rejected == -1) {
+		if c.Rows < -1 || c.Rejected < -1 || (c.Rows == -1 && c.Rejected == -1) {
 			t.Fatalf("%q read as %+v", token, c)
 		}
 		again, err := convoy.ParseHistoryCursor(c.Token())
@@ -44,7 +45,7 @@ func TestHistoryCursorRoundTrip(t *testing.T) {
 			t.Fatalf("%+v: %+v, %v", c, got, err)
 		}
 	}
-	for _, bad := range []string{"", "!!", convoy.HistoryCursor{Tx: -1, Rejected: -1}.Token(), convoy.HistoryCursor{Tx: -2, Rejected: 0}.Token()} {
+	for _, bad := range []string{"", "!!", convoy.HistoryCursor{Rows: -1, Rejected: -1}.Token(), convoy.HistoryCursor{Rows: -2, Rejected: 0}.Token()} {
 		if _, err := convoy.ParseHistoryCursor(bad); err == nil {
 			t.Fatalf("%q accepted", bad)
 		}
@@ -55,9 +56,9 @@ func TestHistoryCursorRoundTrip(t *testing.T) {
 // full may.
 type moreHistory struct{ convoy.History }
 
-func (m moreHistory) Transactions(ctx context.Context, id string, from int64, limit int) ([]orders.TxEntry, bool, error) {
-	txs, _, err := m.History.Transactions(ctx, id, from, limit)
-	return txs, true, err
+func (m moreHistory) Rows(ctx context.Context, id, coll string, from int64, limit int) ([]keyed.Row, bool, error) {
+	rows, _, err := m.History.Rows(ctx, id, coll, from, limit)
+	return rows, true, err
 }
 
 func (m moreHistory) Rejections(ctx context.Context, id string, from int64, limit int) ([]convoy.Rejection, bool, error) {
@@ -78,11 +79,13 @@ func TestReadViewStopsAtTheCount(t *testing.T) {
 	if _, err := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain}).Process(ctx, "o-1", msgs); err != nil {
 		t.Fatal(err)
 	}
-	v, err := convoy.ReadView(ctx, store, moreHistory{store}, "o-1", "", 4)
+	cv, err := convoy.ReadView(ctx, orders.Domain, store, moreHistory{store}, "o-1", "", 4)
+	v := orders.ViewOf(cv)
 	if err != nil || len(v.Transactions) != 4 || v.Continuation != "" {
 		t.Fatalf("a page of exactly the order's 4 transactions: %d, continuation %q, %v", len(v.Transactions), v.Continuation, err)
 	}
-	v, err = convoy.ReadView(ctx, store, moreHistory{store}, "o-1", "", 3)
+	cv, err = convoy.ReadView(ctx, orders.Domain, store, moreHistory{store}, "o-1", "", 3)
+	v = orders.ViewOf(cv)
 	if err != nil || len(v.Transactions) != 3 || v.Continuation == "" {
 		t.Fatalf("a page of 3 of 4: %d, continuation %q, %v", len(v.Transactions), v.Continuation, err)
 	}

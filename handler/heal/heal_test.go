@@ -15,6 +15,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/operator"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -291,10 +292,10 @@ func (s *stalling) Peek(ctx context.Context, from int64, max int) ([]replay.Dead
 }
 
 // block parks seq 2 of each order: each is blocked, waiting for seq 1.
-func (f *fixture) block(t *testing.T, orders ...string) []convoy.BlockedOrder {
+func (f *fixture) block(t *testing.T, ids ...string) []convoy.BlockedOrder {
 	t.Helper()
 	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain, Index: f.store})
-	for _, id := range orders {
+	for _, id := range ids {
 		amount := int64(5)
 		m := convoy.Message{Seq: 2, MessageID: "L:" + id + ":2", Command: orders.Transaction{OrderID: id, Op: orders.AddTransaction, TxID: "t-2", Amount: &amount}}
 		if _, err := p.Process(context.Background(), id, []convoy.Message{m}); err != nil {
@@ -302,7 +303,7 @@ func (f *fixture) block(t *testing.T, orders ...string) []convoy.BlockedOrder {
 		}
 	}
 	page, err := convoy.ListBlocked(context.Background(), f.store, "", 100)
-	if err != nil || len(page.Orders) != len(orders) {
+	if err != nil || len(page.Orders) != len(ids) {
 		t.Fatalf("blocked %+v, %v", page.Orders, err)
 	}
 	return page.Orders

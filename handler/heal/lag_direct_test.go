@@ -41,7 +41,7 @@ func TestLagSurveyOfOrdersFedDirectly(t *testing.T) {
 			amount := seq
 			tx = orders.Transaction{OrderID: order, Op: orders.AddTransaction, TxID: fmt.Sprintf("t%d", seq), Amount: &amount}
 		}
-		return convoy.Message{Seq: seq, MessageID: fmt.Sprintf("%s:%d", order, seq), Tx: tx, EnqueuedAt: f.clock.now().Add(-time.Second)}
+		return convoy.Message{Seq: seq, MessageID: fmt.Sprintf("%s:%d", order, seq), Command: tx, EnqueuedAt: f.clock.now().Add(-time.Second)}
 	}
 	send := func(p *convoy.Processor, order string, seq int64) error {
 		_, err := p.Process(ctx, order, []convoy.Message{msg(order, seq)})

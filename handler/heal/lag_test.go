@@ -55,7 +55,7 @@ func TestLagSurvey(t *testing.T) {
 			tx = orders.Transaction{OrderID: order, Op: orders.AddTransaction, TxID: "t", Amount: &amount}
 			tx.TxID += string(rune('0' + seq))
 		}
-		m := convoy.Message{Seq: seq, MessageID: order + ":" + string(rune('0'+seq)), Tx: tx, EnqueuedAt: f.clock.now().Add(-critical)}
+		m := convoy.Message{Seq: seq, MessageID: order + ":" + string(rune('0'+seq)), Command: tx, EnqueuedAt: f.clock.now().Add(-critical)}
 		if _, err := p.Process(ctx, order, []convoy.Message{m}); err != nil {
 			t.Fatal(err)
 		}

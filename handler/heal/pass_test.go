@@ -168,7 +168,7 @@ func TestStalledOrderReportedWithinPeriodAndTwoWindows(t *testing.T) {
 						amount := int64(3)
 						tx = orders.Transaction{OrderID: id, Op: orders.AddTransaction, TxID: "t3", Amount: &amount}
 					}
-					if _, err := p.Process(ctx, id, []convoy.Message{{Seq: seq, MessageID: fmt.Sprintf("%s:%d", id, seq), Tx: tx}}); err != nil {
+					if _, err := p.Process(ctx, id, []convoy.Message{{Seq: seq, MessageID: fmt.Sprintf("%s:%d", id, seq), Command: tx}}); err != nil {
 						t.Fatal(err)
 					}
 				}

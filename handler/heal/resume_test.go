@@ -9,6 +9,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/heal"
+	"github.com/convoy-dev/convoy/handler/internal/convoytest"
 	"github.com/convoy-dev/convoy/handler/orders"
 )
 
@@ -19,7 +20,7 @@ func TestRunResumesACutDrain(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
 	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain, Index: f.store, Retry: fault.RetryPolicy{MaxAttempts: 1}})
-	if err := f.store.CutDrain(ctx, p, "o-1", 69); err != nil {
+	if err := convoytest.CutDrain(ctx, f.store, p, "o-1", 69); err != nil {
 		t.Fatal(err)
 	}
 	if page, _ := convoy.ListBlocked(ctx, f.store, "", 10); len(page.Orders) != 1 {

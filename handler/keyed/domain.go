@@ -3,18 +3,20 @@ package keyed
 import "fmt"
 
 // Domain is a domain's Rules with their types erased: what the engine holds,
-// one value for every domain (Erase makes it).
+// one value for every domain (Erase makes it). A panic of the rules in any
+// method that returns an error is that error (a *PanicError); Tag and View
+// answer nil instead.
 type Domain interface {
 	Name() string
+	Noun() string // what one key is called in messages (Namer's, else Name)
 	ReadCommand(key string, body []byte) (any, error)
-	Needs(s, c any) Needs
-	// Decide recovers a panic of the rules and returns it as an error.
+	Needs(s, c any) (Needs, error)
 	Decide(s, c any, rows Rows) (any, Writes, error)
 	Tag(c any) Props // Tag(nil): the zero command's
 	Version() int
-	EncodeState(s any) Props
+	EncodeState(s any) (Props, error)
 	DecodeState(version int, p Props) (any, error)
-	EncodeCommand(c any) Props
+	EncodeCommand(c any) (Props, error)
 	DecodeCommand(key string, p Props) (any, error)
 	Budget() Budget
 	// History and View: the Viewer's, if the rules have one.
@@ -29,7 +31,15 @@ type erased[S, C any] struct{ r Rules[S, C] }
 
 func (e erased[S, C]) Name() string { return e.r.Name() }
 
-func (e erased[S, C]) ReadCommand(key string, body []byte) (any, error) {
+func (e erased[S, C]) Noun() string {
+	if n, ok := e.r.(Namer); ok {
+		return n.Noun()
+	}
+	return e.r.Name()
+}
+
+func (e erased[S, C]) ReadCommand(key string, body []byte) (_ any, err error) {
+	defer recovered(&err)
 	c, err := e.r.ReadCommand(key, body)
 	if err != nil {
 		return nil, err
@@ -37,7 +47,17 @@ func (e erased[S, C]) ReadCommand(key string, body []byte) (any, error) {
 	return c, nil
 }
 
-func (e erased[S, C]) Needs(s, c any) Needs { return e.r.Needs(s.(S), c.(C)) }
+func (e erased[S, C]) Needs(s, c any) (n Needs, err error) {
+	defer recovered(&err)
+	return e.r.Needs(s.(S), c.(C)), nil
+}
+
+// recovered turns a panic of the rules into *err.
+func recovered(err *error) {
+	if v := recover(); v != nil {
+		*err = &PanicError{Value: v}
+	}
+}
 
 // PanicError is a decision that panicked: it fails its message.
 type PanicError struct{ Value any }
@@ -57,7 +77,12 @@ func (e erased[S, C]) Decide(s, c any, rows Rows) (next any, w Writes, err error
 	return n, w, nil
 }
 
-func (e erased[S, C]) Tag(c any) Props {
+func (e erased[S, C]) Tag(c any) (p Props) {
+	defer func() {
+		if recover() != nil {
+			p = nil
+		}
+	}()
 	if c == nil {
 		var zero C
 		return e.r.Tag(zero)
@@ -65,11 +90,20 @@ func (e erased[S, C]) Tag(c any) Props {
 	return e.r.Tag(c.(C))
 }
 
-func (e erased[S, C]) Version() int              { return e.r.Version() }
-func (e erased[S, C]) EncodeState(s any) Props   { return e.r.EncodeState(s.(S)) }
-func (e erased[S, C]) EncodeCommand(c any) Props { return e.r.EncodeCommand(c.(C)) }
+func (e erased[S, C]) Version() int { return e.r.Version() }
 
-func (e erased[S, C]) DecodeState(version int, p Props) (any, error) {
+func (e erased[S, C]) EncodeState(s any) (p Props, err error) {
+	defer recovered(&err)
+	return e.r.EncodeState(s.(S)), nil
+}
+
+func (e erased[S, C]) EncodeCommand(c any) (p Props, err error) {
+	defer recovered(&err)
+	return e.r.EncodeCommand(c.(C)), nil
+}
+
+func (e erased[S, C]) DecodeState(version int, p Props) (_ any, err error) {
+	defer recovered(&err)
 	s, err := e.r.DecodeState(version, p)
 	if err != nil {
 		return nil, err
@@ -77,7 +111,8 @@ func (e erased[S, C]) DecodeState(version int, p Props) (any, error) {
 	return s, nil
 }
 
-func (e erased[S, C]) DecodeCommand(key string, p Props) (any, error) {
+func (e erased[S, C]) DecodeCommand(key string, p Props) (_ any, err error) {
+	defer recovered(&err)
 	c, err := e.r.DecodeCommand(key, p)
 	if err != nil {
 		return nil, err
@@ -100,7 +135,12 @@ func (e erased[S, C]) History(s any) (string, int64) {
 	return "", 0
 }
 
-func (e erased[S, C]) View(head Head, s any, page Page) any {
+func (e erased[S, C]) View(head Head, s any, page Page) (v any) {
+	defer func() {
+		if recover() != nil {
+			v = nil
+		}
+	}()
 	if v, ok := e.r.(Viewer[S]); ok {
 		return v.View(head, s.(S), page)
 	}

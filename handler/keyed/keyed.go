@@ -12,9 +12,12 @@
 package keyed
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/convoy-dev/convoy/handler/fault"
 )
 
 // Rules are one domain's per-key logic.
@@ -195,6 +198,13 @@ type Page struct {
 	Continuation string
 }
 
+// Namer says what one key of a domain is called in the engine's messages
+// and answers ("order": "order \"o-1\" has no state"); optional: a domain
+// without it is called by its Name.
+type Namer interface {
+	Noun() string
+}
+
 // Viewer is what a domain shows of a key on the read routes (optional: a
 // domain without it shows the head and its encoded state).
 type Viewer[S any] interface {
@@ -203,4 +213,18 @@ type Viewer[S any] interface {
 	History(s S) (collection string, count int64)
 	// View is the JSON value the read routes answer for a key.
 	View(head Head, s S, page Page) any
+}
+
+// Publisher is how a ledger document feeds a domain (optional): the
+// publisher reads each entry of a ledger through it, validates the whole
+// ledger before it sends anything, and measures each entry's message
+// against the queue's limit.
+type Publisher[C any] interface {
+	// ReadEntry reads and validates the index-th entry of a ledger: the key
+	// it is for, its command, and every problem (each naming index, one
+	// per field at most). extra names the fields the ledger reads itself
+	// ("last"): their values are returned in extras.
+	ReadEntry(index int, raw []byte, extra ...string) (key string, c C, extras map[string]json.RawMessage, problems []fault.Problem)
+	// Body is the message body that carries c (ReadCommand reads it back).
+	Body(c C) ([]byte, error)
 }

@@ -16,7 +16,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/orders"
 )
 
@@ -198,10 +200,11 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 // its seq), must fit the orders queue. Checked before any seq is allocated,
 // so a refused ledger leaves no gap.
 func measure(ledgerID string, i int, e Entry, limit int) []fault.Problem {
-	size, err := orders.MeasureTransaction(ledgerID, i, e.Last, e.Transaction)
+	body, err := entries.Body(e.Transaction)
 	if err != nil {
 		return []fault.Problem{{Index: i, Reason: "cannot be encoded as an order message"}}
 	}
+	size := convoy.MeasureMessage(ledgerID, i, e.Last, e.OrderID, body)
 	if size > limit {
 		field := "data"
 		if len(e.Data) == 0 {
@@ -269,10 +272,13 @@ func (in interner) get(s string) string {
 	return s
 }
 
-// parseEntry reads the i-th transaction as orders.ReadTransaction reads an
+// entries reads a ledger's entries: those of the order domain.
+var entries keyed.Publisher[orders.Transaction] = orders.Rules{}
+
+// parseEntry reads the i-th transaction as the order domain reads an
 // order message's (the same problems on every path), with its "last".
 func parseEntry(i int, raw json.RawMessage) (Entry, []fault.Problem) {
-	t, extras, ps := orders.ReadTransaction(i, raw, "last")
+	_, t, extras, ps := entries.ReadEntry(i, raw, "last")
 	e := Entry{Transaction: t}
 	if v, ok := extras["last"]; ok && json.Unmarshal(v, &e.Last) != nil {
 		ps = append(ps, fault.Problem{Index: i, Field: "last", Reason: "must be true or false"})

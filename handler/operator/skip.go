@@ -8,6 +8,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -21,7 +22,7 @@ type SkipResult struct {
 	OrderID string      `json:"orderId"`
 	Skipped int64       `json:"skipped"`
 	Drained []int64     `json:"drained"`
-	Order   convoy.View `json:"order"`
+	Order   orders.View `json:"order"`
 	// SkippedEarlier: the seq was skipped already, by an earlier skip whose
 	// answer was lost; this one skipped nothing and settles its dead letter.
 	SkippedEarlier bool `json:"skippedEarlier,omitempty"`
@@ -49,7 +50,7 @@ func SkipGap(ctx context.Context, p Skipper, orderID, seq string) (SkipResult, e
 	if err != nil {
 		return SkipResult{}, err
 	}
-	out := SkipResult{OrderID: orderID, Skipped: n, Drained: []int64{}, Order: view, SkippedEarlier: res.SkippedEarlier}
+	out := SkipResult{OrderID: orderID, Skipped: n, Drained: []int64{}, Order: orders.ViewOf(view), SkippedEarlier: res.SkippedEarlier}
 	for _, o := range res.Outcomes {
 		if o.Drained {
 			out.Drained = append(out.Drained, o.Seq)

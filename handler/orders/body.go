@@ -35,27 +35,18 @@ func NewOrderMessage(ledgerID string, index int, seq int64, last bool, t Transac
 	if err != nil {
 		return convoy.OrderMessage{}, fault.Wrap(fault.Internal, err, "encode message body")
 	}
-	return convoy.OrderMessage{SessionID: t.OrderID, MessageID: convoy.MessageID(ledgerID, index), LedgerID: ledgerID, Seq: seq, Last: last, Body: b}, nil
+	return convoy.NewMessage(ledgerID, index, seq, last, t.OrderID, b), nil
 }
-
-// maxSizeSeq is the seq that gives a message its largest size, to measure a
-// transaction's message before its seq is known (exact for any seq ≥ 128).
-const maxSizeSeq = int64(1) << 62
-
-// measureTraceParent stands for the trace context the sender stamps on a
-// message (a version 00 traceparent is always 55 characters).
-const measureTraceParent = "00-00000000000000000000000000000000-0000000000000000-00"
 
 // MeasureTransaction returns the size on the queue of the message that will
 // carry the index-th transaction of ledger ledgerID, whatever its seq, with
 // the trace context the sender stamps on it.
 func MeasureTransaction(ledgerID string, index int, last bool, t Transaction) (int, error) {
-	m, err := NewOrderMessage(ledgerID, index, maxSizeSeq, last, t)
+	b, err := EncodeBody(t)
 	if err != nil {
 		return 0, err
 	}
-	m.TraceParent, m.DiagnosticID = measureTraceParent, measureTraceParent
-	return m.Size(), nil
+	return convoy.MeasureMessage(ledgerID, index, last, t.OrderID, b), nil
 }
 
 // DecodeBody parses and validates an order message body, as ReadTransaction

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
@@ -47,6 +48,9 @@ var (
 // Name implements keyed.Rules.
 func (Rules) Name() string { return "orders" }
 
+// Noun implements keyed.Namer.
+func (Rules) Noun() string { return "order" }
+
 // ReadCommand implements keyed.Rules: DecodeBody, and the body's orderId
 // must be the message's SessionId.
 func (Rules) ReadCommand(key string, body []byte) (Transaction, error) {
@@ -59,6 +63,16 @@ func (Rules) ReadCommand(key string, body []byte) (Transaction, error) {
 	}
 	return t, nil
 }
+
+// ReadEntry implements keyed.Publisher: a ledger's transaction, read as
+// ReadTransaction reads it (the same problems as a message body's).
+func (Rules) ReadEntry(index int, raw []byte, extra ...string) (string, Transaction, map[string]json.RawMessage, []fault.Problem) {
+	t, extras, problems := ReadTransaction(index, raw, extra...)
+	return t.OrderID, t, extras, problems
+}
+
+// Body implements keyed.Publisher: EncodeBody.
+func (Rules) Body(t Transaction) ([]byte, error) { return EncodeBody(t) }
 
 // Needs implements keyed.Rules: a ModifyTransaction reads its x row; an
 // AddTransaction guesses its x row absent (the commit inserts it).
@@ -89,14 +103,18 @@ func (Rules) Decide(s State, t Transaction, rows keyed.Rows) (State, keyed.Write
 	if s.Status != StatusOpen {
 		return s, nil, keyed.Reject("order is not open (status %s)", s.Status)
 	}
-	row, exists := rows.Get(keyed.RowRef{Collection: byTxID, ID: t.TxID})
-	switch {
-	case t.Op == DeleteOrder:
+	if t.Op == DeleteOrder {
 		s.Status = StatusDeleted
 		if t.Data != nil {
 			s.Data = t.Data
 		}
 		return s, nil, nil
+	}
+	if t.Op != AddTransaction && t.Op != ModifyTransaction {
+		return s, nil, keyed.Reject("op %s is not one of CreateOrder, AddTransaction, ModifyTransaction, DeleteOrder", Quote(string(t.Op)))
+	}
+	row, exists := rows.Get(keyed.RowRef{Collection: byTxID, ID: t.TxID})
+	switch {
 	case t.Op == AddTransaction && exists:
 		return s, nil, keyed.Reject("transaction %q already exists", t.TxID)
 	case t.Op == ModifyTransaction && !exists:
@@ -278,9 +296,16 @@ func RejectionOf(r keyed.Rejected) Rejection {
 func timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // ViewOf is the order a key's view shows (convoy.View of the order domain).
+// Of a head that is not bound to its domain (Processor.Skip's answer when
+// the view could not be read), the order's id and appliedSeq alone.
 func ViewOf(v convoy.View) View {
-	ov, _ := v.Value().(View)
-	return ov
+	if ov, ok := v.Value().(View); ok {
+		return ov
+	}
+	if v.Order != nil {
+		return View{OrderID: v.Order.ID, AppliedSeq: v.Order.AppliedSeq}
+	}
+	return View{}
 }
 
 // StateOf is the order state of a key as loaded (its StateProps), whether or

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 // The entity JSON the batch writer produces decodes, with the SDK's own
@@ -26,7 +28,7 @@ func TestEntityJSONAsTheSDKWritesIt(t *testing.T) {
 	e.bool("Complete", true)
 	e.i64("AppliedSeq", 1<<53+1)
 	e.time("UpdatedAt", at)
-	e.data([]byte(`{"a":[1,2]}`))
+	e.props(keyed.Props{{Name: "Data", Value: `{"a":[1,2]}`}})
 	e.end()
 	ours := entityOf(t, b.close(), 0)
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
-	"github.com/convoy-dev/convoy/handler/orders"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 // The answers below have the exact shape the Table service documents for an
@@ -120,7 +120,9 @@ func (s *stubService) stores(t *testing.T) (*Store, *Ledgers) {
 func commit(ctx context.Context, s *Store) error {
 	o := convoy.NewOrder("o-1")
 	o.AppliedSeq, o.UpdatedAt = 1, time.Now()
-	return s.Commit(ctx, o, 0, &convoy.Change{Tx: map[string]convoy.TxWrite{"t-1": {TxRecord: convoy.TxRecord{TxEntry: orders.TxEntry{TxID: "t-1", Amount: 5}}, Added: true}}})
+	return s.Commit(ctx, o, 0, &convoy.Change{Writes: keyed.Writes{}.
+		Append("t", 0, keyed.Props{{Name: "TxId", Value: "t-1"}, {Name: "Amount", Value: int64(5)}}).
+		Insert("x", "t-1", keyed.Props{{Name: "Position", Value: int64(0)}, {Name: "Amount", Value: int64(5)}})})
 }
 
 // allocate allocates seqs: one transaction of two operations (alloc row, counter).

@@ -135,7 +135,7 @@ func TestGoldenRows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs[m.SessionID] = append(msgs[m.SessionID], convoy.Message{Seq: m.Seq, Last: m.Last, MessageID: m.MessageID, Tx: tx,
+		msgs[m.SessionID] = append(msgs[m.SessionID], convoy.Message{Seq: m.Seq, Last: m.Last, MessageID: m.MessageID, Command: tx,
 			EnqueuedAt: at().Add(-2 * time.Second), TraceParent: fmt.Sprintf("00-%032x-%016x-01", m.Seq, m.Seq)})
 	}
 	process := func(order string, seqs ...int64) {
@@ -151,7 +151,7 @@ func TestGoldenRows(t *testing.T) {
 		}
 		var ops []string
 		for _, m := range batch {
-			ops = append(ops, fmt.Sprintf("seq %d %s", m.Seq, m.Tx.Op))
+			ops = append(ops, fmt.Sprintf("seq %d %s", m.Seq, orders.CommandOf(order, m).Op))
 		}
 		next(order + ": " + strings.Join(ops, ", "))
 	}

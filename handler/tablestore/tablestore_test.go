@@ -62,7 +62,7 @@ func msg(seq int64, op orders.Op, txID string) convoy.Message {
 		amount := seq
 		tx.Amount = &amount
 	}
-	return convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L:%d", seq), Tx: tx}
+	return convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L:%d", seq), Command: tx}
 }
 
 // TestRoundTripBudget: in steady state one message costs one round trip in
@@ -164,9 +164,10 @@ func TestConcurrentDuplicateInvocations(t *testing.T) {
 		want += seq
 	}
 	txs, rejected := historyOf(t, store.Store, "o-1")
-	if o.AppliedSeq != n || len(txs) != n-1 || o.TxCount != n-1 || o.Total() != want || len(rejected) != 0 || len(o.Parked) != 0 {
+	st := orders.StateOf(o)
+	if o.AppliedSeq != n || len(txs) != n-1 || st.TxCount != n-1 || st.Total != want || len(rejected) != 0 || len(o.Parked) != 0 {
 		t.Fatalf("after concurrent delivery: applied %d, %d transactions (head: %d), total %d (want %d), %d rejected, %d parked",
-			o.AppliedSeq, len(txs), o.TxCount, o.Total(), want, len(rejected), len(o.Parked))
+			o.AppliedSeq, len(txs), st.TxCount, st.Total, want, len(rejected), len(o.Parked))
 	}
 	if store.conflicts.Load() == 0 {
 		t.Fatal("no commit lost a race: the instances never collided, so the test showed nothing")
@@ -201,22 +202,23 @@ func TestStaleInstance(t *testing.T) {
 		t.Fatalf("conflicts %d, outcomes %+v; want 1 conflict, then duplicate and applied", store.conflicts.Load(), res.Outcomes)
 	}
 	o, _ := store.Load(ctx, "o-1")
-	if txs, _ := historyOf(t, store.Store, "o-1"); o.AppliedSeq != 6 || len(txs) != 5 || o.Total() != 2+3+4+5+6 {
-		t.Fatalf("state %+v, %d transactions", o.View(), len(txs))
+	if txs, _ := historyOf(t, store.Store, "o-1"); o.AppliedSeq != 6 || len(txs) != 5 || orders.StateOf(o).Total != 2+3+4+5+6 {
+		t.Fatalf("state %+v %+v, %d transactions", o.Head(), orders.StateOf(o), len(txs))
 	}
 }
 
 // historyOf reads an order's whole history, page by page.
-func historyOf(t *testing.T, s convoy.Store, id string) ([]orders.TxEntry, []convoy.Rejection) {
+func historyOf(t *testing.T, s convoy.Store, id string) ([]orders.TxEntry, []orders.Rejection) {
 	t.Helper()
 	var txs []orders.TxEntry
-	var rs []convoy.Rejection
+	var rs []orders.Rejection
 	token := ""
 	for {
-		v, err := convoy.ReadView(context.Background(), s, s.(convoy.History), id, token, 0)
+		cv, err := convoy.ReadView(context.Background(), orders.Domain, s, s.(convoy.History), id, token, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
+		v := orders.ViewOf(cv)
 		txs, rs = append(txs, v.Transactions...), append(rs, v.Rejected...)
 		if token = v.Continuation; token == "" {
 			return txs, rs

@@ -8,12 +8,13 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 // TestPointReadsWithoutAnAnswer: a point read that got no answer at all (the
 // connection refused, so no status and no error code) is a transient error,
 // not the answer of a row that is there: IsParked once said true, and so
-// made a message a duplicate, and GetLedger and Tx failed decoding an empty
+// made a message a duplicate, and GetLedger and Row (then Tx) failed decoding an empty
 // body, as if the row were corrupt.
 func TestPointReadsWithoutAnAnswer(t *testing.T) {
 	t.Parallel()
@@ -37,9 +38,9 @@ func TestPointReadsWithoutAnAnswer(t *testing.T) {
 	transient("IsParked", err)
 	_, err = l.GetLedger(ctx, "L-1")
 	transient("GetLedger", err)
-	_, found, err := s.Tx(ctx, "o-1", "t-1")
+	_, found, err := s.Row(ctx, "o-1", keyed.RowRef{Collection: "x", ID: "t-1"})
 	if found {
-		t.Error("Tx: found without an answer")
+		t.Error("Row: found without an answer")
 	}
-	transient("Tx", err)
+	transient("Row", err)
 }

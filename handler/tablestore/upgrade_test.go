@@ -18,6 +18,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
@@ -98,16 +99,16 @@ func TestLegacyPartition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Version != 10 || o.AppliedSeq != 302 || o.TxCount != n || o.TotalAmount != total || len(o.Parked) != 1 || o.Parked[304].Tx.TxID != "t-new" {
+	if st := orders.StateOf(o); o.Version != 10 || o.AppliedSeq != 302 || st.TxCount != n || st.Total != total || len(o.Parked) != 1 || orders.CommandOf("legacy-1", o.Parked[304]).TxID != "t-new" {
 		t.Fatalf("legacy partition loaded as version %d, applied %d, %d transactions totalling %d, parked %v; want 10, 302, %d totalling %d, 304",
-			o.Version, o.AppliedSeq, o.TxCount, o.TotalAmount, o.Parked, n, total)
+			o.Version, o.AppliedSeq, st.TxCount, st.Total, o.Parked, n, total)
 	}
 	// A head written before AppliedAt was kept: its progress is its last commit.
 	if updated := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC); !o.AppliedAt.IsZero() || !o.Progress().Equal(updated) {
 		t.Fatalf("legacy head: AppliedAt %v, Progress %v; want none, and its UpdatedAt %v", o.AppliedAt, o.Progress(), updated)
 	}
-	if r, found, err := store.Tx(ctx, "legacy-1", "t-5"); err != nil || !found || r.Position != 5 || r.Amount != 5 {
-		t.Fatalf("Tx(t-5) after the migration: %+v, %v, %v", r, found, err)
+	if r, found, err := store.Row(ctx, "legacy-1", keyed.RowRef{Collection: "x", ID: "t-5"}); err != nil || !found || r.Int("Position") != 5 || r.Int("Amount") != 5 {
+		t.Fatalf("Row(x/t-5) after the migration: %+v, %v, %v", r, found, err)
 	}
 	if layout := headProps(t, table, "legacy-1")["Layout"]; fmt.Sprint(layout) != "2" {
 		t.Fatalf("the head's Layout after the migration: %v, want 2", layout)
@@ -134,8 +135,8 @@ func TestLegacyPartition(t *testing.T) {
 	if len(txs) != n+1 || txs[5].Amount != 50 || txs[n].TxID != "t-new" || len(rejected) != 2 || rejected[0].Seq != 302 || rejected[1].Seq != 305 {
 		t.Fatalf("history: %d transactions (t-5 %+v, last %+v), rejections %+v", len(txs), txs[5], txs[len(txs)-1], rejected)
 	}
-	if o, _ := store.Load(ctx, "legacy-1"); o.TotalAmount != total || o.TxCount != n+1 || o.Version != 11 {
-		t.Fatalf("after the messages: total %d over %d at version %d, want %d over %d at 11", o.TotalAmount, o.TxCount, o.Version, total, n+1)
+	if o, _ := store.Load(ctx, "legacy-1"); orders.StateOf(o).Total != total || orders.StateOf(o).TxCount != n+1 || o.Version != 11 {
+		t.Fatalf("after the messages: total %d over %d at version %d, want %d over %d at 11", orders.StateOf(o).Total, orders.StateOf(o).TxCount, o.Version, total, n+1)
 	}
 
 	// The old release's Load read every row before the markers ("lt v:"):
@@ -164,11 +165,11 @@ func TestLegacyPartition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.TxCount != n+2 || o.TotalAmount != total+7 || o.Version != 12 {
-		t.Fatalf("after an old release's write: %d transactions totalling %d at version %d; want %d totalling %d at 12", o.TxCount, o.TotalAmount, o.Version, n+2, total+7)
+	if st := orders.StateOf(o); st.TxCount != n+2 || st.Total != total+7 || o.Version != 12 {
+		t.Fatalf("after an old release's write: %d transactions totalling %d at version %d; want %d totalling %d at 12", st.TxCount, st.Total, o.Version, n+2, total+7)
 	}
-	if r, found, err := store.Tx(ctx, "legacy-1", "t-old"); err != nil || !found || r.Position != n+1 || r.Amount != 7 {
-		t.Fatalf("Tx(t-old): %+v, %v, %v", r, found, err)
+	if r, found, err := store.Row(ctx, "legacy-1", keyed.RowRef{Collection: "x", ID: "t-old"}); err != nil || !found || r.Int("Position") != n+1 || r.Int("Amount") != 7 {
+		t.Fatalf("Row(x/t-old): %+v, %v, %v", r, found, err)
 	}
 }
 
@@ -247,16 +248,16 @@ func TestLegacyMigrationResumes(t *testing.T) {
 	}
 	// The first run got past its first page (1,000 rows: 10 full batches and
 	// the progress row), so the second writes at most the 1,500 rows after it.
-	if o.TxCount != n || o.TotalAmount != total {
-		t.Fatalf("after the resumed migration: %d transactions totalling %d, want %d totalling %d", o.TxCount, o.TotalAmount, n, total)
+	if st := orders.StateOf(o); st.TxCount != n || st.Total != total {
+		t.Fatalf("after the resumed migration: %d transactions totalling %d, want %d totalling %d", st.TxCount, st.Total, n, total)
 	}
 	if w := resumed.ops.Load(); w > 1500+20 {
 		t.Fatalf("the resumed migration wrote %d rows: it started over", w)
 	}
 	for _, i := range []int{0, 999, 1000, n - 1} {
-		r, found, err := open(resumed).Tx(ctx, "legacy-2", fmt.Sprintf("t-%d", i))
-		if err != nil || !found || r.Position != int64(i) || r.Amount != int64(i%7) {
-			t.Fatalf("Tx(t-%d): %+v, %v, %v", i, r, found, err)
+		r, found, err := open(resumed).Row(ctx, "legacy-2", keyed.RowRef{Collection: "x", ID: fmt.Sprintf("t-%d", i)})
+		if err != nil || !found || r.Int("Position") != int64(i) || r.Int("Amount") != int64(i%7) {
+			t.Fatalf("Row(x/t-%d): %+v, %v, %v", i, r, found, err)
 		}
 	}
 }

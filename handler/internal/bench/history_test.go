@@ -188,7 +188,9 @@ func addMsg(id string, seq int64, txID string, amount int64) convoy.Message {
 
 func modifyMsg(id string, seq int64, txID string, amount int64) convoy.Message {
 	m := addMsg(id, seq, txID, amount)
-	m.Tx.Op = orders.ModifyTransaction
+	t := m.Command.(orders.Transaction)
+	t.Op = orders.ModifyTransaction
+	m.Command = t
 	return m
 }
 
@@ -205,16 +207,16 @@ func process(b *testing.B, p *convoy.Processor, id string, m convoy.Message) {
 // by a fresh processor (a cold load, then cached), measured as the live
 // heap with the processor minus without it.
 func cachedBytes(b *testing.B, n int) float64 {
-	const orders = 20
+	const nOrders = 20
 	store := memstore.New()
 	ctx := context.Background()
 	var seqs []int64
-	for k := range orders {
+	for k := range nOrders {
 		seqs = append(seqs, buildOrder(b, store, fmt.Sprintf("bytes-%d-%d", n, k), n))
 	}
 	base := liveHeap()
-	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, CacheSize: orders})
-	for k := range orders {
+	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, CacheSize: nOrders})
+	for k := range nOrders {
 		id := fmt.Sprintf("bytes-%d-%d", n, k)
 		if _, err := p.Process(ctx, id, []convoy.Message{addMsg(id, seqs[k], "cached", 1)}); err != nil {
 			b.Fatal(err)
@@ -223,7 +225,7 @@ func cachedBytes(b *testing.B, n int) float64 {
 	with := liveHeap()
 	runtime.KeepAlive(p)
 	runtime.KeepAlive(store)
-	return float64(with-min(with, base)) / orders
+	return float64(with-min(with, base)) / nOrders
 }
 
 func medianOf(ds []time.Duration) time.Duration {

@@ -17,6 +17,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/invocation"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // BenchmarkInvocationOverhead (figure 1): an OrderProcessor invocation over
@@ -25,7 +26,7 @@ import (
 // payload and answers {}. Requests alternate, which goes first alternating
 // too, so that both sides see the same machine.
 func BenchmarkInvocationOverhead(b *testing.B) {
-	const pairs, orders = 10_000, 100
+	const pairs, nOrders = 10_000, 100
 	fn := function(b, stagedApp(b, nil), handler.FnOrderProcessor)
 	store := memstore.New()
 	e := handler.New(handler.Deps{Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain}), Orders: store,
@@ -44,7 +45,7 @@ func BenchmarkInvocationOverhead(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
-		ids := orderIDs(fmt.Sprintf("inv%d", i), orders)
+		ids := orderIDs(fmt.Sprintf("inv%d", i), nOrders)
 		msgs := orderMessages(b, fmt.Sprintf("inv%d", i), pairs, ids)
 		bodies := make([][]byte, len(msgs))
 		for k, m := range msgs {
@@ -66,14 +67,14 @@ func BenchmarkInvocationOverhead(b *testing.B) {
 		b.StopTimer()
 		for _, id := range ids { // the invocations did the work: every order has all its messages applied
 			o, err := store.Load(b.Context(), id)
-			if err != nil || o.AppliedSeq != pairs/orders {
-				b.Fatalf("order %s: applied seq %d, %v; want %d", id, o.AppliedSeq, err, pairs/orders)
+			if err != nil || o.AppliedSeq != pairs/nOrders {
+				b.Fatalf("order %s: applied seq %d, %v; want %d", id, o.AppliedSeq, err, pairs/nOrders)
 			}
 		}
 		b.StartTimer()
 	}
 	b.StopTimer()
-	decode := decodeCost(b, fn, orders)
+	decode := decodeCost(b, fn, nOrders)
 	ratio("invocation_median_ratio", quantile(subject, 0.5).Seconds()/quantile(bare, 0.5).Seconds(),
 		"OrderProcessor invocation over HTTP (decode, rules, in-memory store) / bare {} route, median latency", atMost(1.3))
 	ratio("invocation_p99_ratio", quantile(subject, 0.99).Seconds()/quantile(bare, 0.99).Seconds(),

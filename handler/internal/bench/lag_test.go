@@ -13,6 +13,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
 
@@ -32,7 +33,7 @@ func BenchmarkLagSurvey(b *testing.B) {
 	for range b.N {
 		ctx := b.Context()
 		az := ownAzurite(b)
-		_, orders := az.NewNamedTable(b, nil)
+		_, ordersTable := az.NewNamedTable(b, nil)
 		_, ledgerTable := az.NewNamedTable(b, nil)
 		ids := orderIDs("lag", active)
 
@@ -47,7 +48,7 @@ func BenchmarkLagSurvey(b *testing.B) {
 		if err := setupLedgers.Activate(ctx, ids); err != nil {
 			b.Fatal(err)
 		}
-		procStore := storeOn(b, az, orders, nil, tablestore.ProcessorRetry)
+		procStore := storeOn(b, az, ordersTable, nil, tablestore.ProcessorRetry)
 		p := convoy.NewProcessor(procStore, convoy.ProcessorOptions{Domain: orders.Domain, Index: procStore})
 		parallel(b, ids, func(id string) error {
 			m := convoy.Message{Seq: 1, MessageID: "L-lag:" + id, EnqueuedAt: time.Now().Add(-150 * time.Millisecond),
@@ -60,7 +61,7 @@ func BenchmarkLagSurvey(b *testing.B) {
 
 		// The operator's clients, as serve.go builds them, counted.
 		trips := &kindedTransport{}
-		operator := storeOn(b, az, orders, trips, tablestore.OperatorRetry)
+		operator := storeOn(b, az, ordersTable, trips, tablestore.OperatorRetry)
 		ledgers := ledgersOn(b, az, ledgerTable, trips)
 		sb := &sbCounter{q: newDeadLetterQueue()}
 		healer := func(withLag bool) *heal.Healer {
@@ -91,7 +92,7 @@ func BenchmarkLagSurvey(b *testing.B) {
 
 		// Baseline: 20,000 plain point reads of the same rows (each order's
 		// head and counter), 32 at a time.
-		plainOrders, plainLedgers := plainClient(b, az, orders), plainClient(b, az, ledgerTable)
+		plainOrders, plainLedgers := plainClient(b, az, ordersTable), plainClient(b, az, ledgerTable)
 		t0 := time.Now()
 		parallelN(b, 32, ids, func(id string) error {
 			if _, err := plainOrders.GetEntity(ctx, id, "h", nil); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/tablestore"
 )
@@ -195,7 +196,8 @@ func measureParked(b *testing.B, s parkedSetup) {
 			runtime.GC()         // the store's own heap (memstore holds the tail) is not the operation's
 			s.reset()
 			allocs, start := allocated(), time.Now()
-			v, err := convoy.ReadView(ctx, s.store, h, id, "", 0)
+			cv, err := convoy.ReadView(ctx, orders.Domain, s.store, h, id, "", 0)
+			v := orders.ViewOf(cv)
 			x.status = append(x.status, time.Since(start))
 			x.statusAlloc = append(x.statusAlloc, time.Duration(allocated()-allocs))
 			if err != nil || v.Parked != n-k*block*large || v.MissingSeq != int64(2+k*(block+1)) {
@@ -266,7 +268,9 @@ func parkedBlock(id string, k int, data json.RawMessage) []convoy.Message {
 	for j := range int64(10) {
 		seq := int64(3+11*k) + j
 		m := addMsg(id, seq, fmt.Sprintf("t-%d", seq), seq)
-		m.Tx.Data = data
+		t := m.Command.(orders.Transaction)
+		t.Data = data
+		m.Command = t
 		out = append(out, m)
 	}
 	return out
@@ -274,10 +278,11 @@ func parkedBlock(id string, k int, data json.RawMessage) []convoy.Message {
 
 // parkedRow is m's parked row as tablestore writes it (its commitBody).
 func parkedRow(b *testing.B, m convoy.Message) []byte {
-	row, err := json.Marshal(map[string]any{"PartitionKey": m.Tx.OrderID, "RowKey": fmt.Sprintf("p:%019d", m.Seq),
+	t := m.Command.(orders.Transaction)
+	row, err := json.Marshal(map[string]any{"PartitionKey": t.OrderID, "RowKey": fmt.Sprintf("p:%019d", m.Seq),
 		"Seq": fmt.Sprint(m.Seq), "Seq@odata.type": "Edm.Int64", "Last": false, "MessageId": m.MessageID,
-		"Op": string(m.Tx.Op), "TxId": m.Tx.TxID, "Currency": "", "Amount": fmt.Sprint(*m.Tx.Amount), "Amount@odata.type": "Edm.Int64",
-		"Data": string(m.Tx.Data)})
+		"Op": string(t.Op), "TxId": t.TxID, "Currency": "", "Amount": fmt.Sprint(*t.Amount), "Amount@odata.type": "Edm.Int64",
+		"Data": string(t.Data)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -305,9 +310,9 @@ func (c *countingMemstore) Load(ctx context.Context, id string) (*convoy.Order, 
 	return c.Store.Load(ctx, id)
 }
 
-func (c *countingMemstore) Tx(ctx context.Context, id, txID string) (convoy.TxRecord, bool, error) {
+func (c *countingMemstore) Row(ctx context.Context, id string, ref keyed.RowRef) (keyed.Props, bool, error) {
 	c.calls.Add(1)
-	return c.Store.Tx(ctx, id, txID)
+	return c.Store.Row(ctx, id, ref)
 }
 
 func (c *countingMemstore) Commit(ctx context.Context, o *convoy.Order, base int64, ch *convoy.Change) error {
@@ -325,9 +330,9 @@ func (c *countingMemstore) IsParked(ctx context.Context, id string, seq int64) (
 	return c.Store.IsParked(ctx, id, seq)
 }
 
-func (c *countingMemstore) Transactions(ctx context.Context, id string, from int64, limit int) ([]orders.TxEntry, bool, error) {
+func (c *countingMemstore) Rows(ctx context.Context, id, coll string, from int64, limit int) ([]keyed.Row, bool, error) {
 	c.calls.Add(1)
-	return c.Store.Transactions(ctx, id, from, limit)
+	return c.Store.Rows(ctx, id, coll, from, limit)
 }
 
 func (c *countingMemstore) Rejections(ctx context.Context, id string, from int64, limit int) ([]convoy.Rejection, bool, error) {

@@ -74,10 +74,11 @@ func groupByOrder(msgs []convoy.Message) (map[string][]convoy.Message, []string)
 	by := map[string][]convoy.Message{}
 	var ids []string
 	for _, m := range msgs {
-		if _, ok := by[m.Tx.OrderID]; !ok {
-			ids = append(ids, m.Tx.OrderID)
+		id := m.Command.(orders.Transaction).OrderID
+		if _, ok := by[id]; !ok {
+			ids = append(ids, id)
 		}
-		by[m.Tx.OrderID] = append(by[m.Tx.OrderID], m)
+		by[id] = append(by[id], m)
 	}
 	return by, ids
 }
@@ -106,7 +107,7 @@ func convoyMessages(b *testing.B, msgs []convoy.OrderMessage) []convoy.Message {
 		if err != nil {
 			b.Fatal(err)
 		}
-		out[i] = convoy.Message{Seq: m.Seq, Last: m.Last, MessageID: m.MessageID, Tx: tx}
+		out[i] = convoy.Message{Seq: m.Seq, Last: m.Last, MessageID: m.MessageID, Command: tx}
 	}
 	return out
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/tablestore"
@@ -73,17 +74,17 @@ func BenchmarkAutoReplayScale(b *testing.B) {
 			start := time.Now()
 			t0 := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 			c := &countedHeal{}
-			orders := &countedOrders{Store: memstore.New(), c: c}
+			store := &countedOrders{Store: memstore.New(), c: c}
 			ledgers := memstore.NewLedgers()
 			ledgers.Now = func() time.Time { return t0.Add(24 * time.Hour) }
 			active := &countedActive{Ledgers: ledgers, c: c}
-			scaleOrders(b, ctx, n, orders, ledgers, t0.Add(24*time.Hour))
+			scaleOrders(b, ctx, n, store, ledgers, t0.Add(24*time.Hour))
 			setup := time.Since(start)
 
 			clock := t0
 			sb := &sbCounter{q: newDeadLetterQueue()}
-			p := convoy.NewProcessor(orders, convoy.ProcessorOptions{Domain: orders.Domain, Index: orders})
-			h := heal.New(orders, orders, orders, sb.open, opts(active, func() time.Time { return clock }, p.Resume))
+			p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store})
+			h := heal.New(store, store, store, sb.open, opts(active, func() time.Time { return clock }, p.Resume))
 			var s sized
 			var times []time.Duration
 			run := func() heal.Run {
@@ -340,9 +341,9 @@ func (s *countedOrders) IsParked(ctx context.Context, id string, seq int64) (boo
 	return s.Store.IsParked(ctx, id, seq)
 }
 
-func (s *countedOrders) Tx(ctx context.Context, id, txID string) (convoy.TxRecord, bool, error) {
+func (s *countedOrders) Row(ctx context.Context, id string, ref keyed.RowRef) (keyed.Props, bool, error) {
 	s.c.add("point read", 1)
-	return s.Store.Tx(ctx, id, txID)
+	return s.Store.Row(ctx, id, ref)
 }
 
 func (s *countedOrders) Commit(ctx context.Context, o *convoy.Order, base int64, ch *convoy.Change) error {

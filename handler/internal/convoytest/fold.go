@@ -56,7 +56,7 @@ func FoldSkipping(msgs []convoy.Message, skipped map[int64]bool) Expected {
 			e.Rejected, e.AppliedSeq = append(e.Rejected, m.Seq), m.Seq
 			continue
 		}
-		t, ok := m.Tx, true
+		t, ok := orders.CommandOf("", m), true
 		pos := slices.IndexFunc(e.Txs, func(x Tx) bool { return x.TxID == t.TxID })
 		switch {
 		case e.Complete:
@@ -105,7 +105,10 @@ func withinTotal(txs []Tx, pos int, amount int64) bool {
 }
 
 // Observe is what an order's stored or shown state says, in Expected's terms.
-func Observe(v convoy.View) Expected {
+func Observe(v convoy.View) Expected { return ObserveView(orders.ViewOf(v)) }
+
+// ObserveView is Observe of an order's view as OrderStatus answers it.
+func ObserveView(v orders.View) Expected {
 	e := Expected{Status: v.Status, Currency: v.Currency, Complete: v.Complete, AppliedSeq: v.AppliedSeq}
 	for _, t := range v.Transactions {
 		e.Txs = append(e.Txs, Tx{TxID: t.TxID, Amount: t.Amount})
@@ -118,8 +121,11 @@ func Observe(v convoy.View) Expected {
 
 // Compare returns how an order's view differs from its fold ("" if it does
 // not); an order with parked messages never matches.
-func Compare(got convoy.View, want Expected) string {
-	g := Observe(got)
+func Compare(got convoy.View, want Expected) string { return CompareView(orders.ViewOf(got), want) }
+
+// CompareView is Compare of an order's view as OrderStatus answers it.
+func CompareView(got orders.View, want Expected) string {
+	g := ObserveView(got)
 	switch {
 	case got.Parked != 0:
 		return fmt.Sprintf("%d message(s) still parked", got.Parked)

@@ -48,7 +48,7 @@ func foldInOrder(ledgers []*ledger.Ledger) map[string]convoytest.Expected {
 	msgs := map[string][]convoy.Message{}
 	for _, l := range ledgers {
 		for _, e := range l.Entries {
-			msgs[e.OrderID] = append(msgs[e.OrderID], convoy.Message{Seq: int64(len(msgs[e.OrderID]) + 1), Last: e.Last, Tx: e.Transaction})
+			msgs[e.OrderID] = append(msgs[e.OrderID], convoy.Message{Seq: int64(len(msgs[e.OrderID]) + 1), Last: e.Last, Command: e.Transaction})
 		}
 	}
 	want := map[string]convoytest.Expected{}

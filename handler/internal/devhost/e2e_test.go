@@ -311,8 +311,8 @@ func TestDuplicates(t *testing.T) {
 	ctx := timeout(t, time.Minute)
 	e := start(t, stage(t, nil), azurite.Options{})
 	r := rand.New(rand.NewPCG(1, 2))
-	orders := orderIDs("dup", 5)
-	doc := genLedger(r, "L-dup-1", 60, orders, true)
+	ids := orderIDs("dup", 5)
+	doc := genLedger(r, "L-dup-1", 60, ids, true)
 	ledgers := e.publish(ctx, doc, doc)
 	e.waitIdle(ctx)
 	// The same ledger under another MessageId reaches the handler: a no-op.

@@ -60,7 +60,7 @@ func (w *world) deliver(ctx context.Context, inst, i int) {
 			w.flaky[k]--
 			failed = errors.New("the handler failed (an outage)")
 		default:
-			msgs = append(msgs, convoy.Message{Seq: d.m.Seq, Last: d.m.Last, MessageID: d.m.MessageID, Tx: tx})
+			msgs = append(msgs, convoy.Message{Seq: d.m.Seq, Last: d.m.Last, MessageID: d.m.MessageID, Command: tx})
 		}
 	}
 	if failed == nil || !strings.Contains(failed.Error(), "outage") {
@@ -410,7 +410,8 @@ func (w *world) quiesce() {
 			w.violate("no quiescence after %d rounds: %d queued, %d dead letters", round, len(w.queue), len(w.dlq.msgs))
 			for _, id := range w.orders {
 				o := w.peek(id)
-				w.violate("order %s: status %s, appliedSeq %d, %d parked, txCount %d", id, o.Status, o.AppliedSeq, o.ParkedCount, o.TxCount)
+				st := orders.StateOf(o)
+				w.violate("order %s: status %s, appliedSeq %d, %d parked, txCount %d", id, st.Status, o.AppliedSeq, o.ParkedCount, st.TxCount)
 			}
 			return
 		}

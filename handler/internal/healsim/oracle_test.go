@@ -450,7 +450,8 @@ func (w *world) checkFinal() {
 	defer w.hush()()
 	for _, id := range w.orders {
 		o := w.peek(id)
-		v, err := convoy.ReadView(ctx, w.mem, w.mem, id, "", convoy.MaxHistoryPageSize)
+		cv, err := convoy.ReadView(ctx, orders.Domain, w.mem, w.mem, id, "", convoy.MaxHistoryPageSize)
+		v := orders.ViewOf(cv)
 		if err != nil {
 			w.violate("read order %s: %v", id, err)
 			continue
@@ -469,9 +470,9 @@ func (w *world) checkFinal() {
 		var msgs []convoy.Message
 		for _, m := range w.msgs[id] {
 			tx, _ := orders.DecodeBody(m.Body)
-			msgs = append(msgs, convoy.Message{Seq: m.Seq, Last: m.Last, Tx: tx})
+			msgs = append(msgs, convoy.Message{Seq: m.Seq, Last: m.Last, Command: tx})
 		}
-		if why := convoytest.Compare(v, convoytest.FoldSkipping(msgs, skipped)); why != "" {
+		if why := convoytest.Compare(cv, convoytest.FoldSkipping(msgs, skipped)); why != "" {
 			w.violate("order %s differs from the fold of its messages (skipped %v): %s", id, slices.Sorted(maps.Keys(skipped)), why)
 		}
 		if _, cut := o.NextParked(); cut || !o.BlockedSince.IsZero() || o.ParkedCount != 0 {

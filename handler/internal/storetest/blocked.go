@@ -352,7 +352,7 @@ func testBlockedNotes(t *testing.T, s convoy.Store, id string) {
 func processOne(t *testing.T, p *convoy.Processor) func(order string, m convoy.Message) convoy.Result {
 	return func(order string, m convoy.Message) convoy.Result {
 		t.Helper()
-		m.Tx.OrderID = order
+		m = of(order, m)
 		res, err := p.Process(context.Background(), order, []convoy.Message{m})
 		if err != nil {
 			t.Fatal(err)

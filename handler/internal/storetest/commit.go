@@ -18,16 +18,16 @@ import (
 
 func testLoadUnknown(t *testing.T, s convoy.Store, id string) {
 	o := load(t, s, id)
-	if o.Version != 0 || o.Status != orders.StatusNew || o.AppliedSeq != 0 || o.TxCount != 0 || o.TotalAmount != 0 || len(o.Parked) != 0 {
+	if st := orders.StateOf(o); o.Version != 0 || st.Status != orders.StatusNew || o.AppliedSeq != 0 || st.TxCount != 0 || st.Total != 0 || len(o.Parked) != 0 {
 		t.Fatalf("unknown order loaded as %+v, want a new order at version 0", o)
 	}
-	if _, found, err := s.Tx(context.Background(), id, "t-1"); err != nil || found {
+	if _, found, err := s.Row(context.Background(), id, xRef("t-1")); err != nil || found {
 		t.Fatalf("a transaction of an unknown order: %v, %v", found, err)
 	}
 }
 
 func testCommitThenLoad(t *testing.T, s convoy.Store, id string) {
-	o := convoy.NewOrder(id)
+	o := newOrder(t, id)
 	step(t, s, o, msg(1, orders.CreateOrder, "", 0), msg(2, orders.AddTransaction, "t-1", 1250))
 	step(t, s, o, msg(3, orders.ModifyTransaction, "t-1", -1200), msg(4, orders.ModifyTransaction, "t-404", 1))
 	last := msg(5, orders.AddTransaction, "t-2", 7)
@@ -35,18 +35,18 @@ func testCommitThenLoad(t *testing.T, s convoy.Store, id string) {
 	step(t, s, o, last)
 	got := load(t, s, id)
 	same(t, got, o)
-	if got.Total() != -1193 || !got.Complete || got.TxCount != 2 || got.Version != 3 {
+	if st := orders.StateOf(got); st.Total != -1193 || !got.Complete || st.TxCount != 2 || got.Version != 3 {
 		t.Fatalf("unexpected state %+v", comparable(got))
 	}
 	sameHistory(t, s, id, []orders.TxEntry{tx("t-1", -1200), tx("t-2", 7)},
-		[]convoy.Rejection{rejection(4, orders.ModifyTransaction, "t-404", `transaction "t-404" does not exist`)})
+		[]orders.Rejection{rejection(4, orders.ModifyTransaction, "t-404", `transaction "t-404" does not exist`)})
 }
 
 // testAppliedAt: the head keeps when appliedSeq last advanced (the lag's
 // progress), written by the same commit: a commit that advances it sets it,
 // one that only parks keeps it, and a drain sets it again.
 func testAppliedAt(t *testing.T, s convoy.Store, id string) {
-	o := convoy.NewOrder(id)
+	o := newOrder(t, id)
 	step(t, s, o, msg(1, orders.CreateOrder, "", 0), msg(2, orders.AddTransaction, "t-1", 5)) // at epoch
 	got := load(t, s, id)
 	if !got.AppliedAt.Equal(epoch) || !got.Progress().Equal(epoch) {
@@ -68,48 +68,52 @@ func testAppliedAt(t *testing.T, s convoy.Store, id string) {
 // (CreateOrder, DeleteOrder), its transactions (AddTransaction; a
 // ModifyTransaction replaces it only when it carries data) and parked messages.
 func testDataKept(t *testing.T, s convoy.Store, id string) {
-	with := func(m convoy.Message, data string) convoy.Message { m.Tx.Data = json.RawMessage(data); return m }
+	with := func(m convoy.Message, data string) convoy.Message {
+		return command(m, func(tx *orders.Transaction) { tx.Data = json.RawMessage(data) })
+	}
 	big := `{"html":"` + strings.Repeat("<b>&é\"</b>", 300) + `"}`
-	o := convoy.NewOrder(id)
+	o := newOrder(t, id)
 	step(t, s, o, with(msg(1, orders.CreateOrder, "", 0), `{"customer":"<c-1>"}`), with(msg(2, orders.AddTransaction, "t-1", 5), big),
 		with(msg(3, orders.AddTransaction, "t-2", 6), `{"v":1}`), msg(4, orders.ModifyTransaction, "t-1", 7))
 	step(t, s, o, with(msg(6, orders.DeleteOrder, "", 0), `{"why":"&"}`)) // parked
 	got := load(t, s, id)
-	if string(got.Data) != `{"customer":"<c-1>"}` || string(got.Parked[6].Tx.Data) != `{"why":"&"}` {
-		t.Fatalf("data after load: order %s, parked %+v", got.Data, got.Parked)
+	if string(orders.StateOf(got).Data) != `{"customer":"<c-1>"}` || string(orders.CommandOf(id, got.Parked[6]).Data) != `{"why":"&"}` {
+		t.Fatalf("data after load: order %s, parked %+v", orders.StateOf(got).Data, got.Parked)
 	}
 	withData := func(e orders.TxEntry, data string) orders.TxEntry { e.Data = json.RawMessage(data); return e }
 	sameHistory(t, s, id, []orders.TxEntry{withData(tx("t-1", 7), big), withData(tx("t-2", 6), `{"v":1}`)}, nil)
 	// A modification in a later commit, from a cold order that read t-2.
 	cold := load(t, s, id)
-	r, found, err := s.Tx(context.Background(), id, "t-2")
+	r, found, err := s.Row(context.Background(), id, xRef("t-2"))
 	if err != nil || !found {
-		t.Fatalf("Tx(t-2): %v, %v", found, err)
+		t.Fatalf("Row(x/t-2): %v, %v", found, err)
 	}
-	cold.Learn("t-2", &r)
+	cold.Learn(xRef("t-2"), r, found)
 	step(t, s, cold, with(msg(5, orders.ModifyTransaction, "t-2", 8), `{"v":2}`)) // drains the DeleteOrder
 	got = load(t, s, id)
-	if string(got.Data) != `{"why":"&"}` || got.TotalAmount != 15 {
-		t.Fatalf("after modify and delete: order %s, total %d", got.Data, got.TotalAmount)
+	if st := orders.StateOf(got); string(st.Data) != `{"why":"&"}` || st.Total != 15 {
+		t.Fatalf("after modify and delete: order %s, total %d", st.Data, st.Total)
 	}
 	sameHistory(t, s, id, []orders.TxEntry{withData(tx("t-1", 7), big), withData(tx("t-2", 8), `{"v":2}`)}, nil)
 	step(t, s, cold, msg(7, orders.ModifyTransaction, "t-2", 9)) // rejected: deleted
 	cold2 := load(t, s, id)
-	cold2.Status = orders.StatusOpen // a modification without data keeps the data (a state the fold cannot reach after a delete)
-	r, _, _ = s.Tx(context.Background(), id, "t-1")
-	cold2.Learn("t-1", &r)
+	st := orders.StateOf(cold2)
+	st.Status = orders.StatusOpen // a modification without data keeps the data (a state the fold cannot reach after a delete)
+	cold2.State = st
+	r, found, _ = s.Row(context.Background(), id, xRef("t-1"))
+	cold2.Learn(xRef("t-1"), r, found)
 	step(t, s, cold2, msg(8, orders.ModifyTransaction, "t-1", 1))
 	sameHistory(t, s, id, []orders.TxEntry{withData(tx("t-1", 1), big), withData(tx("t-2", 8), `{"v":2}`)},
-		[]convoy.Rejection{rejection(7, orders.ModifyTransaction, "t-2", "order is not open (status deleted)")})
+		[]orders.Rejection{rejection(7, orders.ModifyTransaction, "t-2", "order is not open (status deleted)")})
 }
 
 func testStaleVersion(t *testing.T, s convoy.Store, id string) {
-	o := convoy.NewOrder(id)
+	o := newOrder(t, id)
 	step(t, s, o, msg(1, orders.CreateOrder, "", 0))
 	stale := load(t, s, id)
 	step(t, s, o, msg(2, orders.AddTransaction, "t-1", 5))
 	var c convoy.Change
-	stale.Receive(msg(2, orders.AddTransaction, "t-other", 9), epoch, &c)
+	receive(t, stale, msg(2, orders.AddTransaction, "t-other", 9), epoch, &c)
 	err := s.Commit(context.Background(), stale, stale.Version, &c)
 	if !errors.Is(err, convoy.ErrConflict) {
 		t.Fatalf("commit from stale version: got %v, want ErrConflict", err)
@@ -119,7 +123,7 @@ func testStaleVersion(t *testing.T, s convoy.Store, id string) {
 }
 
 func testConcurrentCommits(t *testing.T, s convoy.Store, id string) {
-	o := convoy.NewOrder(id)
+	o := newOrder(t, id)
 	step(t, s, o, msg(1, orders.CreateOrder, "", 0))
 	const writers = 8
 	base := load(t, s, id)
@@ -131,7 +135,10 @@ func testConcurrentCommits(t *testing.T, s convoy.Store, id string) {
 			defer wg.Done()
 			mine := base.Clone()
 			var c convoy.Change
-			mine.Receive(msg(2, orders.AddTransaction, fmt.Sprintf("t-%d", w), int64(w)), epoch, &c)
+			if _, err := mine.Receive(msg(2, orders.AddTransaction, fmt.Sprintf("t-%d", w), int64(w)), epoch, &c); err != nil {
+				t.Errorf("writer %d: %v", w, err)
+				return
+			}
 			err := s.Commit(context.Background(), mine, mine.Version, &c)
 			switch {
 			case err == nil:
@@ -147,36 +154,36 @@ func testConcurrentCommits(t *testing.T, s convoy.Store, id string) {
 	}
 	got := load(t, s, id)
 	txs, _ := history(t, s, id, 10)
-	if got.Version != 2 || got.TxCount != 1 || len(txs) != 1 || got.AppliedSeq != 2 || got.TotalAmount != txs[0].Amount {
+	if st := orders.StateOf(got); got.Version != 2 || st.TxCount != 1 || len(txs) != 1 || got.AppliedSeq != 2 || st.Total != txs[0].Amount {
 		t.Fatalf("after the race: %+v, transactions %+v", comparable(got), txs)
 	}
 }
 
 func testAtomicFailure(t *testing.T, s convoy.Store, id string) {
-	o := convoy.NewOrder(id)
+	o := newOrder(t, id)
 	step(t, s, o, msg(1, orders.CreateOrder, "", 0))
 	before := load(t, s, id)
 	// A change that adds a transaction but unparks a seq that is not parked:
 	// the whole commit must fail and write nothing.
 	bad := before.Clone()
 	var c convoy.Change
-	bad.Receive(msg(2, orders.AddTransaction, "t-1", 5), epoch, &c)
+	receive(t, bad, msg(2, orders.AddTransaction, "t-1", 5), epoch, &c)
 	c.Unpark = map[int64]bool{9: true}
 	if err := s.Commit(context.Background(), bad, bad.Version, &c); !errors.Is(err, convoy.ErrConflict) {
 		t.Fatalf("commit unparking a missing message: got %v, want ErrConflict", err)
 	}
 	same(t, load(t, s, id), before)
 	sameHistory(t, s, id, nil, nil)
-	if _, found, err := s.Tx(context.Background(), id, "t-1"); err != nil || found {
+	if _, found, err := s.Row(context.Background(), id, xRef("t-1")); err != nil || found {
 		t.Fatalf("the failed commit left transaction t-1: %v, %v", found, err)
 	}
 }
 
 func testFullCommit(t *testing.T, s convoy.Store, id string) {
-	o := convoy.NewOrder(id)
+	o := newOrder(t, id)
 	msgs := []convoy.Message{msg(1, orders.CreateOrder, "", 0)}
 	var want []orders.TxEntry
-	for i := range convoy.MaxChangeRecords / convoy.TxRecords {
+	for i := range convoy.MaxChangeRecords / txRecords {
 		msgs = append(msgs, msg(int64(i+2), orders.AddTransaction, fmt.Sprintf("t-%d", i), 1))
 		want = append(want, tx(fmt.Sprintf("t-%d", i), 1))
 	}
@@ -191,13 +198,13 @@ func testFullCommit(t *testing.T, s convoy.Store, id string) {
 // modification of the first one, from a cold order, is one point read.
 func testManyTransactions(t *testing.T, s convoy.Store, id string) {
 	const n = 10_000
-	o := convoy.NewOrder(id)
+	o := newOrder(t, id)
 	step(t, s, o, msg(1, orders.CreateOrder, "", 0))
 	var want []orders.TxEntry
 	sum := int64(0)
 	for seq := int64(2); seq <= n+1; {
 		var batch []convoy.Message
-		for ; len(batch) < convoy.MaxChangeRecords/convoy.TxRecords && seq <= n+1; seq++ {
+		for ; len(batch) < convoy.MaxChangeRecords/txRecords && seq <= n+1; seq++ {
 			batch = append(batch, msg(seq, orders.AddTransaction, fmt.Sprintf("t-%d", seq), seq))
 			want = append(want, tx(fmt.Sprintf("t-%d", seq), seq))
 			sum += seq
@@ -205,20 +212,20 @@ func testManyTransactions(t *testing.T, s convoy.Store, id string) {
 		step(t, s, o, batch...)
 	}
 	cold := load(t, s, id)
-	if cold.TxCount != n || cold.TotalAmount != sum {
-		t.Fatalf("loaded %d transactions totalling %d, want %d totalling %d", cold.TxCount, cold.TotalAmount, n, sum)
+	if st := orders.StateOf(cold); st.TxCount != n || st.Total != sum {
+		t.Fatalf("loaded %d transactions totalling %d, want %d totalling %d", st.TxCount, st.Total, n, sum)
 	}
-	r, found, err := s.Tx(context.Background(), id, "t-2")
-	if err != nil || !found || r.Position != 0 || r.Amount != 2 {
-		t.Fatalf("Tx(t-2) = %+v, %v, %v", r, found, err)
+	r, found, err := s.Row(context.Background(), id, xRef("t-2"))
+	if err != nil || !found || r.Int("Position") != 0 || r.Int("Amount") != 2 {
+		t.Fatalf("Row(x/t-2) = %+v, %v, %v", r, found, err)
 	}
-	cold.Learn("t-2", &r)
+	cold.Learn(xRef("t-2"), r, found)
 	step(t, s, cold, msg(n+2, orders.ModifyTransaction, "t-2", 0))
 	want[0].Amount = 0
 	got := load(t, s, id)
 	same(t, got, cold)
-	if got.TotalAmount != sum-2 {
-		t.Fatalf("total %d after the modification, want %d", got.TotalAmount, sum-2)
+	if total := orders.StateOf(got).Total; total != sum-2 {
+		t.Fatalf("total %d after the modification, want %d", total, sum-2)
 	}
 	txs, rs := history(t, s, id, convoy.MaxHistoryPageSize)
 	if !reflect.DeepEqual(txs, want) || len(rs) != 0 {

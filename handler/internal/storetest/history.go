@@ -10,20 +10,30 @@ import (
 	"github.com/convoy-dev/convoy/handler/orders"
 )
 
-// testTxPointRead: Store.Tx reads one transaction by its id: its position in
-// the order added and its amount after the latest modification.
+// testTxPointRead: Store.Row reads one transaction by its id (its "x" row):
+// its position in the order added and its amount after the latest
+// modification.
 func testTxPointRead(t *testing.T, s convoy.Store, id string) {
-	o := convoy.NewOrder(id)
+	o := newOrder(t, id)
 	step(t, s, o, msg(1, orders.CreateOrder, "", 0), msg(2, orders.AddTransaction, "t-a", 10), msg(3, orders.AddTransaction, "t-b", 20))
 	step(t, s, o, msg(4, orders.ModifyTransaction, "t-a", 15))
 	ctx := context.Background()
-	for _, want := range []convoy.TxRecord{{Position: 0, TxEntry: tx("t-a", 15)}, {Position: 1, TxEntry: tx("t-b", 20)}} {
-		got, found, err := s.Tx(ctx, id, want.TxID)
-		if err != nil || !found || got.Position != want.Position || got.TxID != want.TxID || got.Amount != want.Amount {
-			t.Fatalf("Tx(%s) = %+v, %v, %v; want %+v", want.TxID, got, found, err, want)
+	type record struct {
+		Position int64
+		orders.TxEntry
+	}
+	for _, want := range []record{{Position: 0, TxEntry: tx("t-a", 15)}, {Position: 1, TxEntry: tx("t-b", 20)}} {
+		got, found, err := s.Row(ctx, id, xRef(want.TxID))
+		if err != nil || !found || got.Int("Position") != want.Position || got.Int("Amount") != want.Amount {
+			t.Fatalf("Row(x/%s) = %+v, %v, %v; want %+v", want.TxID, got, found, err, want)
+		}
+		// The row at that position is the transaction's.
+		rows, _, err := s.(convoy.History).Rows(ctx, id, "t", want.Position, 1)
+		if err != nil || len(rows) != 1 || orders.EntryOf(rows[0].Props).TxID != want.TxID {
+			t.Fatalf("Rows(t, %d) = %+v, %v; want the row of %s", want.Position, rows, err, want.TxID)
 		}
 	}
-	if _, found, err := s.Tx(ctx, id, "t-c"); err != nil || found {
+	if _, found, err := s.Row(ctx, id, xRef("t-c")); err != nil || found {
 		t.Fatalf("Tx of a transaction never added: %v, %v", found, err)
 	}
 }
@@ -32,12 +42,12 @@ func testTxPointRead(t *testing.T, s convoy.Store, id string) {
 // (decided by a writer that did not know it) fails whole with ErrConflict:
 // the commit itself is the check, so that steady state needs no read.
 func testAddExistingConflicts(t *testing.T, s convoy.Store, id string) {
-	o := convoy.NewOrder(id)
+	o := newOrder(t, id)
 	step(t, s, o, msg(1, orders.CreateOrder, "", 0), msg(2, orders.AddTransaction, "t-1", 5))
 	before := load(t, s, id) // knows no transaction
 	blind := before.Clone()
 	var c convoy.Change
-	out := blind.Receive(msg(3, orders.AddTransaction, "t-1", 9), epoch, &c)
+	out := receive(t, blind, msg(3, orders.AddTransaction, "t-1", 9), epoch, &c)
 	if out.Disposition != convoy.Applied {
 		t.Fatalf("an order that does not know t-1 decided %v, want applied (the commit checks it)", out)
 	}
@@ -47,13 +57,13 @@ func testAddExistingConflicts(t *testing.T, s convoy.Store, id string) {
 	same(t, load(t, s, id), before)
 	sameHistory(t, s, id, []orders.TxEntry{tx("t-1", 5)}, nil)
 	// Knowing it, the order rejects it.
-	r, found, err := s.Tx(context.Background(), id, "t-1")
+	r, found, err := s.Row(context.Background(), id, xRef("t-1"))
 	if err != nil || !found {
-		t.Fatalf("Tx(t-1): %v, %v", found, err)
+		t.Fatalf("Row(x/t-1): %v, %v", found, err)
 	}
-	before.Learn("t-1", &r)
+	before.Learn(xRef("t-1"), r, found)
 	c = convoy.Change{}
-	if out := before.Receive(msg(3, orders.AddTransaction, "t-1", 9), epoch, &c); out.Disposition != convoy.Rejected {
+	if out := receive(t, before, msg(3, orders.AddTransaction, "t-1", 9), epoch, &c); out.Disposition != convoy.Rejected {
 		t.Fatalf("knowing t-1: %v, want rejected", out)
 	}
 }
@@ -61,10 +71,10 @@ func testAddExistingConflicts(t *testing.T, s convoy.Store, id string) {
 // testHistoryPages: the history reads a page at a time, transactions in the
 // order added and rejections by seq, and a continuation not issued is refused.
 func testHistoryPages(t *testing.T, s convoy.Store, id string) {
-	o := convoy.NewOrder(id)
+	o := newOrder(t, id)
 	msgs := []convoy.Message{msg(1, orders.CreateOrder, "", 0)}
 	var wantTx []orders.TxEntry
-	var wantRej []convoy.Rejection
+	var wantRej []orders.Rejection
 	for seq := int64(2); seq <= 40; seq++ {
 		if seq%5 == 0 { // rejected: modifies a transaction never added
 			msgs = append(msgs, msg(seq, orders.ModifyTransaction, fmt.Sprintf("none-%d", seq), 1))
@@ -75,8 +85,8 @@ func testHistoryPages(t *testing.T, s convoy.Store, id string) {
 		wantTx = append(wantTx, tx(fmt.Sprintf("t-%02d", 50-seq), seq)) // txIds sort against the order added
 	}
 	for _, m := range msgs {
-		if !o.Knows(m.Tx.TxID) && m.Tx.Op == orders.ModifyTransaction {
-			o.Learn(m.Tx.TxID, nil)
+		if tx := m.Command.(orders.Transaction); tx.Op == orders.ModifyTransaction {
+			o.Learn(xRef(tx.TxID), nil, false)
 		}
 	}
 	step(t, s, o, msgs...)
@@ -88,8 +98,8 @@ func testHistoryPages(t *testing.T, s convoy.Store, id string) {
 		}
 	}
 	h := s.(convoy.History)
-	for _, bad := range []string{"x", "aDIuMS4x", "aDEuMDEuMQ", convoy.HistoryCursor{Tx: -1, Rejected: -1}.Token()} {
-		if _, err := convoy.ReadView(context.Background(), s, h, id, bad, 10); err == nil {
+	for _, bad := range []string{"x", "aDIuMS4x", "aDEuMDEuMQ", convoy.HistoryCursor{Rows: -1, Rejected: -1}.Token()} {
+		if _, err := convoy.ReadView(context.Background(), orders.Domain, s, h, id, bad, 10); err == nil {
 			t.Fatalf("continuation %q accepted", bad)
 		}
 	}

@@ -48,13 +48,12 @@ func ParkedAboveApplied(ctx context.Context, s convoy.Store, orderID string) err
 // first and takes the copy for a duplicate, leaving no row behind.
 func testCopyOfACutDrainsHead(t *testing.T, s convoy.Store, id string) {
 	ctx := context.Background()
-	o := convoy.NewOrder(id)
+	o := newOrder(t, id)
 	step(t, s, o, msg(3, orders.AddTransaction, "t-3", 3), msg(4, orders.AddTransaction, "t-4", 4))
 	// Seqs 1 and 2 received and committed, their drain cut before seq 3.
 	var c convoy.Change
 	for _, m := range []convoy.Message{msg(1, orders.CreateOrder, "", 0), msg(2, orders.AddTransaction, "t-2", 2)} {
-		m.Tx.OrderID = id
-		o.Receive(m, epoch, &c)
+		receive(t, o, of(id, m), epoch, &c)
 	}
 	if err := s.Commit(ctx, o, o.Version, &c); err != nil {
 		t.Fatal(err)
@@ -63,8 +62,7 @@ func testCopyOfACutDrainsHead(t *testing.T, s convoy.Store, id string) {
 		t.Fatalf("the setup: appliedSeq %d, %d parked; want a drain cut at 2 with 2 parked", got.AppliedSeq, got.ParkedCount)
 	}
 	p := convoy.NewProcessor(s, convoy.ProcessorOptions{Domain: orders.Domain})
-	copy3 := msg(3, orders.AddTransaction, "t-3", 3)
-	copy3.Tx.OrderID = id
+	copy3 := of(id, msg(3, orders.AddTransaction, "t-3", 3))
 	res, err := p.Process(ctx, id, []convoy.Message{copy3})
 	if err != nil {
 		t.Fatal(err)

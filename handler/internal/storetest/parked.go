@@ -12,7 +12,7 @@ import (
 )
 
 func testParkThenDrain(t *testing.T, s convoy.Store, id string) {
-	o := convoy.NewOrder(id)
+	o := newOrder(t, id)
 	step(t, s, o, msg(3, orders.AddTransaction, "t-1", 10))
 	step(t, s, o, msg(4, orders.ModifyTransaction, "t-1", 20))
 	got := load(t, s, id)
@@ -23,7 +23,7 @@ func testParkThenDrain(t *testing.T, s convoy.Store, id string) {
 	step(t, s, o, msg(1, orders.CreateOrder, "", 0), msg(2, orders.AddTransaction, "t-0", 1))
 	got = load(t, s, id)
 	same(t, got, o)
-	if len(got.Parked) != 0 || got.AppliedSeq != 4 || got.Total() != 21 || !got.BlockedSince.IsZero() {
+	if len(got.Parked) != 0 || got.AppliedSeq != 4 || orders.StateOf(got).Total != 21 || !got.BlockedSince.IsZero() {
 		t.Fatalf("drained state: %+v", comparable(got))
 	}
 	sameHistory(t, s, id, []orders.TxEntry{tx("t-0", 1), tx("t-1", 20)}, nil)
@@ -36,9 +36,7 @@ func parkAll(t *testing.T, p *convoy.Processor, id string, from, to int64) {
 	for seq := from; seq <= to; {
 		var msgs []convoy.Message
 		for ; seq <= to && len(msgs) < convoy.ParkedPageSize; seq++ {
-			m := msg(seq, orders.AddTransaction, fmt.Sprintf("t-%d", seq), seq)
-			m.Tx.OrderID = id
-			msgs = append(msgs, m)
+			msgs = append(msgs, of(id, msg(seq, orders.AddTransaction, fmt.Sprintf("t-%d", seq), seq)))
 		}
 		res, err := p.Process(context.Background(), id, msgs)
 		if err != nil {
@@ -80,11 +78,11 @@ func testParkedTailInPages(t *testing.T, s convoy.Store, id string) {
 			len(got.Parked), got.ParkedCount, got.MissingSeq(), got.LastParked(), convoy.ParkedLoadSize, n, n+2)
 	}
 	for seq := int64(3); seq < 3+int64(len(got.Parked)); seq++ {
-		if got.Parked[seq].Tx.TxID != fmt.Sprintf("t-%d", seq) {
+		if orders.CommandOf(id, got.Parked[seq]).TxID != fmt.Sprintf("t-%d", seq) {
 			t.Fatalf("the loaded window is not the lowest parked messages: %v", slices.Sorted(maps.Keys(got.Parked)))
 		}
 	}
-	if v := got.View(); v.Parked != n || v.MissingSeq != 1 {
+	if v := orders.ViewOf(convoy.View{Order: got}); v.Parked != n || v.MissingSeq != 1 {
 		t.Fatalf("view: %d parked, missing %d; want %d, 1", v.Parked, v.MissingSeq, n)
 	}
 	if h := headParked(t, s, id); h != -1 && h != n {
@@ -93,7 +91,7 @@ func testParkedTailInPages(t *testing.T, s convoy.Store, id string) {
 	p := convoy.NewProcessor(s, convoy.ProcessorOptions{Domain: orders.Domain}) // cold
 	first := []convoy.Message{msg(1, orders.CreateOrder, "", 0), msg(2, orders.AddTransaction, "t-2", 2)}
 	for i := range first {
-		first[i].Tx.OrderID = id
+		first[i] = of(id, first[i])
 	}
 	res, err := p.Process(context.Background(), id, first)
 	if err != nil {
@@ -143,7 +141,7 @@ func testParkedDuplicateBeyondWindow(t *testing.T, s convoy.Store, id string) {
 	parkAll(t, convoy.NewProcessor(s, convoy.ProcessorOptions{Domain: orders.Domain}), id, 3, n+2)
 	with := func(ms ...convoy.Message) []convoy.Message {
 		for i := range ms {
-			ms[i].Tx.OrderID = id
+			ms[i] = of(id, ms[i])
 		}
 		return ms
 	}
@@ -202,7 +200,7 @@ func testParkedDuplicateBeyondWindow(t *testing.T, s convoy.Store, id string) {
 	if applied != n+9 || res.AppliedSeq != n+9 || res.Parked != 0 {
 		t.Fatalf("filling the gaps applied %d, appliedSeq %d, %d parked; want %d, %d, 0", applied, res.AppliedSeq, res.Parked, n+9, n+9)
 	}
-	if o := load(t, s, id); o.ParkedCount != 0 || o.TxCount != n+8 {
-		t.Fatalf("after the drain: %d parked, %d transactions; want 0, %d", o.ParkedCount, o.TxCount, n+8)
+	if o := load(t, s, id); o.ParkedCount != 0 || orders.StateOf(o).TxCount != n+8 {
+		t.Fatalf("after the drain: %d parked, %d transactions; want 0, %d", o.ParkedCount, orders.StateOf(o).TxCount, n+8)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/orders"
 )
 
@@ -67,29 +68,75 @@ func msg(seq int64, op orders.Op, txID string, amt int64) convoy.Message {
 	case orders.AddTransaction, orders.ModifyTransaction:
 		tx.Amount = amount(amt)
 	}
-	return convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L:%d", seq), Tx: tx}
+	return convoy.Message{Seq: seq, MessageID: fmt.Sprintf("L:%d", seq), Command: tx}
+}
+
+// command returns m with its transaction changed by f.
+func command(m convoy.Message, f func(tx *orders.Transaction)) convoy.Message {
+	tx := m.Command.(orders.Transaction)
+	f(&tx)
+	m.Command = tx
+	return m
+}
+
+// of returns m as a message of order id (its transaction's OrderID).
+func of(id string, m convoy.Message) convoy.Message {
+	return command(m, func(tx *orders.Transaction) { tx.OrderID = id })
+}
+
+// newOrder is convoy.NewOrder(id) bound to the order domain.
+func newOrder(t *testing.T, id string) *convoy.Order {
+	t.Helper()
+	return bind(t, convoy.NewOrder(id))
+}
+
+// bind binds o to the order domain, as the processor does.
+func bind(t *testing.T, o *convoy.Order) *convoy.Order {
+	t.Helper()
+	if _, err := o.Bind(orders.Domain); err != nil {
+		t.Fatalf("bind %s: %v", o.ID, err)
+	}
+	return o
+}
+
+// xRef is the row of txID by its id (its position and amount).
+func xRef(txID string) keyed.RowRef { return keyed.RowRef{Collection: "x", ID: txID} }
+
+// txRecords is how many rows one added transaction takes: its row in the
+// order added ("t") and its row by txId ("x").
+const txRecords = 2
+
+// receive receives m into o, failing the test on an error.
+func receive(t *testing.T, o *convoy.Order, m convoy.Message, now time.Time, c *convoy.Change) convoy.Outcome {
+	t.Helper()
+	out, err := o.Receive(m, now, c)
+	if err != nil {
+		t.Fatalf("receive seq %d: %v", m.Seq, err)
+	}
+	return out
 }
 
 // step receives msgs (draining after each) into o and commits one change.
 func step(t *testing.T, s convoy.Store, o *convoy.Order, msgs ...convoy.Message) {
 	t.Helper()
 	var c convoy.Change
+	bind(t, o)
 	now := epoch.Add(time.Duration(o.Version) * time.Second)
 	lookup := func(m convoy.Message) { // as the processor does: a ModifyTransaction's record, read
-		if txID, ok := o.Lookup(m, false); ok {
-			r, found, err := s.Tx(context.Background(), o.ID, txID)
+		refs, err := o.Needs(m, false)
+		if err != nil {
+			t.Fatalf("Needs(seq %d): %v", m.Seq, err)
+		}
+		for _, ref := range refs {
+			p, found, err := s.Row(context.Background(), o.ID, ref)
 			if err != nil {
-				t.Fatalf("Tx(%s): %v", txID, err)
+				t.Fatalf("Row(%s/%s): %v", ref.Collection, ref.ID, err)
 			}
-			if found {
-				o.Learn(txID, &r)
-			} else {
-				o.Learn(txID, nil)
-			}
+			o.Learn(ref, p, found)
 		}
 	}
 	for _, m := range msgs {
-		m.Tx.OrderID = o.ID
+		m = of(o.ID, m)
 		lookup(m)
 		if seq, ok := o.ParkedUnknown(m, &c); ok { // as the processor does: beyond the parked window, one point read
 			parked, err := s.IsParked(context.Background(), o.ID, seq)
@@ -98,7 +145,7 @@ func step(t *testing.T, s convoy.Store, o *convoy.Order, msgs ...convoy.Message)
 			}
 			o.LearnParked(seq, parked)
 		}
-		o.Receive(m, now, &c)
+		receive(t, o, m, now, &c)
 		for {
 			if after, ok := o.NextPage(); ok {
 				page, more, err := s.Parked(context.Background(), o.ID, after, convoy.ParkedPageSize)
@@ -112,7 +159,11 @@ func step(t *testing.T, s convoy.Store, o *convoy.Order, msgs ...convoy.Message)
 			if next, ok := o.NextParked(); ok {
 				lookup(next)
 			}
-			if _, ok := o.DrainNext(now, &c); !ok {
+			_, ok, err := o.DrainNext(now, &c)
+			if err != nil {
+				t.Fatalf("drain: %v", err)
+			}
+			if !ok {
 				break
 			}
 		}
@@ -132,7 +183,7 @@ func load(t *testing.T, s convoy.Store, id string) *convoy.Order {
 	if err != nil {
 		t.Fatalf("load %s: %v", id, err)
 	}
-	return o
+	return bind(t, o)
 }
 
 // same fails unless got has the head and parked messages of want.
@@ -158,40 +209,48 @@ type state struct {
 }
 
 func comparable(o *convoy.Order) state {
-	s := state{ID: o.ID, Status: string(o.Status), Currency: o.Currency, Data: string(o.Data), Complete: o.Complete,
-		AppliedSeq: o.AppliedSeq, Version: o.Version, Total: o.TotalAmount, TxCount: o.TxCount,
-		Parked: o.Parked, ParkedCount: o.ParkedCount, LastParked: o.LastParked(), BlockedSince: o.BlockedSince, Updated: o.UpdatedAt, AppliedAt: o.AppliedAt}
-	if len(s.Parked) == 0 {
-		s.Parked = nil
+	st := orders.StateOf(o)
+	s := state{ID: o.ID, Status: string(st.Status), Currency: st.Currency, Data: string(st.Data), Complete: o.Complete,
+		AppliedSeq: o.AppliedSeq, Version: o.Version, Total: st.Total, TxCount: st.TxCount,
+		ParkedCount: o.ParkedCount, LastParked: o.LastParked(), BlockedSince: o.BlockedSince, Updated: o.UpdatedAt, AppliedAt: o.AppliedAt}
+	// A parked message as its command: read from its body in memory, decoded
+	// from its row as loaded.
+	for seq, m := range o.Parked {
+		if s.Parked == nil {
+			s.Parked = map[int64]convoy.Message{}
+		}
+		m.Command, m.Stored = orders.CommandOf(o.ID, m), nil
+		s.Parked[seq] = m
 	}
 	return s
 }
 
 func tx(id string, amount int64) orders.TxEntry { return orders.TxEntry{TxID: id, Amount: amount} }
 
-func rejection(seq int64, op orders.Op, txID, reason string) convoy.Rejection {
-	return convoy.Rejection{Seq: seq, Op: op, TxID: txID, Reason: reason}
+func rejection(seq int64, op orders.Op, txID, reason string) orders.Rejection {
+	return orders.Rejection{Seq: seq, Op: op, TxID: txID, Reason: reason}
 }
 
 // history reads the order's whole history through convoy.ReadView, pageSize
 // at a time, following the continuations.
-func history(t *testing.T, s convoy.Store, id string, pageSize int) ([]orders.TxEntry, []convoy.Rejection) {
+func history(t *testing.T, s convoy.Store, id string, pageSize int) ([]orders.TxEntry, []orders.Rejection) {
 	t.Helper()
 	h, ok := s.(convoy.History)
 	if !ok {
 		t.Fatalf("%T does not implement convoy.History", s)
 	}
 	var txs []orders.TxEntry
-	var rs []convoy.Rejection
+	var rs []orders.Rejection
 	token := ""
 	for pages := 0; ; pages++ {
 		if pages > 100_000 {
 			t.Fatal("the history never ends")
 		}
-		v, err := convoy.ReadView(context.Background(), s, h, id, token, pageSize)
+		cv, err := convoy.ReadView(context.Background(), orders.Domain, s, h, id, token, pageSize)
 		if err != nil {
 			t.Fatalf("read the history of %s: %v", id, err)
 		}
+		v := orders.ViewOf(cv)
 		if len(v.Transactions) > pageSize || len(v.Rejected) > pageSize {
 			t.Fatalf("a page of %d holds %d transactions and %d rejections", pageSize, len(v.Transactions), len(v.Rejected))
 		}
@@ -205,7 +264,7 @@ func history(t *testing.T, s convoy.Store, id string, pageSize int) ([]orders.Tx
 
 // sameHistory fails unless the stored history is wantTx and wantRej, read
 // in one page and in pages of 2.
-func sameHistory(t *testing.T, s convoy.Store, id string, wantTx []orders.TxEntry, wantRej []convoy.Rejection) {
+func sameHistory(t *testing.T, s convoy.Store, id string, wantTx []orders.TxEntry, wantRej []orders.Rejection) {
 	t.Helper()
 	for _, size := range []int{convoy.MaxHistoryPageSize, 2} {
 		gotTx, gotRej := history(t, s, id, size)
@@ -219,7 +278,7 @@ func sameHistory(t *testing.T, s convoy.Store, id string, wantTx []orders.TxEntr
 			}
 			return out
 		}
-		if !reflect.DeepEqual(norm(gotTx), norm(wantTx)) || !reflect.DeepEqual(append([]convoy.Rejection{}, gotRej...), append([]convoy.Rejection{}, wantRej...)) {
+		if !reflect.DeepEqual(norm(gotTx), norm(wantTx)) || !reflect.DeepEqual(append([]orders.Rejection{}, gotRej...), append([]orders.Rejection{}, wantRej...)) {
 			t.Fatalf("history in pages of %d:\n got %+v\n     %+v\nwant %+v\n     %+v", size, gotTx, gotRej, wantTx, wantRej)
 		}
 	}

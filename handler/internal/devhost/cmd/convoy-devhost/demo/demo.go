@@ -28,6 +28,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/servicebus"
 	"github.com/convoy-dev/convoy/handler/settings"
 	"github.com/convoy-dev/convoy/handler/tablestore"
@@ -193,8 +194,8 @@ func allOrders(docs []*ledger.Ledger) []string {
 }
 
 // GetOrder reads an order's state through the front end, as a user would.
-func GetOrder(ctx context.Context, base, id string) (convoy.View, error) {
-	var v convoy.View
+func GetOrder(ctx context.Context, base, id string) (orders.View, error) {
+	var v orders.View
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/orders/"+id, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -253,7 +254,7 @@ func ExpectedOrders(ledgers []*ledger.Ledger, sent []devbus.Message) (map[string
 			if seq != int64(len(msgs))+1 {
 				return nil, fmt.Errorf("order %s: no message carried seq %d", id, len(msgs)+1)
 			}
-			msgs = append(msgs, convoy.Message{Seq: seq, Last: txs[seq].Last, Tx: txs[seq].Transaction})
+			msgs = append(msgs, convoy.Message{Seq: seq, Last: txs[seq].Last, Command: txs[seq].Transaction})
 		}
 		want[id] = convoytest.Fold(msgs)
 	}
@@ -310,6 +311,6 @@ func yesNo(b bool) string {
 }
 
 // CompareViews returns how got differs from want ("" if it does not).
-func CompareViews(got convoy.View, want convoytest.Expected) string {
-	return convoytest.Compare(got, want)
+func CompareViews(got orders.View, want convoytest.Expected) string {
+	return convoytest.CompareView(got, want)
 }

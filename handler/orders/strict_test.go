@@ -1,4 +1,4 @@
-package convoy_test
+package orders_test
 
 import (
 	"strings"

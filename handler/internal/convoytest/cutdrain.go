@@ -1,4 +1,4 @@
-package memstore
+package convoytest
 
 import (
 	"context"
@@ -6,16 +6,17 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/orders"
 )
 
-// CutDrain leaves orderID as a drain cut short leaves it (issue 33): seqs
+// CutDrain leaves orderID of s as a drain cut short leaves it (issue 33): seqs
 // 2..n parked, then seq 1 received and the second commit of its drain
 // failing, so that the order's next seq is parked and, every later message
 // parked already, no delivery comes to resume it. p must commit to s and
 // make one attempt per call; n above 40 makes the drain take more than one
 // commit.
-func (s *Store) CutDrain(ctx context.Context, p *convoy.Processor, orderID string, n int64) error {
+func CutDrain(ctx context.Context, s *memstore.Store, p *convoy.Processor, orderID string, n int64) error {
 	var tail []convoy.Message
 	for seq := int64(2); seq <= n; seq++ {
 		amount := int64(1)

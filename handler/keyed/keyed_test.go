@@ -1,0 +1,92 @@
+package keyed_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/convoy-dev/convoy/handler/keyed"
+)
+
+func TestPropsCheckRefusesWhatTableStorageWouldNot(t *testing.T) {
+	for _, c := range []struct {
+		p    keyed.Props
+		want string
+	}{
+		{keyed.Props{{Name: "A", Value: "x"}, {Name: "A", Value: "y"}}, "given twice"},
+		{keyed.Props{{Name: "RowKey", Value: "x"}}, "reserved"},
+		{keyed.Props{{Name: "A", Value: 3}}, "is a int"},
+		{keyed.Props{{Name: "A", Value: 1.5}}, "is a float64"},
+		{keyed.Props{{Name: "", Value: "x"}}, "is not a name"},
+		{keyed.Props{{Name: "A", Value: "\xff"}}, "not valid UTF-8"},
+	} {
+		if err := c.p.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error saying %q", c.p, err, c.want)
+		}
+	}
+	ok := keyed.Props{{Name: "S", Value: "é"}, {Name: "I", Value: int64(1)}, {Name: "J", Value: int32(1)},
+		{Name: "B", Value: true}, {Name: "T", Value: time.Unix(0, 0)}}
+	if err := ok.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPropsSizeCountsUTF16AsTableStorageDoes(t *testing.T) {
+	// "Understanding the Table service data model": 8 bytes per property,
+	// its name's UTF-16 twice, a string's 4 + 2 per UTF-16 unit.
+	p := keyed.Props{{Name: "Ab", Value: "😀x"}, {Name: "N", Value: int64(1)}}
+	if got, want := p.Size(), (8+4+4+2*3)+(8+2+8); got != want {
+		t.Fatalf("Size %d, want %d", got, want)
+	}
+}
+
+func TestPropsMergeKeepsWhatItDoesNotWrite(t *testing.T) {
+	p := keyed.Props{{Name: "A", Value: int64(1)}, {Name: "D", Value: "d"}}
+	got := p.Merge(keyed.Props{{Name: "A", Value: int64(2)}, {Name: "B", Value: true}})
+	if got.Int("A") != 2 || got.String("D") != "d" || !got.Bool("B") || p.Int("A") != 1 {
+		t.Fatalf("merged %v (the original now %v)", got, p)
+	}
+}
+
+type panics struct{}
+
+func (panics) Name() string                                   { return "panics" }
+func (panics) ReadCommand(string, []byte) (int, error)        { return 0, nil }
+func (panics) Needs(int, int) keyed.Needs                     { return keyed.Needs{} }
+func (panics) Tag(int) keyed.Props                            { return nil }
+func (panics) Version() int                                   { return 1 }
+func (panics) EncodeState(int) keyed.Props                    { return nil }
+func (panics) DecodeState(int, keyed.Props) (int, error)      { return 0, nil }
+func (panics) EncodeCommand(int) keyed.Props                  { return nil }
+func (panics) DecodeCommand(string, keyed.Props) (int, error) { return 0, nil }
+func (panics) Budget() keyed.Budget                           { return keyed.Budget{} }
+func (panics) Decide(s, c int, _ keyed.Rows) (int, keyed.Writes, error) {
+	if c == 0 {
+		panic("division by zero")
+	}
+	return s + 10/c, nil, nil
+}
+
+func TestEraseTurnsAPanicIntoAnError(t *testing.T) {
+	d := keyed.Erase[int, int](panics{})
+	s, w, err := d.Decide(5, 0, nil)
+	if err == nil || !strings.Contains(err.Error(), "division by zero") || s != 5 || w != nil {
+		t.Fatalf("a panicking Decide: (%v, %v, %v), want the state unchanged and the panic as an error", s, w, err)
+	}
+	if s, _, err := d.Decide(5, 2, nil); err != nil || s != 10 {
+		t.Fatalf("Decide(5, 2): %v %v", s, err)
+	}
+	if d.Budget() != keyed.DefaultBudget {
+		t.Fatalf("a zero Budget is %v, want the default", d.Budget())
+	}
+}
+
+func TestRejectIsARejection(t *testing.T) {
+	reason, ok := keyed.RejectionReason(keyed.Reject("balance %d", 5))
+	if !ok || reason != "balance 5" {
+		t.Fatalf("%q %v", reason, ok)
+	}
+	if _, ok := keyed.RejectionReason(nil); ok {
+		t.Fatal("nil is no rejection")
+	}
+}
