@@ -198,14 +198,11 @@ func (w *world[S, C]) heal(lost map[delivery]bool) error {
 			if round > 4*len(cmds)+10 {
 				return fmt.Errorf("key %s does not reach seq %d", key, last)
 			}
-			o, err := w.store.Load(ctx, key)
-			if err != nil {
-				return err
-			}
 			if _, err := w.instances[0].Resume(ctx, key); err != nil {
 				return fmt.Errorf("resume %s: %w", key, err)
 			}
-			if o, err = w.store.Load(ctx, key); err != nil {
+			o, err := w.store.Load(ctx, key)
+			if err != nil {
 				return err
 			}
 			if o.AppliedSeq >= last {
