@@ -39,9 +39,12 @@ type Order struct {
 	// decoded from StateProps (Decode).
 	State any
 	// StateProps is State as stored (keyed.Rules.EncodeState): what the
-	// store writes into the head beside the engine's own properties.
+	// store writes into the head beside the engine's own properties. A
+	// bound key keeps it only from a decision to its commit (Commit writes
+	// it; the cache holds the decoded State alone).
 	StateProps   keyed.Props
 	StateVersion int   // the version StateProps was written at (0: never written)
+	stateSize    int   // about how many bytes State takes in memory (Size)
 	AppliedSeq   int64 // highest seq applied or rejected; all below it are too
 	// Parked holds the lowest parked messages, the window: all of them
 	// when ParkedCount says so, else at most ParkedPageSize (and
@@ -97,17 +100,25 @@ func (o *Order) Decode() error {
 	if err != nil {
 		return fault.Wrap(fault.Internal, err, fmt.Sprintf("decode the state of %s %q", o.noun(), o.ID))
 	}
-	o.State = s
-	if len(o.StateProps) == 0 {
-		// A key whose state was never stored: its head holds the state's
-		// encoding all the same, as every head did before issue 43 (a key
-		// whose first message parks or is rejected; the release before
-		// reads a head without Status as an order not new).
-		if o.StateProps, err = o.domain.EncodeState(s); err != nil {
-			return fault.Wrap(fault.Internal, err, fmt.Sprintf("encode the new state of %s %q", o.noun(), o.ID))
-		}
-		o.StateVersion = o.domain.Version()
+	// The next commit writes the state at the current version (Encoded).
+	o.State, o.stateSize, o.StateProps, o.StateVersion = s, propsSize(o.StateProps), nil, o.domain.Version()
+	return nil
+}
+
+// Encoded sets StateProps, what the next commit writes, from State when no
+// decision did since the last commit (a park, a rejection, a skip): every
+// head holds the state's encoding, a key's first one too (as every head
+// did before issue 43: the release before reads a head without Status as
+// an order that is not new).
+func (o *Order) Encoded() error {
+	if o.StateProps != nil || o.domain == nil {
+		return nil
 	}
+	p, err := o.domain.EncodeState(o.State)
+	if err != nil {
+		return fault.Wrap(fault.Internal, err, fmt.Sprintf("encode the state of %s %q", o.noun(), o.ID))
+	}
+	o.StateProps = p
 	return nil
 }
 
@@ -333,7 +344,7 @@ func (o *Order) apply(m Message, now time.Time, c *Change) (Outcome, error) {
 		o.finish(m, now, c)
 		return Outcome{Seq: m.Seq, Disposition: Rejected, Reason: reason}, nil
 	}
-	o.State, o.StateProps, o.StateVersion = next, encoded, o.domain.Version()
+	o.State, o.StateProps, o.StateVersion, o.stateSize = next, encoded, o.domain.Version(), propsSize(encoded)
 	for _, w := range writes {
 		o.rows.wrote(w)
 		c.write(w)

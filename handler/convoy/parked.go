@@ -256,7 +256,7 @@ func (o *Order) AddParkedPage(page []Message, more bool, c *Change) error {
 // its transactions and its parked window. What the processor's cache holds
 // is bounded by it (ProcessorOptions.CacheBytes).
 func (o *Order) Size() int64 {
-	n := orderOverhead + len(o.ID) + 2*propsSize(o.StateProps) + bucketBytes*(len(o.Crit.Cur.Buckets)+len(o.Crit.Prev.Buckets))
+	n := orderOverhead + len(o.ID) + o.stateSize+propsSize(o.StateProps) + bucketBytes*(len(o.Crit.Cur.Buckets)+len(o.Crit.Prev.Buckets))
 	n += o.rows.size()
 	for _, m := range o.Parked {
 		n += MessageSize(m)

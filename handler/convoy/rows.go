@@ -2,7 +2,6 @@ package convoy
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 
 	"github.com/convoy-dev/convoy/handler/keyed"
@@ -16,20 +15,32 @@ const maxKnown = 32
 
 // knownRows is what a key knows of its rows: absent, or present with their
 // properties. It keeps only rows of the collections its rules' Needs have
-// named (looked): a row no decision asks for is not worth remembering.
+// named (looked): a row no decision asks for is not worth remembering. A
+// slice, not a map: it holds maxKnown rows between calls, and a key's
+// cached size is mostly what it holds (a map's groups would triple it).
 type knownRows struct {
-	rows   map[keyed.RowRef]knownRow
+	rows   []knownRow
 	looked []string // collections named by Needs
 	tick   uint64   // recency clock
 }
 
 type knownRow struct {
+	ref     keyed.RowRef
 	present bool
 	props   keyed.Props
 	used    uint64
 }
 
-func (k *knownRows) knows(ref keyed.RowRef) bool { _, ok := k.rows[ref]; return ok }
+func (k *knownRows) find(ref keyed.RowRef) int {
+	for i := range k.rows {
+		if k.rows[i].ref == ref {
+			return i
+		}
+	}
+	return -1
+}
+
+func (k *knownRows) knows(ref keyed.RowRef) bool { return k.find(ref) >= 0 }
 
 func (k *knownRows) lookedUp(n keyed.Needs) {
 	for _, refs := range [][]keyed.RowRef{n.Read, n.Absent} {
@@ -42,11 +53,13 @@ func (k *knownRows) lookedUp(n keyed.Needs) {
 }
 
 func (k *knownRows) learn(ref keyed.RowRef, p keyed.Props, present bool) {
-	if k.rows == nil {
-		k.rows = map[keyed.RowRef]knownRow{}
-	}
 	k.tick++
-	k.rows[ref] = knownRow{present: present, props: p, used: k.tick}
+	r := knownRow{ref: ref, present: present, props: p, used: k.tick}
+	if i := k.find(ref); i >= 0 {
+		k.rows[i] = r
+		return
+	}
+	k.rows = append(k.rows, r)
 }
 
 // wrote records a write of a decision: an inserted row is known as written;
@@ -59,19 +72,22 @@ func (k *knownRows) wrote(w keyed.Write) {
 		k.learn(w.Ref, w.Props, true)
 		return
 	}
-	if r, ok := k.rows[w.Ref]; ok && r.present {
-		k.learn(w.Ref, r.props.Merge(w.Props), true)
+	i := k.find(w.Ref)
+	if i >= 0 && k.rows[i].present {
+		k.learn(w.Ref, k.rows[i].props.Merge(w.Props), true)
 		return
 	}
-	delete(k.rows, w.Ref)
+	if i >= 0 {
+		k.rows = slices.Delete(k.rows, i, i+1)
+	}
 }
 
 func (k *knownRows) get(ref keyed.RowRef) (keyed.Props, bool) {
-	r, ok := k.rows[ref]
-	if !ok || !r.present {
+	i := k.find(ref)
+	if i < 0 || !k.rows[i].present {
 		return nil, false
 	}
-	return r.props, true
+	return k.rows[i].props, true
 }
 
 // forget keeps the maxKnown most recently used rows.
@@ -79,15 +95,13 @@ func (k *knownRows) forget() {
 	if len(k.rows) <= maxKnown {
 		return
 	}
-	refs := slices.Collect(maps.Keys(k.rows))
-	slices.SortFunc(refs, func(a, b keyed.RowRef) int { return cmp.Compare(k.rows[b].used, k.rows[a].used) })
-	for _, ref := range refs[maxKnown:] {
-		delete(k.rows, ref)
-	}
+	slices.SortFunc(k.rows, func(a, b knownRow) int { return cmp.Compare(b.used, a.used) })
+	clear(k.rows[maxKnown:])
+	k.rows = slices.Clip(k.rows[:maxKnown])
 }
 
 func (k knownRows) clone() knownRows {
-	k.rows = maps.Clone(k.rows)
+	k.rows = slices.Clone(k.rows)
 	k.looked = slices.Clone(k.looked)
 	return k
 }
@@ -95,8 +109,8 @@ func (k knownRows) clone() knownRows {
 // size is about how many bytes the known rows take in memory.
 func (k *knownRows) size() int {
 	n := 0
-	for ref, r := range k.rows {
-		n += knownRowOverhead + len(ref.Collection) + len(ref.ID) + propsSize(r.props)
+	for _, r := range k.rows {
+		n += knownRowOverhead + len(r.ref.Collection) + len(r.ref.ID) + propsSize(r.props)
 	}
 	return n
 }

@@ -164,7 +164,7 @@ func BenchmarkColdMessageHistory(b *testing.B) {
 
 // buildOrder commits an order of n transactions (t-0 … amount 1) and
 // returns the next seq.
-func buildOrder(b *testing.B, store convoy.Store, id string, n int) int64 {
+func buildOrder(b testing.TB, store convoy.Store, id string, n int) int64 {
 	b.Helper()
 	// Setup: a call of 1,000 messages is about 21 commits, which Azurite
 	// makes slower as the partition grows; the default budget (20 s) is an
