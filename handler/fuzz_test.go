@@ -69,7 +69,7 @@ func FuzzInvocations(f *testing.F) {
 }
 
 // countApplied is how many transactions had an effect an outsider can see.
-func countApplied(o *convoy.Order) int {
+func countApplied(o *convoy.Key) int {
 	s := orders.StateOf(o)
 	n := int(s.TxCount)
 	if s.Status != orders.StatusNew {

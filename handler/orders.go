@@ -248,10 +248,10 @@ type orderAnswer struct {
 // recordingReader keeps the order ReadView loaded, whose head the lag needs.
 type recordingReader struct {
 	OrderReader
-	order *convoy.Order
+	order *convoy.Key
 }
 
-func (r *recordingReader) Load(ctx context.Context, id string) (*convoy.Order, error) {
+func (r *recordingReader) Load(ctx context.Context, id string) (*convoy.Key, error) {
 	o, err := r.OrderReader.Load(ctx, id)
 	r.order = o
 	return o, err
@@ -260,7 +260,7 @@ func (r *recordingReader) Load(ctx context.Context, id string) (*convoy.Order, e
 // orderLag is o's lag (docs/operations.md, "Lag per order"): its head, and
 // one query of the ledgers table (what was published to it). When that
 // cannot be read the lag says why, and the answer is still the order's.
-func (s *server) orderLag(ctx context.Context, o *convoy.Order) convoy.Lag {
+func (s *server) orderLag(ctx context.Context, o *convoy.Key) convoy.Lag {
 	window := int64(s.LagWindow / time.Second)
 	if s.Allocations == nil {
 		return convoy.Lag{Window: window, Unavailable: "the ledgers table is not configured: what was published to the order is unknown"}

@@ -48,7 +48,7 @@ type OrderProcessor interface {
 
 // OrderReader reads an order's stored state (convoy.Store).
 type OrderReader interface {
-	Load(ctx context.Context, orderID string) (*convoy.Order, error)
+	Load(ctx context.Context, orderID string) (*convoy.Key, error)
 }
 
 // Deps are what the server needs; Logger and MaxRequestBytes have defaults.

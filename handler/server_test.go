@@ -51,7 +51,7 @@ func (f replayFunc) ReplayAll(context.Context, int, string) (replay.Progress, er
 }
 
 // viewOf is o's head as OrderStatus shows it, without its history.
-func viewOf(o *convoy.Order) orders.View {
+func viewOf(o *convoy.Key) orders.View {
 	if _, err := o.Bind(orders.Domain); err != nil {
 		panic(err)
 	}

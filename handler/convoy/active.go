@@ -35,7 +35,7 @@ import (
 // that took half a window or more (a commit that hung) may have skipped the
 // write for a head that looked busy and then committed after a survey found
 // it idle and removed its entry: markAgainIfSlow writes it once more.
-func (p *Processor) markActive(ctx context.Context, o *Order, msgs []Message) error {
+func (p *Processor) markActive(ctx context.Context, o *Key, msgs []Message) error {
 	if p.active == nil || len(msgs) == 0 {
 		return nil
 	}

@@ -10,18 +10,18 @@ import (
 // evolves, the change not yet committed, and the outcomes of its steps.
 type attempt struct {
 	p             *Processor
-	o             *Order
+	o             *Key
 	change        Change
 	outcomes      []Outcome  // of this attempt's steps; those before pending are committed
 	pending       int        // index in outcomes of the first step not yet committed
 	done          *committed // what the call's commits made durable so far
 	storedBlocked time.Time  // BlockedSince as last committed
-	verify        bool       // look up rows guessed absent too (Order.Needs)
+	verify        bool       // look up rows guessed absent too (Key.Needs)
 	stop          time.Time  // a drain stops here (zero: never), leaving the rest parked (drainStop)
 }
 
 // lookup reads the stored rows that deciding m needs and the key does not
-// know (Order.Needs: one point read each), with verify those guessed absent too.
+// know (Key.Needs: one point read each), with verify those guessed absent too.
 func (a *attempt) lookup(ctx context.Context, m Message) error {
 	if seq, ok := a.o.ParkedUnknown(m, &a.change); ok {
 		// Beyond the parked window (issue 33): one point read says whether
@@ -47,7 +47,7 @@ func (a *attempt) lookup(ctx context.Context, m Message) error {
 }
 
 // begin starts an attempt on o, bound to the processor's domain.
-func (p *Processor) begin(o *Order, done *committed) (*attempt, error) {
+func (p *Processor) begin(o *Key, done *committed) (*attempt, error) {
 	o.lagWindow = p.lag
 	if _, err := o.Bind(p.domain); err != nil {
 		return nil, err

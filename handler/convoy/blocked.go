@@ -16,7 +16,7 @@ type Head struct {
 	Parked       int
 	BlockedSince time.Time
 	Version      int64
-	AppliedAt    time.Time // Order.Progress: when the head last moved
+	AppliedAt    time.Time // Key.Progress: when the head last moved
 	Crit         CriticalTimes
 }
 

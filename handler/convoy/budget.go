@@ -34,7 +34,7 @@ func budget(d keyed.Domain) keyed.Budget {
 // check returns the encoding of a decision's new state, or the reason the
 // decision is rejected: it would break its budget, one of Table Storage's
 // limits, or write a row the key knows to exist.
-func (o *Order) check(next any, writes keyed.Writes) (keyed.Props, string, error) {
+func (o *Key) check(next any, writes keyed.Writes) (keyed.Props, string, error) {
 	b := budget(o.domain)
 	if len(writes) > b.Writes {
 		return nil, fmt.Sprintf("the decision writes %d rows, more than its budget of %d", len(writes), b.Writes), nil

@@ -7,10 +7,10 @@ import (
 	"sync"
 )
 
-// orderCache is a small LRU of order states, bounded in orders and in bytes
-// (Order.Size), and the orders whose last call ended in a conflict
+// keyCache is a small LRU of order states, bounded in orders and in bytes
+// (Key.Size), and the orders whose last call ended in a conflict
 // (suspects: their next call looks added txIds up).
-type orderCache struct {
+type keyCache struct {
 	mu       sync.Mutex
 	size     int
 	maxBytes int64
@@ -21,14 +21,14 @@ type orderCache struct {
 }
 
 // suspect reports whether the order's last call ended in a conflict.
-func (c *orderCache) suspect(id string) bool {
+func (c *keyCache) suspect(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.suspects[id]
 }
 
 // mark records whether the order's call ended in a conflict.
-func (c *orderCache) mark(id string, suspect bool) {
+func (c *keyCache) mark(id string, suspect bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !suspect {
@@ -55,18 +55,18 @@ func (c *orderCache) mark(id string, suspect bool) {
 const minSuspects = 10_000
 
 type cacheEntry struct {
-	order *Order
+	order *Key
 	used  uint64
 	size  int64 // the order's Size when put
 }
 
-func newOrderCache(size int, maxBytes int64) *orderCache {
-	return &orderCache{size: size, maxBytes: maxBytes, byID: map[string]*cacheEntry{}}
+func newKeyCache(size int, maxBytes int64) *keyCache {
+	return &keyCache{size: size, maxBytes: maxBytes, byID: map[string]*cacheEntry{}}
 }
 
 // get hands out the cached order itself: callers hold the order's lock and
 // either put it back or drop it.
-func (c *orderCache) get(id string) *Order {
+func (c *keyCache) get(id string) *Key {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.byID[id]
@@ -78,7 +78,7 @@ func (c *orderCache) get(id string) *Order {
 	return e.order
 }
 
-func (c *orderCache) put(o *Order) {
+func (c *keyCache) put(o *Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.remove(o.ID)
@@ -97,7 +97,7 @@ func (c *orderCache) put(o *Order) {
 // evictOldest drops the least recently used orders until 1/evictShare of
 // the room is free (in orders and in bytes, whichever ran out), so that the
 // sort is paid once per many insertions.
-func (c *orderCache) evictOldest() {
+func (c *keyCache) evictOldest() {
 	ids := slices.Collect(maps.Keys(c.byID))
 	slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(c.byID[a].used, c.byID[b].used) })
 	for _, id := range ids[:len(ids)-1] { // the order just put stays
@@ -113,14 +113,14 @@ func (c *orderCache) evictOldest() {
 // keeps seven eighths of what it holds warm.
 const evictShare = 8
 
-func (c *orderCache) remove(id string) {
+func (c *keyCache) remove(id string) {
 	if e, ok := c.byID[id]; ok {
 		c.bytes -= e.size
 		delete(c.byID, id)
 	}
 }
 
-func (c *orderCache) drop(id string) {
+func (c *keyCache) drop(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.remove(id)

@@ -96,11 +96,11 @@ func (stubRules) Budget() keyed.Budget {
 // processor keeps in its cache.
 type nullStore struct{}
 
-func (nullStore) Load(_ context.Context, id string) (*Order, error) { return NewOrder(id), nil }
+func (nullStore) Load(_ context.Context, id string) (*Key, error) { return NewKey(id), nil }
 func (nullStore) Row(context.Context, string, keyed.RowRef) (keyed.Props, bool, error) {
 	return nil, false, nil
 }
-func (nullStore) Commit(context.Context, *Order, int64, *Change) error { return nil }
+func (nullStore) Commit(context.Context, *Key, int64, *Change) error { return nil }
 func (nullStore) Parked(context.Context, string, int64, int) ([]Message, bool, error) {
 	return nil, false, nil
 }

@@ -146,7 +146,7 @@ func (p Published) WithSeen(e ActiveOrder, seq int64) Published {
 type LagInput struct {
 	Backlog      int64     // seqs allocated and not applied (LastSeq − AppliedSeq, at least 0)
 	HeadSince    time.Time // when the first unapplied seq was published; zero if unknown
-	AppliedAt    time.Time // when AppliedSeq last advanced; zero if unknown (see Order.Progress)
+	AppliedAt    time.Time // when AppliedSeq last advanced; zero if unknown (see Key.Progress)
 	Parked       int       // messages parked behind the gap
 	DeadLettered bool      // the missing message is known to be dead-lettered
 	Now          time.Time
@@ -181,7 +181,7 @@ func JudgeLag(in LagInput) LagStatus {
 // Progress is when the head last moved: AppliedAt, or for a head written
 // before it was kept, UpdatedAt (the last commit: a later time, so the
 // status errs towards catching-up, never towards stalled too early).
-func (o *Order) Progress() time.Time {
+func (o *Key) Progress() time.Time {
 	if o.AppliedAt.IsZero() {
 		return o.UpdatedAt
 	}
@@ -206,7 +206,7 @@ type Lag struct {
 
 // OrderLag computes o's lag from what was published to it (p, for seq
 // o.AppliedSeq+1) at now, over window.
-func OrderLag(o *Order, p Published, now time.Time, window time.Duration) Lag {
+func OrderLag(o *Key, p Published, now time.Time, window time.Duration) Lag {
 	// Parked, so published (by a producer of the ledgers table's or not):
 	// up to the highest parked seq, at least one past the missing one per
 	// parked message (the window may hold only the first of them).

@@ -43,7 +43,7 @@ func TestJudgeLag(t *testing.T) {
 // published to the order.
 func TestOrderLag(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	o := convoy.NewOrder("o-1")
+	o := convoy.NewKey("o-1")
 	o.AppliedSeq, o.AppliedAt, o.UpdatedAt = 7, now.Add(-time.Hour), now.Add(-time.Hour)
 	l := convoy.OrderLag(o, convoy.Published{LastSeq: 10, SeqAllocatedAt: now.Add(-90500 * time.Millisecond)}, now, time.Minute)
 	if l.Backlog != 3 || l.HeadAgeSeconds == nil || *l.HeadAgeSeconds != 90.5 || l.Status != convoy.LagStalled || l.Window != 60 {
@@ -70,7 +70,7 @@ func TestOrderLag(t *testing.T) {
 		t.Fatalf("40 parked, the highest not known: %+v, want the missing one and 40 waiting", l)
 	}
 	// A head written before AppliedAt was kept: its UpdatedAt stands in.
-	old := convoy.NewOrder("o-2")
+	old := convoy.NewKey("o-2")
 	old.AppliedSeq, old.UpdatedAt = 1, now.Add(-10*time.Second)
 	if l := convoy.OrderLag(old, convoy.Published{LastSeq: 2, SeqAllocatedAt: now.Add(-time.Hour)}, now, time.Minute); l.Status != convoy.LagCatchingUp {
 		t.Fatalf("old head that moved 10 s ago: %+v", l)

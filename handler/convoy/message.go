@@ -73,10 +73,10 @@ type Message struct {
 	TraceParent string
 }
 
-// OrderMessage is one order message as it is sent to the orders queue
+// Envelope is one order message as it is sent to the orders queue
 // (docs/contract.md, "Order message"): the one type the publisher, replay and the
 // transports share.
-type OrderMessage struct {
+type Envelope struct {
 	SessionID string // the order id
 	MessageID string // <ledgerId>:<index>, or a replay id
 	LedgerID  string // application property ledgerId
@@ -96,8 +96,8 @@ const (
 
 // NewMessage returns the message of the index-th entry of a ledger, for
 // key (its SessionId), given its seq and its body.
-func NewMessage(ledgerID string, index int, seq int64, last bool, key string, body []byte) OrderMessage {
-	return OrderMessage{SessionID: key, MessageID: MessageID(ledgerID, index), LedgerID: ledgerID, Seq: seq, Last: last, Body: body}
+func NewMessage(ledgerID string, index int, seq int64, last bool, key string, body []byte) Envelope {
+	return Envelope{SessionID: key, MessageID: MessageID(ledgerID, index), LedgerID: ledgerID, Seq: seq, Last: last, Body: body}
 }
 
 // maxSizeSeq is the seq that gives a message its largest size, to measure a
@@ -118,7 +118,7 @@ func MeasureMessage(ledgerID string, index int, last bool, key string, body []by
 }
 
 // Properties returns the message's application properties.
-func (m OrderMessage) Properties() map[string]any {
+func (m Envelope) Properties() map[string]any {
 	p := map[string]any{PropLedgerID: m.LedgerID, PropSeq: m.Seq}
 	if m.Last {
 		p[PropLast] = true
@@ -145,7 +145,7 @@ func (m OrderMessage) Properties() map[string]any {
 // application properties, and one data section holding the body.
 
 // EnvelopeBytes is what the first message of a batch adds besides its payload.
-func (m OrderMessage) EnvelopeBytes() int {
+func (m Envelope) EnvelopeBytes() int {
 	const (
 		section    = 3 // descriptor: 0x00, smallulong, code
 		map32      = 9 // map32 constructor, size, count
@@ -174,7 +174,7 @@ func (m OrderMessage) EnvelopeBytes() int {
 
 // PayloadBytes is what the message adds to a batch: its whole encoding
 // (envelope and data section) as a binary value.
-func (m OrderMessage) PayloadBytes() int {
+func (m Envelope) PayloadBytes() int {
 	encoded := m.EnvelopeBytes() + 3 + amqpString(len(m.Body)) // data section: descriptor, vbin
 	if encoded < 256 {
 		return 5 + encoded
@@ -183,7 +183,7 @@ func (m OrderMessage) PayloadBytes() int {
 }
 
 // Size is the message's size on the queue: a batch holding only it.
-func (m OrderMessage) Size() int { return m.EnvelopeBytes() + m.PayloadBytes() }
+func (m Envelope) Size() int { return m.EnvelopeBytes() + m.PayloadBytes() }
 
 // amqpString is the encoded size of a string, symbol or binary of n bytes
 // (str8/sym8/vbin8 below 256 bytes, else the 32-bit forms).
@@ -212,7 +212,7 @@ type Sender interface {
 // Batch collects messages up to a size limit.
 type Batch interface {
 	// Add appends m, or returns ErrBatchFull if it does not fit.
-	Add(m OrderMessage) error
+	Add(m Envelope) error
 	Len() int
 }
 

@@ -24,7 +24,7 @@ const (
 // is the domain's Tag of the zero command).
 type Rejection = keyed.Rejected
 
-// Order is the state of one key (an order, an account, a device) as one
+// Key is the state of one key (an order, an account, a device) as one
 // message needs it (issue 27): the engine's head (AppliedSeq, the version,
 // the parked figures, critical times), the domain's state, and the lowest of
 // the messages parked behind a gap (issue 33: parked.go). Its history (the
@@ -32,7 +32,7 @@ type Rejection = keyed.Rejected
 // time; the few rows the key has read or written lately are remembered, at
 // most maxKnown of them between calls (rows.go), so that what a key holds
 // does not grow with its history.
-type Order struct {
+type Key struct {
 	ID       string
 	Complete bool // a message marked last was applied: the sequence has ended
 	// State is the domain's state of the key (keyed.Rules' S), nil until
@@ -74,14 +74,14 @@ type Order struct {
 	window    parkedWindow  // what it knows of the parked messages beyond Parked
 }
 
-// NewOrder returns the state of a key nothing has happened to.
-func NewOrder(id string) *Order {
-	return &Order{ID: id, Parked: map[int64]Message{}}
+// NewKey returns the state of a key nothing has happened to.
+func NewKey(id string) *Key {
+	return &Key{ID: id, Parked: map[int64]Message{}}
 }
 
 // Bind gives o its domain's rules and decodes its state (Decode): the
 // processor binds every key it loads; a store's Load leaves it unbound.
-func (o *Order) Bind(d keyed.Domain) (*Order, error) {
+func (o *Key) Bind(d keyed.Domain) (*Key, error) {
 	o.domain = d
 	if o.State != nil {
 		return o, nil
@@ -91,7 +91,7 @@ func (o *Order) Bind(d keyed.Domain) (*Order, error) {
 
 // Decode sets State from StateProps, upgrading the state of an older
 // version (a key nothing has happened to decodes from no properties).
-func (o *Order) Decode() error {
+func (o *Key) Decode() error {
 	version := o.StateVersion
 	if version == 0 {
 		version = o.domain.Version()
@@ -110,7 +110,7 @@ func (o *Order) Decode() error {
 // head holds the state's encoding, a key's first one too (as every head
 // did before issue 43: the release before reads a head without Status as
 // an order that is not new).
-func (o *Order) Encoded() error {
+func (o *Key) Encoded() error {
 	if o.StateProps != nil || o.domain == nil {
 		return nil
 	}
@@ -123,7 +123,7 @@ func (o *Order) Encoded() error {
 }
 
 // noun is what a key of o's domain is called ("key" while unbound).
-func (o *Order) noun() string {
+func (o *Key) noun() string {
 	if o.domain == nil {
 		return "key"
 	}
@@ -131,7 +131,7 @@ func (o *Order) noun() string {
 }
 
 // Head is the engine's head of o, as a domain's View shows it.
-func (o *Order) Head() keyed.Head {
+func (o *Key) Head() keyed.Head {
 	return keyed.Head{ID: o.ID, Complete: o.Complete, AppliedSeq: o.AppliedSeq, Parked: o.ParkedCount,
 		MissingSeq: o.MissingSeq(), BlockedSince: o.BlockedSince, UpdatedAt: o.UpdatedAt}
 }
@@ -140,7 +140,7 @@ func (o *Order) Head() keyed.Head {
 // m is next in sequence: those it reads, and with verify those it guessed
 // absent too (the commit otherwise checks them: it inserts the row, and
 // fails if it exists).
-func (o *Order) Needs(m Message, verify bool) ([]keyed.RowRef, error) {
+func (o *Key) Needs(m Message, verify bool) ([]keyed.RowRef, error) {
 	if m.Seq != o.AppliedSeq+1 || o.Complete {
 		return nil, nil
 	}
@@ -170,21 +170,21 @@ func (o *Order) Needs(m Message, verify bool) ([]keyed.RowRef, error) {
 }
 
 // Learn records what the store holds of ref: p, or nothing (found false).
-func (o *Order) Learn(ref keyed.RowRef, p keyed.Props, found bool) { o.rows.learn(ref, p, found) }
+func (o *Key) Learn(ref keyed.RowRef, p keyed.Props, found bool) { o.rows.learn(ref, p, found) }
 
 // NextParked returns the parked message that is next in sequence, if it is
 // in the window (when it has run out, NextPage says where the next page starts).
-func (o *Order) NextParked() (Message, bool) {
+func (o *Key) NextParked() (Message, bool) {
 	m, ok := o.Parked[o.AppliedSeq+1]
 	return m, ok
 }
 
 // Forget keeps the maxKnown most recently used known rows: called between
 // calls, when nothing uncommitted depends on the others.
-func (o *Order) Forget() { o.rows.forget() }
+func (o *Key) Forget() { o.rows.forget() }
 
 // MissingSeq is the seq the order waits for when messages are parked, else 0.
-func (o *Order) MissingSeq() int64 {
+func (o *Key) MissingSeq() int64 {
 	if o.ParkedCount == 0 {
 		return 0
 	}
@@ -193,7 +193,7 @@ func (o *Order) MissingSeq() int64 {
 
 // Clone returns a deep copy of o (its State is a value the rules never
 // modify in place).
-func (o *Order) Clone() *Order {
+func (o *Key) Clone() *Key {
 	c := *o
 	c.Parked = maps.Clone(o.Parked)
 	if c.Parked == nil {
@@ -251,7 +251,7 @@ func (out Outcome) String() string {
 // early message is parked, the next one is decided. It updates o and records
 // the entity changes in c. It never drains parked messages: call DrainNext.
 // An error (the decision failed) leaves o to be dropped.
-func (o *Order) Receive(m Message, now time.Time, c *Change) (Outcome, error) {
+func (o *Key) Receive(m Message, now time.Time, c *Change) (Outcome, error) {
 	switch {
 	case m.Seq <= o.AppliedSeq:
 		return Outcome{Seq: m.Seq, Disposition: Duplicate}, nil
@@ -277,7 +277,7 @@ func (o *Order) Receive(m Message, now time.Time, c *Change) (Outcome, error) {
 // DrainNext decides the parked message that is now next in sequence, if it
 // is in the window: when the window has run out (NextPage), the caller adds
 // the next page first (AddParkedPage).
-func (o *Order) DrainNext(now time.Time, c *Change) (Outcome, bool, error) {
+func (o *Key) DrainNext(now time.Time, c *Change) (Outcome, bool, error) {
 	m, ok := o.Parked[o.AppliedSeq+1]
 	if !ok {
 		return Outcome{}, false, nil
@@ -294,7 +294,7 @@ func (o *Order) DrainNext(now time.Time, c *Change) (Outcome, bool, error) {
 // Skip consumes seq, which must be the missing one, as rejected by an
 // operator, so that the parked tail can drain. A parked seq was received:
 // it is never skipped (its drain was cut; DrainNext applies it).
-func (o *Order) Skip(seq int64, now time.Time, c *Change) error {
+func (o *Key) Skip(seq int64, now time.Time, c *Change) error {
 	if _, parked := o.Parked[seq]; parked {
 		return fmt.Errorf("seq %d of %s %q was received and is parked, not missing: it drains instead", seq, o.noun(), o.ID)
 	}
@@ -308,7 +308,7 @@ func (o *Order) Skip(seq int64, now time.Time, c *Change) error {
 // apply decides m (the next seq) by its domain's rules: applied, or
 // rejected. A decision that fails (it panicked, or returned an error that is
 // not a rejection) fails the call, and nothing of it is kept.
-func (o *Order) apply(m Message, now time.Time, c *Change) (Outcome, error) {
+func (o *Key) apply(m Message, now time.Time, c *Change) (Outcome, error) {
 	cmd, err := o.command(m)
 	reason := ""
 	switch {
@@ -354,7 +354,7 @@ func (o *Order) apply(m Message, now time.Time, c *Change) (Outcome, error) {
 }
 
 // command is m's command: as read from its body, or decoded from its parked row.
-func (o *Order) command(m Message) (any, error) {
+func (o *Key) command(m Message) (any, error) {
 	if m.Oversize != "" {
 		return nil, errors.New(m.Oversize)
 	}
@@ -364,7 +364,7 @@ func (o *Order) command(m Message) (any, error) {
 	return o.domain.DecodeCommand(o.ID, m.Stored)
 }
 
-func (o *Order) reject(m Message, cmd any, reason string, now time.Time, c *Change) {
+func (o *Key) reject(m Message, cmd any, reason string, now time.Time, c *Change) {
 	r := Rejection{Seq: m.Seq, Reason: cutReason(reason), Tag: o.domain.Tag(cmd)}
 	if rowProblem(r.Tag, rejectedProps) != "" || r.Tag.WireSize() > rejectionBytes/2 {
 		r.Tag = nil // a tag that cannot be stored: the reason still is
@@ -375,7 +375,7 @@ func (o *Order) reject(m Message, cmd any, reason string, now time.Time, c *Chan
 }
 
 // finish advances the checkpoint; last: true ends the sequence.
-func (o *Order) finish(m Message, now time.Time, c *Change) {
+func (o *Key) finish(m Message, now time.Time, c *Change) {
 	o.AppliedSeq, o.UpdatedAt, o.AppliedAt = m.Seq, now, now
 	c.changed = true
 	if !m.EnqueuedAt.IsZero() {

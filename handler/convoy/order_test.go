@@ -30,7 +30,7 @@ func del(seq int64) convoy.Message {
 func last(m convoy.Message) convoy.Message { m.Last = true; return m }
 
 // receiveAll feeds msgs through the sequence rules, draining after each.
-func receiveAll(t testing.TB, o *convoy.Order, msgs ...convoy.Message) []convoy.Outcome {
+func receiveAll(t testing.TB, o *convoy.Key, msgs ...convoy.Message) []convoy.Outcome {
 	t.Helper()
 	outs, _ := receiveChange(t, o, msgs...)
 	return outs
@@ -39,7 +39,7 @@ func receiveAll(t testing.TB, o *convoy.Order, msgs ...convoy.Message) []convoy.
 // lookup tells o what the store holds of the rows deciding m needs, as the
 // processor does before each decision: o's store holds no rows but those o
 // wrote itself, which it knows.
-func lookup(o *convoy.Order, m convoy.Message) {
+func lookup(o *convoy.Key, m convoy.Message) {
 	refs, err := o.Needs(m, false)
 	if err != nil {
 		panic(err)
@@ -50,7 +50,7 @@ func lookup(o *convoy.Order, m convoy.Message) {
 }
 
 // receive is o.Receive of m, after its lookup.
-func receive(t testing.TB, o *convoy.Order, m convoy.Message, c *convoy.Change) convoy.Outcome {
+func receive(t testing.TB, o *convoy.Key, m convoy.Message, c *convoy.Change) convoy.Outcome {
 	t.Helper()
 	lookup(o, m)
 	out, err := o.Receive(m, t0, c)
@@ -61,7 +61,7 @@ func receive(t testing.TB, o *convoy.Order, m convoy.Message, c *convoy.Change) 
 }
 
 // drainNext is o.DrainNext, after the lookup of the parked message it decides.
-func drainNext(t testing.TB, o *convoy.Order, c *convoy.Change) (convoy.Outcome, bool) {
+func drainNext(t testing.TB, o *convoy.Key, c *convoy.Change) (convoy.Outcome, bool) {
 	t.Helper()
 	if m, ok := o.NextParked(); ok {
 		lookup(o, m)
@@ -74,7 +74,7 @@ func drainNext(t testing.TB, o *convoy.Order, c *convoy.Change) (convoy.Outcome,
 }
 
 // receiveChange is receiveAll, with the change that records its effects.
-func receiveChange(t testing.TB, o *convoy.Order, msgs ...convoy.Message) ([]convoy.Outcome, *convoy.Change) {
+func receiveChange(t testing.TB, o *convoy.Key, msgs ...convoy.Message) ([]convoy.Outcome, *convoy.Change) {
 	t.Helper()
 	var outs []convoy.Outcome
 	c := &convoy.Change{}
@@ -158,7 +158,7 @@ func TestFold(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o, _ := convoy.NewOrder("o-1").Bind(orders.Domain)
+			o, _ := convoy.NewKey("o-1").Bind(orders.Domain)
 			outs, c := receiveChange(t, o, tt.msgs...)
 			var disp []string
 			for _, out := range outs {
@@ -190,7 +190,7 @@ func TestFold(t *testing.T) {
 }
 
 func TestParkedDrainInOrder(t *testing.T) {
-	o, _ := convoy.NewOrder("o-1").Bind(orders.Domain)
+	o, _ := convoy.NewKey("o-1").Bind(orders.Domain)
 	receiveAll(t, o, add(4, "t-3", 3), add(2, "t-1", 1), add(3, "t-2", 2))
 	if len(o.Parked) != 3 || o.MissingSeq() != 1 || !o.BlockedSince.Equal(t0) {
 		t.Fatalf("after three early messages: parked %d missing %d blockedSince %v", len(o.Parked), o.MissingSeq(), o.BlockedSince)
@@ -212,7 +212,7 @@ func TestParkedDrainInOrder(t *testing.T) {
 }
 
 func TestSkip(t *testing.T) {
-	o, _ := convoy.NewOrder("o-1").Bind(orders.Domain)
+	o, _ := convoy.NewKey("o-1").Bind(orders.Domain)
 	receiveAll(t, o, create(1), add(3, "t-2", 2), add(4, "t-3", 3))
 	var c convoy.Change
 	if err := o.Skip(3, t0, &c); err == nil {
@@ -235,7 +235,7 @@ func TestSkip(t *testing.T) {
 }
 
 func TestView(t *testing.T) {
-	o, _ := convoy.NewOrder("o-1").Bind(orders.Domain)
+	o, _ := convoy.NewKey("o-1").Bind(orders.Domain)
 	receiveAll(t, o, create(1), add(2, "t-1", 1250), modify(3, "t-1", 1200), modify(4, "t-2", 1), add(6, "t-3", 1))
 	v := orders.ViewOf(convoy.View{Order: o}) // the head: the history is the store's (ReadView)
 	if v.OrderID != "o-1" || v.Status != "open" || v.Currency != "EUR" || v.AppliedSeq != 4 || v.Parked != 1 ||
@@ -243,7 +243,7 @@ func TestView(t *testing.T) {
 		v.UpdatedAt != "2026-11-21T10:20:30Z" || v.BlockedSince != "2026-11-21T10:20:30Z" {
 		t.Fatalf("view %+v", v)
 	}
-	o2, _ := convoy.NewOrder("o-2").Bind(orders.Domain)
+	o2, _ := convoy.NewKey("o-2").Bind(orders.Domain)
 	empty := orders.ViewOf(convoy.View{Order: o2})
 	if empty.Transactions == nil || empty.Rejected == nil {
 		t.Fatal("empty lists must encode as [] not null")
@@ -254,7 +254,7 @@ func TestView(t *testing.T) {
 // seq is parked (its drain was cut), receiving another copy of it changes
 // nothing; DrainNext applies the parked one, whose row it consumes.
 func TestReceiveOfAParkedNextSeqIsADuplicate(t *testing.T) {
-	o, _ := convoy.NewOrder("o-1").Bind(orders.Domain)
+	o, _ := convoy.NewKey("o-1").Bind(orders.Domain)
 	receiveAll(t, o, create(1))
 	c := &convoy.Change{}
 	receive(t, o, add(3, "t-3", 5), c)

@@ -9,8 +9,8 @@ import (
 
 // The parked tail in pages (issue 33). An order may have up to MaxParkAhead
 // messages parked (one ledger alone may give it 200,000), so an Order holds
-// only the lowest of them, its window (Order.Parked), and their number
-// (Order.ParkedCount, which the head keeps). Load reads the head and the
+// only the lowest of them, its window (Key.Parked), and their number
+// (Key.ParkedCount, which the head keeps). Load reads the head and the
 // first ParkedLoadSize parked messages; a drain that exhausts the window
 // reads the next ParkedPageSize (Store.Parked); a message whose seq lies
 // beyond the window is a duplicate if its row exists (Store.IsParked, one
@@ -64,7 +64,7 @@ func MessageSize(m Message) int {
 // when that is over its domain's budget or not storable, none (Oversize).
 // The command as read is dropped: a parked message holds one copy of its
 // command, and is decided from its row as one read back from the store is.
-func (o *Order) stored(m Message) Message {
+func (o *Key) stored(m Message) Message {
 	if m.Stored == nil && m.Oversize == "" {
 		stored, err := o.domain.EncodeCommand(m.Command)
 		m.Stored = stored
@@ -83,19 +83,19 @@ func (o *Order) stored(m Message) Message {
 }
 
 // partial reports whether messages are parked beyond the window.
-func (o *Order) partial() bool { return o.ParkedCount > len(o.Parked) }
+func (o *Key) partial() bool { return o.ParkedCount > len(o.Parked) }
 
 // covers reports whether the window says whether seq is parked.
-func (o *Order) covers(seq int64) bool { return !o.partial() || seq <= o.window.end }
+func (o *Key) covers(seq int64) bool { return !o.partial() || seq <= o.window.end }
 
 // above reports whether seq lies above every parked seq, so is not parked:
 // a message that arrives in order behind a long tail needs no read.
-func (o *Order) above(seq int64) bool { return o.ParkedLast != 0 && seq > o.ParkedLast }
+func (o *Key) above(seq int64) bool { return o.ParkedLast != 0 && seq > o.ParkedLast }
 
 // LastParked is the highest parked seq (0 if none): ParkedLast, or when that
 // is not known (a head written before it was kept), the highest the window
 // holds, a lower bound.
-func (o *Order) LastParked() int64 {
+func (o *Key) LastParked() int64 {
 	last := o.ParkedLast
 	for seq := range o.Parked {
 		last = max(last, seq)
@@ -109,7 +109,7 @@ func (o *Order) LastParked() int64 {
 // not parked by c. The caller asks
 // the store (Store.IsParked) and tells the order (LearnParked) before
 // Receive.
-func (o *Order) ParkedUnknown(m Message, c *Change) (int64, bool) {
+func (o *Key) ParkedUnknown(m Message, c *Change) (int64, bool) {
 	switch {
 	case m.Seq <= o.AppliedSeq+1, m.Seq > o.AppliedSeq+MaxParkAhead, o.covers(m.Seq), o.above(m.Seq), o.window.probe.seq == m.Seq:
 		return 0, false
@@ -121,13 +121,13 @@ func (o *Order) ParkedUnknown(m Message, c *Change) (int64, bool) {
 }
 
 // LearnParked records whether the store holds seq parked (ParkedUnknown).
-func (o *Order) LearnParked(seq int64, parked bool) {
+func (o *Key) LearnParked(seq int64, parked bool) {
 	o.window.probe = parkedProbe{seq: seq, parked: parked}
 }
 
 // park parks m (seq above AppliedSeq+1) unless it is parked already, and
 // reports whether it did.
-func (o *Order) park(m Message, now time.Time, c *Change) bool {
+func (o *Key) park(m Message, now time.Time, c *Change) bool {
 	if _, ok := o.Parked[m.Seq]; ok {
 		return false
 	}
@@ -164,7 +164,7 @@ func (o *Order) park(m Message, now time.Time, c *Change) bool {
 }
 
 // unpark consumes the parked message m, which is in the window.
-func (o *Order) unpark(m Message, c *Change) {
+func (o *Key) unpark(m Message, c *Change) {
 	delete(o.Parked, m.Seq)
 	c.unpark(m.Seq)
 	o.ParkedCount--
@@ -176,7 +176,7 @@ func (o *Order) unpark(m Message, c *Change) {
 // trimWindow drops the highest messages of the window until it holds at
 // most ParkedPageSize messages and ParkedWindowBytes (one at least); what it
 // drops stays parked beyond the window.
-func (o *Order) trimWindow() {
+func (o *Key) trimWindow() {
 	size := 0
 	for _, m := range o.Parked {
 		size += MessageSize(m)
@@ -197,7 +197,7 @@ func (o *Order) trimWindow() {
 // NextPage reports whether the window has run out while more messages are
 // parked, and if so the seq after which the next page starts
 // (Store.Parked's after).
-func (o *Order) NextPage() (after int64, ok bool) {
+func (o *Key) NextPage() (after int64, ok bool) {
 	if len(o.Parked) > 0 || o.ParkedCount == 0 {
 		return 0, false
 	}
@@ -210,7 +210,7 @@ func (o *Order) NextPage() (after int64, ok bool) {
 // follow. The messages c parked above that seq join it. A page that does
 // not agree with ParkedCount (the store changed meanwhile) is an error
 // wrapping ErrConflict: reload. c may be nil (Load).
-func (o *Order) AddParkedPage(page []Message, more bool, c *Change) error {
+func (o *Key) AddParkedPage(page []Message, more bool, c *Change) error {
 	if len(o.Parked) > 0 {
 		return fmt.Errorf("%s %q: a page of parked messages added to a window that is not empty", o.noun(), o.ID)
 	}
@@ -255,8 +255,8 @@ func (o *Order) AddParkedPage(page []Message, more bool, c *Change) error {
 // Size is about how many bytes o holds in memory: its head, what it knows of
 // its transactions and its parked window. What the processor's cache holds
 // is bounded by it (ProcessorOptions.CacheBytes).
-func (o *Order) Size() int64 {
-	n := orderOverhead + len(o.ID) + o.stateSize+propsSize(o.StateProps) + bucketBytes*(len(o.Crit.Cur.Buckets)+len(o.Crit.Prev.Buckets))
+func (o *Key) Size() int64 {
+	n := orderOverhead + len(o.ID) + o.stateSize + propsSize(o.StateProps) + bucketBytes*(len(o.Crit.Cur.Buckets)+len(o.Crit.Prev.Buckets))
 	n += o.rows.size()
 	for _, m := range o.Parked {
 		n += MessageSize(m)

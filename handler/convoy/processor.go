@@ -20,7 +20,7 @@ type ProcessorOptions struct {
 	Now       func() time.Time  // clock; default time.Now
 	Index     BlockedIndex      // kept up to date when orders block and unblock; optional
 	LagWindow time.Duration     // the windows of each order's critical times (CriticalTimes); default DefaultLagWindow
-	// CacheBytes bounds the cached orders' size (Order.Size) as well:
+	// CacheBytes bounds the cached orders' size (Key.Size) as well:
 	// parked windows make some orders large (issue 33); default
 	// DefaultCacheBytes. An order larger than it is not cached.
 	CacheBytes int64
@@ -42,7 +42,7 @@ type Processor struct {
 	domain keyed.Domain
 	store  Store
 	index  BlockedIndex
-	cache  *orderCache
+	cache  *keyCache
 	locks  keyedMutex
 	retry  fault.RetryPolicy
 	now    func() time.Time
@@ -78,7 +78,7 @@ func NewProcessor(store Store, opts ProcessorOptions) *Processor {
 	}
 	// Milliseconds: what every store keeps exactly.
 	now := func() time.Time { return clock().UTC().Truncate(time.Millisecond) }
-	return &Processor{domain: opts.Domain, store: store, index: opts.Index, cache: newOrderCache(opts.CacheSize, opts.CacheBytes), retry: opts.Retry, now: now,
+	return &Processor{domain: opts.Domain, store: store, index: opts.Index, cache: newKeyCache(opts.CacheSize, opts.CacheBytes), retry: opts.Retry, now: now,
 		lag: cmp.Or(opts.LagWindow, DefaultLagWindow), active: opts.Active, marked: newMarkedSet(opts.CacheSize)}
 }
 
@@ -137,7 +137,7 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 			// yet, so skip the read. The commit's compare-and-swap checks the
 			// guess; if it was wrong, nothing was written.
 			guess = false
-			if res, err = p.apply(ctx, NewOrder(orderID), msgs, &done, false); !errors.Is(err, ErrConflict) {
+			if res, err = p.apply(ctx, NewKey(orderID), msgs, &done, false); !errors.Is(err, ErrConflict) {
 				return err
 			}
 		}
@@ -159,7 +159,7 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 
 // apply is one attempt at applying msgs to o; verify: read every row a
 // decision guesses absent that the key does not know.
-func (p *Processor) apply(ctx context.Context, o *Order, msgs []Message, done *committed, verify bool) (Result, error) {
+func (p *Processor) apply(ctx context.Context, o *Key, msgs []Message, done *committed, verify bool) (Result, error) {
 	if err := p.markActive(ctx, o, msgs); err != nil {
 		return Result{}, err
 	}

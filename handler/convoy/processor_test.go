@@ -439,7 +439,7 @@ type countingStore struct {
 	loads, txs, commits int
 }
 
-func (c *countingStore) Load(ctx context.Context, id string) (*convoy.Order, error) {
+func (c *countingStore) Load(ctx context.Context, id string) (*convoy.Key, error) {
 	c.loads++
 	return c.Store.Load(ctx, id)
 }
@@ -449,7 +449,7 @@ func (c *countingStore) Row(ctx context.Context, id string, ref keyed.RowRef) (k
 	return c.Store.Row(ctx, id, ref)
 }
 
-func (c *countingStore) Commit(ctx context.Context, o *convoy.Order, base int64, ch *convoy.Change) error {
+func (c *countingStore) Commit(ctx context.Context, o *convoy.Key, base int64, ch *convoy.Change) error {
 	c.commits++
 	return c.Store.Commit(ctx, o, base, ch)
 }
@@ -568,7 +568,7 @@ func TestSkipDrainsAnExistingTxIdAsRejected(t *testing.T) {
 }
 
 // viewOf is the order's head as OrderStatus shows it, without its history.
-func viewOf(o *convoy.Order) orders.View {
+func viewOf(o *convoy.Key) orders.View {
 	_, _ = o.Bind(orders.Domain)
 	return orders.ViewOf(convoy.View{Order: o})
 }

@@ -129,6 +129,6 @@ func propsSize(p keyed.Props) int {
 
 // rowsOf is what a decision sees of a key's rows: those it knows present.
 // Needs made sure it knows every row it named.
-type rowsOf struct{ o *Order }
+type rowsOf struct{ o *Key }
 
 func (r rowsOf) Get(ref keyed.RowRef) (keyed.Props, bool) { return r.o.rows.get(ref) }

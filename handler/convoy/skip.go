@@ -87,7 +87,7 @@ func (p *Processor) Skip(ctx context.Context, orderID string, seq int64) (Result
 	// Without a page of history (it could not be read), the answer shows
 	// the key's id and how far the skip's drain took it: a head that is not
 	// bound to its domain, which has no view of its own.
-	view := View{Order: &Order{ID: orderID, AppliedSeq: res.AppliedSeq}}
+	view := View{Order: &Key{ID: orderID, AppliedSeq: res.AppliedSeq}}
 	if h, ok := p.store.(History); ok {
 		// The operator's answer shows the order with its first page of
 		// history; it is read even when ctx is about to end (the skip stands).

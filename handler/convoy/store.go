@@ -17,12 +17,12 @@ import (
 // a page at a time (History).
 type Store interface {
 	// Load returns the order's head and its lowest parked messages, up to
-	// ParkedLoadSize of them (Order.AddParkedPage; Order.ParkedCount is the
-	// head's count of them all), or NewOrder(id) (Version 0) if it has none;
+	// ParkedLoadSize of them (Key.AddParkedPage; Key.ParkedCount is the
+	// head's count of them all), or NewKey(id) (Version 0) if it has none;
 	// not its transactions or rejections. The head is read with the parked
 	// messages, so a Load that races a commit yields a Version that the next
 	// Commit will find stale.
-	Load(ctx context.Context, orderID string) (*Order, error)
+	Load(ctx context.Context, orderID string) (*Key, error)
 	// Parked returns up to limit of the order's parked messages whose seq
 	// is above after, ascending, and whether more follow.
 	Parked(ctx context.Context, orderID string, after int64, limit int) ([]Message, bool, error)
@@ -37,7 +37,7 @@ type Store interface {
 	// still base and every row c inserts is new and every row it merges exists; otherwise it writes nothing and returns an error wrapping
 	// ErrConflict. c must touch at most MaxChangeRecords records. An error may
 	// leave the outcome unknown: reload.
-	Commit(ctx context.Context, o *Order, base int64, c *Change) error
+	Commit(ctx context.Context, o *Key, base int64, c *Change) error
 }
 
 // History reads a key's positional collections and rejections a page at a time.

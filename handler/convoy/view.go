@@ -17,7 +17,7 @@ import (
 // View is a key as the read routes answer it (docs/contract.md): its head
 // as read, and one page of its history. Its JSON is its domain's View.
 type View struct {
-	Order *Order     // the head and the domain's state, as read
+	Order *Key       // the head and the domain's state, as read
 	Page  keyed.Page // a page of its history
 }
 
@@ -90,7 +90,7 @@ func ParseHistoryCursor(token string) (HistoryCursor, error) {
 
 // HeadReader reads a key's head (Store.Load).
 type HeadReader interface {
-	Load(ctx context.Context, orderID string) (*Order, error)
+	Load(ctx context.Context, orderID string) (*Key, error)
 }
 
 // ReadView returns the key's head and a page of its history: the first

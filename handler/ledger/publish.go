@@ -385,7 +385,7 @@ func (p *Publisher) sendBatch(ctx context.Context, l *Ledger, pl plan, from int)
 }
 
 // message builds the order message of the i-th transaction.
-func (l *Ledger) message(i int, seq int64) (convoy.OrderMessage, error) {
+func (l *Ledger) message(i int, seq int64) (convoy.Envelope, error) {
 	e := l.Entries[i]
 	return orders.NewOrderMessage(l.ID, i, seq, e.Last, e.Transaction)
 }

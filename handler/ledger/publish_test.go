@@ -249,7 +249,7 @@ func (c *countingSender) SendBatch(_ context.Context, b convoy.Batch) error {
 
 type countingBatch struct{ n, bytes int }
 
-func (b *countingBatch) Add(m convoy.OrderMessage) error {
+func (b *countingBatch) Add(m convoy.Envelope) error {
 	if b.bytes+ledgertest.Size(m) > 256<<10 {
 		return convoy.ErrBatchFull
 	}

@@ -30,10 +30,10 @@ func EncodeBody(t Transaction) ([]byte, error) {
 
 // NewOrderMessage returns the message of the index-th transaction of a
 // ledger, given its seq.
-func NewOrderMessage(ledgerID string, index int, seq int64, last bool, t Transaction) (convoy.OrderMessage, error) {
+func NewOrderMessage(ledgerID string, index int, seq int64, last bool, t Transaction) (convoy.Envelope, error) {
 	b, err := EncodeBody(t)
 	if err != nil {
-		return convoy.OrderMessage{}, fault.Wrap(fault.Internal, err, "encode message body")
+		return convoy.Envelope{}, fault.Wrap(fault.Internal, err, "encode message body")
 	}
 	return convoy.NewMessage(ledgerID, index, seq, last, t.OrderID, b), nil
 }

@@ -310,7 +310,7 @@ func ViewOf(v convoy.View) View {
 
 // StateOf is the order state of a key as loaded (its StateProps), whether or
 // not the engine decoded it.
-func StateOf(o *convoy.Order) State {
+func StateOf(o *convoy.Key) State {
 	if s, ok := o.State.(State); ok {
 		return s
 	}

@@ -16,8 +16,8 @@ import (
 // appliedUpTo is an OrderReader whose orders applied every seq up to n.
 type appliedUpTo int64
 
-func (n appliedUpTo) Load(_ context.Context, id string) (*convoy.Order, error) {
-	o := convoy.NewOrder(id)
+func (n appliedUpTo) Load(_ context.Context, id string) (*convoy.Key, error) {
+	o := convoy.NewKey(id)
 	o.AppliedSeq, o.Version = int64(n), 1
 	return o, nil
 }

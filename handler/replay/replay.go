@@ -64,7 +64,7 @@ type Source interface {
 
 // OrderReader reads an order's state (convoy.Store).
 type OrderReader interface {
-	Load(ctx context.Context, orderID string) (*convoy.Order, error)
+	Load(ctx context.Context, orderID string) (*convoy.Key, error)
 }
 
 // DefaultMaxScan bounds the dead letters one run receives, and so holds
@@ -208,7 +208,7 @@ func endRun(span trace.Span, err error, attrs ...attribute.KeyValue) {
 }
 
 // link adds the dead letter's own trace context to the run's span.
-func link(ctx context.Context, msg convoy.OrderMessage, deadLetterID string) {
+func link(ctx context.Context, msg convoy.Envelope, deadLetterID string) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
@@ -393,7 +393,7 @@ const (
 
 type placed struct {
 	m   DeadLetter
-	msg convoy.OrderMessage
+	msg convoy.Envelope
 }
 
 // classify decides what to do with a dead letter: placeable (its order can
@@ -457,7 +457,7 @@ func compareSeq(a, b int64) int {
 	return 0
 }
 
-func send(ctx context.Context, sender convoy.Sender, m convoy.OrderMessage) error {
+func send(ctx context.Context, sender convoy.Sender, m convoy.Envelope) error {
 	b, err := sender.NewBatch(ctx)
 	if err != nil {
 		return err
@@ -512,16 +512,16 @@ func release(ctx context.Context, src Source, msgs []DeadLetter) {
 // orderMessage rebuilds the order message from a dead letter, its trace
 // context (traceparent, Diagnostic-Id) as it was; false when it has no
 // order id or no readable seq.
-func orderMessage(m DeadLetter) (convoy.OrderMessage, bool) {
+func orderMessage(m DeadLetter) (convoy.Envelope, bool) {
 	seq, ok := convoy.IntProperty(m.Properties[convoy.PropSeq])
 	if !ok || seq < 1 || m.SessionID == "" {
-		return convoy.OrderMessage{}, false
+		return convoy.Envelope{}, false
 	}
 	ledgerID, _ := m.Properties[convoy.PropLedgerID].(string)
 	last, _ := m.Properties[convoy.PropLast].(bool)
 	traceParent, _ := m.Properties[convoy.PropTraceParent].(string)
 	diagnosticID, _ := m.Properties[convoy.PropDiagnosticID].(string)
-	return convoy.OrderMessage{SessionID: m.SessionID, MessageID: ReplayID(m), LedgerID: ledgerID, Seq: seq, Last: last, Body: m.Body,
+	return convoy.Envelope{SessionID: m.SessionID, MessageID: ReplayID(m), LedgerID: ledgerID, Seq: seq, Last: last, Body: m.Body,
 		TraceParent: traceParent, DiagnosticID: diagnosticID}, true
 }
 

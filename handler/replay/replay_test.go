@@ -294,8 +294,8 @@ var _ convoy.Sender = (*ledgertest.Sender)(nil)
 // orders is an OrderReader with fixed appliedSeqs.
 type orders map[string]int64
 
-func (o orders) Load(_ context.Context, id string) (*convoy.Order, error) {
-	return &convoy.Order{ID: id, AppliedSeq: o[id]}, nil
+func (o orders) Load(_ context.Context, id string) (*convoy.Key, error) {
+	return &convoy.Key{ID: id, AppliedSeq: o[id]}, nil
 }
 
 // TestReplayScanLimit: more dead letters than one scan receives. When the

@@ -40,7 +40,7 @@ func (s *Sender) Close(ctx context.Context) error { return s.sender.Close(ctx) }
 
 // ToMessage is the order message (convoy.OrderMessage) as an
 // azservicebus.Message; convoy.OrderMessage.Size is its size in a batch.
-func ToMessage(m convoy.OrderMessage) *azservicebus.Message {
+func ToMessage(m convoy.Envelope) *azservicebus.Message {
 	contentType := convoy.ContentType
 	return &azservicebus.Message{
 		SessionID:             &m.SessionID,
@@ -81,7 +81,7 @@ type batch struct {
 	trace trace.SpanContext
 }
 
-func (b *batch) Add(m convoy.OrderMessage) error {
+func (b *batch) Add(m convoy.Envelope) error {
 	m.TraceParent, m.DiagnosticID = tracing.Stamp(m.TraceParent, m.DiagnosticID, b.trace)
 	err := b.mb.AddMessage(ToMessage(m), nil)
 	if errors.Is(err, azservicebus.ErrMessageTooLarge) {

@@ -13,7 +13,7 @@ func TestToMessage(t *testing.T) {
 	amount := int64(1250)
 	body, _ := orders.EncodeBody(orders.Transaction{OrderID: "o-1", Op: orders.AddTransaction, TxID: "t-1", Amount: &amount})
 	for _, last := range []bool{false, true} {
-		m := servicebus.ToMessage(convoy.OrderMessage{SessionID: "o-1", MessageID: "L-1:2", LedgerID: "L-1", Seq: 2, Last: last, Body: body})
+		m := servicebus.ToMessage(convoy.Envelope{SessionID: "o-1", MessageID: "L-1:2", LedgerID: "L-1", Seq: 2, Last: last, Body: body})
 		if *m.SessionID != "o-1" || *m.MessageID != "L-1:2" || *m.ContentType != "application/json" || string(m.Body) != string(body) {
 			t.Fatalf("message %+v", m)
 		}

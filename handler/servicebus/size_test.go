@@ -27,7 +27,7 @@ import (
 //go:linkname newMessageBatch github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus.newMessageBatch
 func newMessageBatch(maxBytes uint64) *azservicebus.MessageBatch
 
-func randomMessage(r *rand.Rand) convoy.OrderMessage {
+func randomMessage(r *rand.Rand) convoy.Envelope {
 	n := func() int { // lengths around the 8/32-bit encoding boundary, and small ones
 		return []int{0, 1, 5, 100, 200, 255, 256, 257, 300, 4000}[r.IntN(10)] + r.IntN(3)
 	}
@@ -35,7 +35,7 @@ func randomMessage(r *rand.Rand) convoy.OrderMessage {
 	traceValue := func() string { // none, a traceparent, or a producer's longer value
 		return []string{"", "", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", strings.Repeat("t", 250+r.IntN(10))}[r.IntN(4)]
 	}
-	return convoy.OrderMessage{
+	return convoy.Envelope{
 		SessionID: id(100), MessageID: id(128), LedgerID: id(100),
 		Seq:         []int64{1, 127, 128, 1 << 40, 1<<63 - 1}[r.IntN(5)],
 		Last:        r.IntN(2) == 0,
@@ -70,7 +70,7 @@ func TestSizeAsTheSDKCounts(t *testing.T) {
 // TestSizeIsTheLimit: a message of exactly the limit fits the SDK's batch of
 // that limit; one byte more does not.
 func TestSizeIsTheLimit(t *testing.T) {
-	m := convoy.OrderMessage{SessionID: "o-1", MessageID: "L:1", LedgerID: "L", Seq: 300, Body: []byte(strings.Repeat("x", 1000))}
+	m := convoy.Envelope{SessionID: "o-1", MessageID: "L:1", LedgerID: "L", Seq: 300, Body: []byte(strings.Repeat("x", 1000))}
 	if err := newMessageBatch(uint64(m.Size())).AddMessage(servicebus.ToMessage(m), nil); err != nil {
 		t.Fatalf("a message of exactly the limit: %v", err)
 	}
@@ -87,7 +87,7 @@ type sdkSender struct {
 
 type sdkBatch struct{ mb *azservicebus.MessageBatch }
 
-func (b *sdkBatch) Add(m convoy.OrderMessage) error {
+func (b *sdkBatch) Add(m convoy.Envelope) error {
 	if err := b.mb.AddMessage(servicebus.ToMessage(m), nil); err == azservicebus.ErrMessageTooLarge {
 		return convoy.ErrBatchFull
 	} else if err != nil {

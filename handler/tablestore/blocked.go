@@ -147,7 +147,7 @@ func (s *Store) Head(ctx context.Context, orderID string) (convoy.Head, bool, er
 	}
 	p := props(e.Properties)
 	progress := p.time("AppliedAt")
-	if progress.IsZero() { // a head written before it was kept (Order.Progress)
+	if progress.IsZero() { // a head written before it was kept (Key.Progress)
 		progress = p.time("UpdatedAt")
 	}
 	return convoy.Head{OrderID: orderID, AppliedSeq: p.int("AppliedSeq"), Parked: int(p.int("Parked")),

@@ -118,7 +118,7 @@ func (s *stubService) stores(t *testing.T) (*Store, *Ledgers) {
 
 // commit commits a change of four operations (marker, head, one transaction's two rows).
 func commit(ctx context.Context, s *Store) error {
-	o := convoy.NewOrder("o-1")
+	o := convoy.NewKey("o-1")
 	o.AppliedSeq, o.UpdatedAt = 1, time.Now()
 	return s.Commit(ctx, o, 0, &convoy.Change{Writes: keyed.Writes{}.
 		Append("t", 0, keyed.Props{{Name: "TxId", Value: "t-1"}, {Name: "Amount", Value: int64(5)}}).

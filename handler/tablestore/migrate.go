@@ -26,7 +26,7 @@ import (
 // plus N/100 writes, paid by the first Load of the order; after each page it
 // records how far it got (the w:migration row, for the head's version), so
 // that a migration cut short by a deadline resumes where it stopped.
-func (s *Store) migrate(ctx context.Context, o *convoy.Order, etag azcore.ETag) error {
+func (s *Store) migrate(ctx context.Context, o *convoy.Key, etag azcore.ETag) error {
 	what := "migrate order " + o.ID + " to layout 2"
 	var total, count int64
 	if resp, err := s.table.GetEntity(ctx, o.ID, migrationKey, nil); err == nil {

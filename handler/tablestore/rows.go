@@ -35,7 +35,7 @@ var (
 
 // decodeHead reads the head's properties into o: the engine's, and the
 // rest as the domain's state (StateProps).
-func decodeHead(o *convoy.Order, p props) {
+func decodeHead(o *convoy.Key, p props) {
 	o.Complete = p.bool("Complete")
 	o.AppliedSeq = p.int("AppliedSeq")
 	o.Version = p.int("Version")

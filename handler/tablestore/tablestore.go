@@ -130,7 +130,7 @@ func New(table *aztables.Client, batches *Batches) *Store {
 // Load implements convoy.Store. One query reads the head and the first
 // parked rows (one RowKey range, the head first; convoy.ParkedLoadSize of
 // them); a head of the layout before issue 27 is migrated first (migrate).
-func (s *Store) Load(ctx context.Context, orderID string) (*convoy.Order, error) {
+func (s *Store) Load(ctx context.Context, orderID string) (*convoy.Key, error) {
 	o, etag, legacy, err := s.loadHead(ctx, orderID)
 	if err != nil || !legacy {
 		return o, err
@@ -143,9 +143,9 @@ func (s *Store) Load(ctx context.Context, orderID string) (*convoy.Order, error)
 
 // loadHead reads the head and the first convoy.ParkedLoadSize parked rows;
 // legacy: the head is of the layout before issue 27 (etag: the head's).
-func (s *Store) loadHead(ctx context.Context, orderID string) (o *convoy.Order, etag azcore.ETag, legacy bool, err error) {
+func (s *Store) loadHead(ctx context.Context, orderID string) (o *convoy.Key, etag azcore.ETag, legacy bool, err error) {
 	what := "load order " + orderID
-	o = convoy.NewOrder(orderID)
+	o = convoy.NewKey(orderID)
 	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge '%s' and RowKey lt '%s'", escape(orderID), headKey, headRangeEnd)
 	top := int32(1 + convoy.ParkedLoadSize) // the head and the rows; the head counts them all
 	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Top: &top})
@@ -271,7 +271,7 @@ func (s *Store) Row(ctx context.Context, orderID string, ref keyed.RowRef) (keye
 func rowKey(ref keyed.RowRef) string { return ref.Collection + ":" + ref.ID }
 
 // Commit implements convoy.Store.
-func (s *Store) Commit(ctx context.Context, o *convoy.Order, base int64, c *convoy.Change) error {
+func (s *Store) Commit(ctx context.Context, o *convoy.Key, base int64, c *convoy.Change) error {
 	if n := c.Records(); n > convoy.MaxChangeRecords {
 		return fault.Errorf(fault.Internal, "change touches %d records, more than %d", n, convoy.MaxChangeRecords)
 	}
@@ -303,7 +303,7 @@ func withTable(ctx context.Context, table *aztables.Client, fn func() error) err
 // commitBody writes a commit's entity-group transaction: the marker of the
 // new version (insert: the compare-and-swap), the head, then the rows the
 // change adds or removes.
-func (s *Store) commitBody(o *convoy.Order, base int64, c *convoy.Change) *batchBody {
+func (s *Store) commitBody(o *convoy.Key, base int64, c *convoy.Change) *batchBody {
 	b := s.batches.newBody()
 	e := b.insert(o.ID, markerKey(base+1))
 	e.i64("AppliedSeq", o.AppliedSeq)

@@ -232,7 +232,7 @@ type conflictCounter struct {
 	conflicts atomic.Int64
 }
 
-func (c *conflictCounter) Commit(ctx context.Context, o *convoy.Order, base int64, ch *convoy.Change) error {
+func (c *conflictCounter) Commit(ctx context.Context, o *convoy.Key, base int64, ch *convoy.Change) error {
 	err := c.Store.Commit(ctx, o, base, ch)
 	if errors.Is(err, convoy.ErrConflict) {
 		c.conflicts.Add(1)

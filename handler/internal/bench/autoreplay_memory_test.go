@@ -171,8 +171,8 @@ type discardSender struct{ q *madeBodies }
 
 type countBatch struct{ n int }
 
-func (b *countBatch) Add(convoy.OrderMessage) error { b.n++; return nil }
-func (b *countBatch) Len() int                      { return b.n }
+func (b *countBatch) Add(convoy.Envelope) error { b.n++; return nil }
+func (b *countBatch) Len() int                  { return b.n }
 
 func (s discardSender) NewBatch(context.Context) (convoy.Batch, error) { return &countBatch{}, nil }
 func (s discardSender) SendBatch(context.Context, convoy.Batch) error {

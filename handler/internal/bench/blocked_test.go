@@ -89,7 +89,7 @@ func BenchmarkBlockedListAndSummary(b *testing.B) {
 			}
 			amount := int64(5)
 			m := convoy.Message{Seq: 2, MessageID: "L:" + id + ":2", Command: orders.Transaction{OrderID: id, Op: orders.AddTransaction, TxID: "t-2", Amount: &amount}}
-			o := convoy.NewOrder(id)
+			o := convoy.NewKey(id)
 			o.Parked[2], o.ParkedCount, o.ParkedLast, o.BlockedSince, o.UpdatedAt = m, 1, 2, at, at
 			if err := procStore.Commit(ctx, o, 0, &convoy.Change{Park: map[int64]convoy.Message{2: m}}); err != nil {
 				return err

@@ -97,7 +97,7 @@ func function(b *testing.B, app *devhost.App, name string) devhost.Function {
 
 // orderMessages de-batches a generated ledger of n transactions over orders
 // with the real publisher: the order messages it would send, in order.
-func orderMessages(b *testing.B, ledgerID string, n int, orders []string) []convoy.OrderMessage {
+func orderMessages(b *testing.B, ledgerID string, n int, orders []string) []convoy.Envelope {
 	b.Helper()
 	sender := &ledgertest.Sender{}
 	p := ledger.NewPublisher(memstore.NewLedgers(), sender, ledger.PublisherOptions{})
@@ -108,7 +108,7 @@ func orderMessages(b *testing.B, ledgerID string, n int, orders []string) []conv
 }
 
 // hostMessage is m as the queue emulation delivers it.
-func hostMessage(m convoy.OrderMessage) *devbus.Message {
+func hostMessage(m convoy.Envelope) *devbus.Message {
 	return &devbus.Message{MessageID: m.MessageID, SessionID: m.SessionID, ContentType: convoy.ContentType,
 		Properties: m.Properties(), Body: m.Body, DeliveryCount: 1}
 }
@@ -122,6 +122,6 @@ func orderIDs(prefix string, n int) []string {
 }
 
 // devhostEncode is the invocation body the host sends to deliver m to fn.
-func devhostEncode(fn devhost.Function, m convoy.OrderMessage) []byte {
+func devhostEncode(fn devhost.Function, m convoy.Envelope) []byte {
 	return devhost.EncodeInvocation(fn, []*devbus.Message{hostMessage(m)}, time.Now())
 }

@@ -305,7 +305,7 @@ type countingMemstore struct {
 
 func (c *countingMemstore) reset() { c.calls.Store(0) }
 
-func (c *countingMemstore) Load(ctx context.Context, id string) (*convoy.Order, error) {
+func (c *countingMemstore) Load(ctx context.Context, id string) (*convoy.Key, error) {
 	c.calls.Add(1)
 	return c.Store.Load(ctx, id)
 }
@@ -315,7 +315,7 @@ func (c *countingMemstore) Row(ctx context.Context, id string, ref keyed.RowRef)
 	return c.Store.Row(ctx, id, ref)
 }
 
-func (c *countingMemstore) Commit(ctx context.Context, o *convoy.Order, base int64, ch *convoy.Change) error {
+func (c *countingMemstore) Commit(ctx context.Context, o *convoy.Key, base int64, ch *convoy.Change) error {
 	c.calls.Add(1)
 	return c.Store.Commit(ctx, o, base, ch)
 }

@@ -93,7 +93,7 @@ func (s *countingSender) SendBatch(_ context.Context, b convoy.Batch) error {
 // keeps none of them.
 type countingBatch struct{ n, bytes, limit int }
 
-func (c *countingBatch) Add(m convoy.OrderMessage) error {
+func (c *countingBatch) Add(m convoy.Envelope) error {
 	if c.bytes+ledgertest.Size(m) > c.limit {
 		return convoy.ErrBatchFull
 	}

@@ -100,7 +100,7 @@ func swapPairs(msgs []convoy.Message) []convoy.Message {
 }
 
 // convoyMessages decodes published messages as the handler does.
-func convoyMessages(b *testing.B, msgs []convoy.OrderMessage) []convoy.Message {
+func convoyMessages(b *testing.B, msgs []convoy.Envelope) []convoy.Message {
 	out := make([]convoy.Message, len(msgs))
 	for i, m := range msgs {
 		tx, err := orders.DecodeBody(m.Body)

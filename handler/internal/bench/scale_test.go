@@ -326,7 +326,7 @@ type countedOrders struct {
 	c *countedHeal
 }
 
-func (s *countedOrders) Load(ctx context.Context, id string) (*convoy.Order, error) {
+func (s *countedOrders) Load(ctx context.Context, id string) (*convoy.Key, error) {
 	s.c.add("query", 1) // the head and the first parked rows
 	return s.Store.Load(ctx, id)
 }
@@ -346,7 +346,7 @@ func (s *countedOrders) Row(ctx context.Context, id string, ref keyed.RowRef) (k
 	return s.Store.Row(ctx, id, ref)
 }
 
-func (s *countedOrders) Commit(ctx context.Context, o *convoy.Order, base int64, ch *convoy.Change) error {
+func (s *countedOrders) Commit(ctx context.Context, o *convoy.Key, base int64, ch *convoy.Change) error {
 	s.c.add("transaction", 1)
 	return s.Store.Commit(ctx, o, base, ch)
 }

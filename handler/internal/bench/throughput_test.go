@@ -227,7 +227,7 @@ func processCPU(b *testing.B, pid int) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
-func send(b *testing.B, ctx context.Context, sender *servicebus.Sender, msgs []convoy.OrderMessage) {
+func send(b *testing.B, ctx context.Context, sender *servicebus.Sender, msgs []convoy.Envelope) {
 	batch, _ := sender.NewBatch(ctx)
 	for _, m := range msgs {
 		if batch.Add(m) == convoy.ErrBatchFull {

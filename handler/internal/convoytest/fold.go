@@ -1,5 +1,5 @@
 // Package convoytest is test support, never used by the product: the fold
-// of an order's messages written independently of convoy.Order, the oracle
+// of an order's messages written independently of the order rules (orders.Rules), the oracle
 // that the processor's property test, the end-to-end suite and the demo
 // compare every order with.
 package convoytest

@@ -41,8 +41,8 @@ func startBus(t *testing.T, queues map[string]devbus.QueueProperties) (*devbus.B
 	return b, qs, c
 }
 
-func orderMessage(order string, seq int64, body string) convoy.OrderMessage {
-	return convoy.OrderMessage{SessionID: order, MessageID: fmt.Sprintf("L-%s:%d", order, seq), LedgerID: "L-" + order, Seq: seq, Body: []byte(body)}
+func orderMessage(order string, seq int64, body string) convoy.Envelope {
+	return convoy.Envelope{SessionID: order, MessageID: fmt.Sprintf("L-%s:%d", order, seq), LedgerID: "L-" + order, Seq: seq, Body: []byte(body)}
 }
 
 // TestSenderAdapter: the publisher's batches carry SessionId, MessageId,
@@ -59,7 +59,7 @@ func TestSenderAdapter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sender.Close(ctx)
-	send := func(msgs ...convoy.OrderMessage) {
+	send := func(msgs ...convoy.Envelope) {
 		b, err := sender.NewBatch(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -157,6 +157,6 @@ func TestReplaysInARow(t *testing.T) {
 // appliedAt is a replay.OrderReader with fixed appliedSeqs (0 for others).
 type appliedAt map[string]int64
 
-func (a appliedAt) Load(_ context.Context, id string) (*convoy.Order, error) {
-	return &convoy.Order{ID: id, AppliedSeq: a[id]}, nil
+func (a appliedAt) Load(_ context.Context, id string) (*convoy.Key, error) {
+	return &convoy.Key{ID: id, AppliedSeq: a[id]}, nil
 }

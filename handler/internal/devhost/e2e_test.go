@@ -324,7 +324,7 @@ func TestDuplicates(t *testing.T) {
 	for i, entry := range ledgers[0].Entries {
 		seqs[entry.OrderID]++
 		body, _ := orders.EncodeBody(entry.Transaction)
-		again = append(again, servicebus.ToMessage(convoy.OrderMessage{SessionID: entry.OrderID, MessageID: fmt.Sprintf("again-%d", i),
+		again = append(again, servicebus.ToMessage(convoy.Envelope{SessionID: entry.OrderID, MessageID: fmt.Sprintf("again-%d", i),
 			LedgerID: ledgers[0].ID, Seq: seqs[entry.OrderID], Last: entry.Last, Body: body}))
 	}
 	e.send(ctx, "orders", again...)

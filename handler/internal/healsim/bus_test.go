@@ -32,7 +32,7 @@ const lockDuration = 30 * time.Second
 
 // delivery is a message in the orders queue.
 type delivery struct {
-	m     convoy.OrderMessage
+	m     convoy.Envelope
 	count int // deliveries that failed or whose lock was lost
 	lock  int // bumped at each delivery: a settlement under an older lock fails (the lock was lost)
 }
@@ -50,7 +50,7 @@ func (w *world) sbFault(op, id string) bool {
 
 // send puts messages into the orders queue, dropping those whose MessageId
 // the queue saw within its duplicate detection window, as Service Bus does.
-func (w *world) send(msgs []convoy.OrderMessage, why string) {
+func (w *world) send(msgs []convoy.Envelope, why string) {
 	for _, m := range msgs {
 		if at, seen := w.sentIDs[m.MessageID]; seen && w.now.Sub(at) < dupWindow {
 			w.st.dupsDropped++
@@ -184,7 +184,7 @@ type deadLetter struct {
 	lockedIn    int // the top-level step whose action received it
 }
 
-func (q *deadLetters) add(m convoy.OrderMessage) {
+func (q *deadLetters) add(m convoy.Envelope) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.next++
@@ -293,10 +293,10 @@ func (r *dlReader) Abandon(_ context.Context, d replay.DeadLetter) error {
 // detection, or, past its window, delivered twice).
 type sender struct{ w *world }
 
-type batch struct{ msgs []convoy.OrderMessage }
+type batch struct{ msgs []convoy.Envelope }
 
-func (b *batch) Add(m convoy.OrderMessage) error { b.msgs = append(b.msgs, m); return nil }
-func (b *batch) Len() int                        { return len(b.msgs) }
+func (b *batch) Add(m convoy.Envelope) error { b.msgs = append(b.msgs, m); return nil }
+func (b *batch) Len() int                    { return len(b.msgs) }
 
 func (s sender) NewBatch(context.Context) (convoy.Batch, error) { return &batch{}, nil }
 

@@ -57,7 +57,7 @@ func (w *world) hush() func() {
 }
 
 // peek reads an order's durable state without hooks.
-func (w *world) peek(id string) *convoy.Order {
+func (w *world) peek(id string) *convoy.Key {
 	defer w.hush()()
 	o, err := w.mem.Load(context.Background(), id)
 	if err != nil {
@@ -74,14 +74,14 @@ type checkedStore struct {
 	w *world
 }
 
-func (s *checkedStore) Commit(ctx context.Context, o *convoy.Order, base int64, c *convoy.Change) error {
+func (s *checkedStore) Commit(ctx context.Context, o *convoy.Key, base int64, c *convoy.Change) error {
 	var skips []int64
 	for _, r := range c.Rejections {
 		if r.Reason == convoy.ReasonSkipped {
 			skips = append(skips, r.Seq)
 		}
 	}
-	var before *convoy.Order
+	var before *convoy.Key
 	if len(skips) > 0 && !s.w.quiet {
 		before = s.w.peek(o.ID)
 	}
@@ -129,7 +129,7 @@ func (w *world) dies(orderID string) bool {
 // the state the commit replaced), never acknowledged nor in flight (the
 // queue's record), and skipped while its order was blocked (a later seq
 // had been received).
-func (w *world) afterCommit(orderID string, skips []int64, before *convoy.Order) {
+func (w *world) afterCommit(orderID string, skips []int64, before *convoy.Key) {
 	restore := w.hush()
 	err := storetest.ParkedAboveApplied(context.Background(), w.mem, orderID)
 	restore()

@@ -133,7 +133,7 @@ func simulate(seed uint64, verbose bool) (stats, error) {
 	for i := range steps {
 		for _, l := range w.late {
 			if int(l.at*float64(steps)) == i {
-				w.send([]convoy.OrderMessage{l.m}, " (sent late)")
+				w.send([]convoy.Envelope{l.m}, " (sent late)")
 				if l.m.SessionID == w.slowSession && l.m.Seq == 1 {
 					w.slowSession = "" // its calls were slow while its tail piled up
 				}

@@ -53,7 +53,7 @@ type world struct {
 	// seqs whose body no processor can read; flaky: handler failures left
 	// before a seq's delivery gets through; corrupt: messages of a seq far
 	// beyond MaxParkAhead (refused, then dead-lettered), by order.
-	msgs    map[string][]convoy.OrderMessage
+	msgs    map[string][]convoy.Envelope
 	poison  map[string]map[int64]bool
 	flaky   map[string]int
 	corrupt map[string]bool // by MessageId
@@ -104,7 +104,7 @@ type world struct {
 
 func newWorld(seed uint64, verbose bool) *world {
 	w := &world{seed: seed, r: rand.New(rand.NewPCG(seed, 0x5eed)), jitter: rand.New(rand.NewPCG(seed, 0x717)),
-		now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), mem: memstore.New(), msgs: map[string][]convoy.OrderMessage{},
+		now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), mem: memstore.New(), msgs: map[string][]convoy.Envelope{},
 		poison: map[string]map[int64]bool{}, flaky: map[string]int{}, corrupt: map[string]bool{}, rolls: map[string]uint64{},
 		sentIDs: map[string]time.Time{}, busy: -1, skipping: -1, verbose: verbose, rec: newRecord()}
 	w.dlq = &deadLetters{w: w, msgs: map[int64]*deadLetter{}}
@@ -119,7 +119,7 @@ func newWorld(seed uint64, verbose bool) *world {
 		w.start(i)
 	}
 	orders := 2 + w.r.IntN(3)
-	var first []convoy.OrderMessage
+	var first []convoy.Envelope
 	for i := range orders {
 		id := fmt.Sprintf("o-%d", i+1)
 		w.orders = append(w.orders, id)
@@ -196,7 +196,7 @@ func key(order string, seq int64) string { return order + "/" + strconv.FormatIn
 // corruptMessage is a message of orderID whose seq lies far beyond
 // MaxParkAhead of anything the order reaches: the processor refuses it,
 // the delivery fails, and it ends dead-lettered for good.
-func (w *world) corruptMessage(id string) convoy.OrderMessage {
+func (w *world) corruptMessage(id string) convoy.Envelope {
 	amount := int64(1)
 	m, err := orders.NewOrderMessage("L", 1, 3*convoy.MaxParkAhead, false,
 		orders.Transaction{OrderID: id, Op: orders.AddTransaction, TxID: "t-corrupt", Amount: &amount})
@@ -212,7 +212,7 @@ func (w *world) corruptMessage(id string) convoy.OrderMessage {
 // added and modified (some breaking a rule), maybe deleted, maybe ended by
 // "last"; a few seqs are poison (unreadable), never the last one (a poison
 // tail blocks nothing, and no operator could skip it).
-func (w *world) newOrder(id string) ([]convoy.OrderMessage, map[int64]bool) {
+func (w *world) newOrder(id string) ([]convoy.Envelope, map[int64]bool) {
 	n := 3 + w.r.IntN(12)
 	long := w.r.IntN(3) == 0
 	if long {
@@ -221,7 +221,7 @@ func (w *world) newOrder(id string) ([]convoy.OrderMessage, map[int64]bool) {
 		n = 40 + w.r.IntN(160)
 	}
 	poison := map[int64]bool{}
-	var out []convoy.OrderMessage
+	var out []convoy.Envelope
 	var txIDs []string
 	for seq := int64(1); seq <= int64(n); seq++ {
 		tx := orders.Transaction{OrderID: id}
@@ -361,6 +361,6 @@ func (w *world) serve(ctx context.Context, inst int, req *http.Request) (int, st
 
 // late is a message sent when the run is a fraction at through its steps.
 type late struct {
-	m  convoy.OrderMessage
+	m  convoy.Envelope
 	at float64
 }

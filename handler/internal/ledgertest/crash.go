@@ -97,7 +97,7 @@ func (f *flaky) SendBatch(ctx context.Context, b convoy.Batch) error {
 func CrashAtEveryStep(t *testing.T, store ledger.Store) {
 	ctx := context.Background()
 	runs := 0
-	run := func(failAt int, after bool) (map[string]convoy.OrderMessage, int, error) {
+	run := func(failAt int, after bool) (map[string]convoy.Envelope, int, error) {
 		runs++ // fresh ledger and order ids: the store keeps every counter
 		p := fmt.Sprintf("c%d-%d", time.Now().UnixNano(), runs)
 		doc := Doc("L-"+p, 40, []string{p + "-o1", p + "-o2", p + "-o3"}, 900)
@@ -110,7 +110,7 @@ func CrashAtEveryStep(t *testing.T, store ledger.Store) {
 		if _, err := pub.Publish(ctx, doc); err != nil {
 			return nil, ops, fmt.Errorf("retry after a crash at op %d: %w", failAt, err)
 		}
-		byID := map[string]convoy.OrderMessage{}
+		byID := map[string]convoy.Envelope{}
 		for _, m := range sender.Messages() {
 			// Runs use their own ids: compare them by ledger index and order number.
 			m.MessageID = m.MessageID[strings.Index(m.MessageID, ":"):]

@@ -9,7 +9,7 @@ import (
 
 // Size is a message's size as sent alone (convoy.OrderMessage.Size, which
 // the servicebus tests check against the SDK).
-func Size(m convoy.OrderMessage) int { return m.Size() }
+func Size(m convoy.Envelope) int { return m.Size() }
 
 // Sender is an in-memory convoy.Sender that keeps every batch it was sent.
 type Sender struct {
@@ -18,7 +18,7 @@ type Sender struct {
 	Fail func(op string) error
 
 	mu      sync.Mutex
-	batches [][]convoy.OrderMessage
+	batches [][]convoy.Envelope
 }
 
 var _ convoy.Sender = (*Sender)(nil)
@@ -51,15 +51,15 @@ func (s *Sender) SendBatch(_ context.Context, b convoy.Batch) error {
 }
 
 // Batches returns what was sent, batch by batch.
-func (s *Sender) Batches() [][]convoy.OrderMessage {
+func (s *Sender) Batches() [][]convoy.Envelope {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([][]convoy.OrderMessage(nil), s.batches...)
+	return append([][]convoy.Envelope(nil), s.batches...)
 }
 
 // Messages returns every message sent, in order.
-func (s *Sender) Messages() []convoy.OrderMessage {
-	var all []convoy.OrderMessage
+func (s *Sender) Messages() []convoy.Envelope {
+	var all []convoy.Envelope
 	for _, b := range s.Batches() {
 		all = append(all, b...)
 	}
@@ -68,14 +68,14 @@ func (s *Sender) Messages() []convoy.OrderMessage {
 
 // Batch is a Sender's batch.
 type Batch struct {
-	Messages []convoy.OrderMessage
+	Messages []convoy.Envelope
 	Bytes    int
 	limit    int
 }
 
 // Add implements convoy.Batch, counting as azservicebus does: the first
 // message's envelope once, then each message's payload.
-func (b *Batch) Add(m convoy.OrderMessage) error {
+func (b *Batch) Add(m convoy.Envelope) error {
 	size := m.PayloadBytes()
 	if len(b.Messages) == 0 {
 		size += m.EnvelopeBytes()

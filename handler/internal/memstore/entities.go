@@ -25,7 +25,7 @@ const (
 )
 
 // commitGroup is the entity-group transaction of tablestore's commitBody.
-func commitGroup(o *convoy.Order, c *convoy.Change) *group {
+func commitGroup(o *convoy.Key, c *convoy.Change) *group {
 	g := &group{}
 	g.write(newEntity(o.ID, markerRow).i64("AppliedSeq").time("At"))
 	head := newEntity(o.ID, headRow).i32("Parked")

@@ -20,7 +20,7 @@ import (
 // Store keeps orders in a map.
 type Store struct {
 	mu      sync.Mutex
-	orders  map[string]*convoy.Order       // heads (no parked messages: parked)
+	orders  map[string]*convoy.Key         // heads (no parked messages: parked)
 	parked  map[string]*parkedSet          // parked messages, by order
 	history map[string]*history            // transactions and rejections, by order
 	blocked map[string]convoy.BlockedEntry // the blocked index, by key
@@ -84,12 +84,12 @@ func (p *parkedSet) page(after int64, limit int) ([]convoy.Message, bool) {
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{orders: map[string]*convoy.Order{}, parked: map[string]*parkedSet{}, history: map[string]*history{}}
+	return &Store{orders: map[string]*convoy.Key{}, parked: map[string]*parkedSet{}, history: map[string]*history{}}
 }
 
 // Load implements convoy.Store: the head and the first convoy.ParkedLoadSize
 // parked messages, as tablestore reads them.
-func (s *Store) Load(_ context.Context, orderID string) (*convoy.Order, error) {
+func (s *Store) Load(_ context.Context, orderID string) (*convoy.Key, error) {
 	if err := s.fail("load", orderID); err != nil {
 		return nil, err
 	}
@@ -97,7 +97,7 @@ func (s *Store) Load(_ context.Context, orderID string) (*convoy.Order, error) {
 	defer s.mu.Unlock()
 	o, ok := s.orders[orderID]
 	if !ok {
-		return convoy.NewOrder(orderID), nil
+		return convoy.NewKey(orderID), nil
 	}
 	o = unbound(o)
 	page, more := s.parked[orderID].page(0, convoy.ParkedLoadSize)
@@ -193,7 +193,7 @@ func (s *Store) Rejections(_ context.Context, orderID string, from int64, limit 
 }
 
 // Commit implements convoy.Store.
-func (s *Store) Commit(_ context.Context, o *convoy.Order, base int64, c *convoy.Change) error {
+func (s *Store) Commit(_ context.Context, o *convoy.Key, base int64, c *convoy.Change) error {
 	if err := s.fail("commit", o.ID); err != nil {
 		return err
 	}
@@ -206,12 +206,12 @@ func (s *Store) Commit(_ context.Context, o *convoy.Order, base int64, c *convoy
 	defer s.mu.Unlock()
 	cur, ok := s.orders[o.ID]
 	if !ok {
-		cur = convoy.NewOrder(o.ID)
+		cur = convoy.NewKey(o.ID)
 	}
 	if cur.Version != base {
 		return fmt.Errorf("order %q is at version %d, not %d: %w", o.ID, cur.Version, base, convoy.ErrConflict)
 	}
-	next := convoy.NewOrder(o.ID)
+	next := convoy.NewKey(o.ID)
 	parked := s.parked[o.ID]
 	if parked == nil {
 		parked = &parkedSet{msgs: map[int64]convoy.Message{}}
@@ -295,8 +295,8 @@ func (p *parkedSet) apply(c *convoy.Change) {
 // unbound is the head of o as a store reads it: the engine's figures and
 // the state as stored, nothing the processor knows besides (its rows, its
 // domain, its decoded state).
-func unbound(o *convoy.Order) *convoy.Order {
-	h := convoy.NewOrder(o.ID)
+func unbound(o *convoy.Key) *convoy.Key {
+	h := convoy.NewKey(o.ID)
 	h.Complete, h.StateProps, h.StateVersion = o.Complete, o.StateProps, o.StateVersion
 	h.AppliedSeq, h.BlockedSince, h.UpdatedAt, h.AppliedAt = o.AppliedSeq, o.BlockedSince, o.UpdatedAt, o.AppliedAt
 	h.Crit, h.ParkedCount, h.ParkedLast, h.Version = o.Crit.Clone(), o.ParkedCount, o.ParkedLast, o.Version

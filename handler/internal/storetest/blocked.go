@@ -99,7 +99,7 @@ type listBeforeCommit struct {
 	list func()
 }
 
-func (l listBeforeCommit) Commit(ctx context.Context, o *convoy.Order, base int64, c *convoy.Change) error {
+func (l listBeforeCommit) Commit(ctx context.Context, o *convoy.Key, base int64, c *convoy.Change) error {
 	l.list()
 	return l.Store.Commit(ctx, o, base, c)
 }

@@ -40,7 +40,7 @@ const maxUnits = 32 * 1024
 
 // refusedWhole fails unless err is a fault.Internal and the order, its
 // history and its transaction t-1 are as before.
-func refusedWhole(t *testing.T, s convoy.Store, what string, err error, before *convoy.Order) {
+func refusedWhole(t *testing.T, s convoy.Store, what string, err error, before *convoy.Key) {
 	t.Helper()
 	if fault.CodeOf(err) != fault.Internal {
 		t.Fatalf("%s: got %v, want a refusal (fault.Internal)", what, err)
@@ -62,16 +62,16 @@ func refusedWhole(t *testing.T, s convoy.Store, what string, err error, before *
 func testPropertyLimit(t *testing.T, s convoy.Store, id string) {
 	cases := []struct {
 		name string
-		fill func(o *convoy.Order, c *convoy.Change, d json.RawMessage)
+		fill func(o *convoy.Key, c *convoy.Change, d json.RawMessage)
 		read func(t *testing.T, id string) string // the data as stored
 	}{
-		{"order data", func(o *convoy.Order, c *convoy.Change, d json.RawMessage) {
+		{"order data", func(o *convoy.Key, c *convoy.Change, d json.RawMessage) {
 			receive(t, o, msg(2, orders.AddTransaction, "t-1", 5), epoch, c)
 			st := orders.StateOf(o)
 			st.Data = d
 			o.State, o.StateProps = st, orders.Rules{}.EncodeState(st)
 		}, func(t *testing.T, id string) string { return string(orders.StateOf(load(t, s, id)).Data) }},
-		{"transaction data", func(o *convoy.Order, c *convoy.Change, d json.RawMessage) {
+		{"transaction data", func(o *convoy.Key, c *convoy.Change, d json.RawMessage) {
 			receive(t, o, msg(2, orders.AddTransaction, "t-1", 5), epoch, c)
 			for i, w := range c.Writes {
 				if w.Ref.Collection == "t" {
@@ -82,13 +82,13 @@ func testPropertyLimit(t *testing.T, s convoy.Store, id string) {
 			txs, _ := history(t, s, id, 10)
 			return string(txs[0].Data)
 		}},
-		{"parked message data", func(o *convoy.Order, c *convoy.Change, d json.RawMessage) {
+		{"parked message data", func(o *convoy.Key, c *convoy.Change, d json.RawMessage) {
 			receive(t, o, msg(3, orders.AddTransaction, "t-1", 5), epoch, c)
 			withData(c, d)
 		}, func(t *testing.T, id string) string {
 			return string(orders.CommandOf(id, load(t, s, id).Parked[3]).Data)
 		}},
-		{"rejection reason", func(o *convoy.Order, c *convoy.Change, d json.RawMessage) {
+		{"rejection reason", func(o *convoy.Key, c *convoy.Change, d json.RawMessage) {
 			receive(t, o, msg(2, orders.ModifyTransaction, "t-404", 5), epoch, c)
 			c.Rejections[0].Reason = string(d)
 		}, func(t *testing.T, id string) string {
@@ -206,7 +206,7 @@ func testKeyLimits(t *testing.T, s convoy.Store, id string) {
 // command over its domain's budget without its properties: the data is set
 // in the change it made, so that the store alone judges it.)
 func testGroupLimits(t *testing.T, s convoy.Store, id string) {
-	park := func(oid string, n int, data json.RawMessage) (*convoy.Order, *convoy.Order, convoy.Change) {
+	park := func(oid string, n int, data json.RawMessage) (*convoy.Key, *convoy.Key, convoy.Change) {
 		o := newOrder(t, oid)
 		step(t, s, o, msg(1, orders.CreateOrder, "", 0))
 		before := load(t, s, oid)

@@ -84,14 +84,14 @@ func of(id string, m convoy.Message) convoy.Message {
 	return command(m, func(tx *orders.Transaction) { tx.OrderID = id })
 }
 
-// newOrder is convoy.NewOrder(id) bound to the order domain.
-func newOrder(t *testing.T, id string) *convoy.Order {
+// newOrder is convoy.NewKey(id) bound to the order domain.
+func newOrder(t *testing.T, id string) *convoy.Key {
 	t.Helper()
-	return bind(t, convoy.NewOrder(id))
+	return bind(t, convoy.NewKey(id))
 }
 
 // bind binds o to the order domain, as the processor does.
-func bind(t *testing.T, o *convoy.Order) *convoy.Order {
+func bind(t *testing.T, o *convoy.Key) *convoy.Key {
 	t.Helper()
 	if _, err := o.Bind(orders.Domain); err != nil {
 		t.Fatalf("bind %s: %v", o.ID, err)
@@ -107,7 +107,7 @@ func xRef(txID string) keyed.RowRef { return keyed.RowRef{Collection: "x", ID: t
 const txRecords = 2
 
 // receive receives m into o, failing the test on an error.
-func receive(t *testing.T, o *convoy.Order, m convoy.Message, now time.Time, c *convoy.Change) convoy.Outcome {
+func receive(t *testing.T, o *convoy.Key, m convoy.Message, now time.Time, c *convoy.Change) convoy.Outcome {
 	t.Helper()
 	out, err := o.Receive(m, now, c)
 	if err != nil {
@@ -117,7 +117,7 @@ func receive(t *testing.T, o *convoy.Order, m convoy.Message, now time.Time, c *
 }
 
 // step receives msgs (draining after each) into o and commits one change.
-func step(t *testing.T, s convoy.Store, o *convoy.Order, msgs ...convoy.Message) {
+func step(t *testing.T, s convoy.Store, o *convoy.Key, msgs ...convoy.Message) {
 	t.Helper()
 	var c convoy.Change
 	bind(t, o)
@@ -177,7 +177,7 @@ func step(t *testing.T, s convoy.Store, o *convoy.Order, msgs ...convoy.Message)
 	}
 }
 
-func load(t *testing.T, s convoy.Store, id string) *convoy.Order {
+func load(t *testing.T, s convoy.Store, id string) *convoy.Key {
 	t.Helper()
 	o, err := s.Load(context.Background(), id)
 	if err != nil {
@@ -187,7 +187,7 @@ func load(t *testing.T, s convoy.Store, id string) *convoy.Order {
 }
 
 // same fails unless got has the head and parked messages of want.
-func same(t *testing.T, got, want *convoy.Order) {
+func same(t *testing.T, got, want *convoy.Key) {
 	t.Helper()
 	g, w := comparable(got), comparable(want)
 	if !reflect.DeepEqual(g, w) {
@@ -208,7 +208,7 @@ type state struct {
 	AppliedAt             time.Time
 }
 
-func comparable(o *convoy.Order) state {
+func comparable(o *convoy.Key) state {
 	st := orders.StateOf(o)
 	s := state{ID: o.ID, Status: string(st.Status), Currency: st.Currency, Data: string(st.Data), Complete: o.Complete,
 		AppliedSeq: o.AppliedSeq, Version: o.Version, Total: st.Total, TxCount: st.TxCount,

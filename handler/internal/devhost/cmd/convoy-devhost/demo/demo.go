@@ -222,7 +222,7 @@ func showBlocked(ctx context.Context, out io.Writer, base string, ids []string) 
 }
 
 // ExpectedOrders folds each order's transactions in seq order with the
-// independent fold (package convoytest), never with convoy.Order itself. The
+// independent fold (package convoytest), never with convoy.Key itself. The
 // seqs are those the order messages actually carried (sent: the orders
 // queue's journal), since ledgers published concurrently allocate in any order.
 func ExpectedOrders(ledgers []*ledger.Ledger, sent []devbus.Message) (map[string]convoytest.Expected, error) {
