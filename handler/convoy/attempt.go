@@ -162,9 +162,6 @@ func (a *attempt) commit(ctx context.Context) error {
 			}
 		}
 	}
-	if err := o.Encoded(); err != nil {
-		return err
-	}
 	if err := a.p.store.Commit(ctx, o, o.Version, &a.change); err != nil {
 		return fmt.Errorf("commit %s %q at version %d: %w", a.p.domain.Noun(), o.ID, o.Version, err)
 	}

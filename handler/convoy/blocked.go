@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 // Head is an order's scalar state, readable without its records.
@@ -18,6 +19,7 @@ type Head struct {
 	Version      int64
 	AppliedAt    time.Time // Key.Progress: when the head last moved
 	Crit         CriticalTimes
+	Failure      keyed.Failure // Key.Failure
 }
 
 // BlockedIndex lists blocked orders, oldest first, without visiting every
@@ -135,6 +137,9 @@ type BlockedOrder struct {
 	BlockedSince string `json:"blockedSince"`
 	// Note is the index entry's note (BlockedEntry.Note), for the healer.
 	Note string `json:"-"`
+	// Failing is the failure of its missing seq's decision (Key.Failing),
+	// when its head was read (a pending entry, or the AutoReplay survey).
+	Failing *keyed.Failure `json:"-"`
 }
 
 // BlockedPage is one page of the listing.
@@ -230,8 +235,12 @@ func checkEntries(ctx context.Context, idx BlockedIndex, entries []BlockedEntry,
 			_ = idx.UpdateBlocked(ctx, e.OrderID, e.Since, BlockedUpdate{Figures: true, Confirmed: true, Version: h.Version,
 				AppliedSeq: h.AppliedSeq, Parked: h.Parked}, e.ETag)
 		}
-		out = append(out, BlockedOrder{OrderID: h.OrderID, AppliedSeq: h.AppliedSeq, Parked: h.Parked,
-			MissingSeq: h.AppliedSeq + 1, BlockedSince: timestamp(h.BlockedSince), Note: e.Note})
+		b := BlockedOrder{OrderID: h.OrderID, AppliedSeq: h.AppliedSeq, Parked: h.Parked,
+			MissingSeq: h.AppliedSeq + 1, BlockedSince: timestamp(h.BlockedSince), Note: e.Note}
+		if f := h.Failure; f.Seq != 0 && f.Seq == b.MissingSeq {
+			b.Failing = &f
+		}
+		out = append(out, b)
 	}
 	return out, nil
 }

@@ -13,7 +13,7 @@ import (
 // not take their names.
 var (
 	headProps = []string{"AppliedSeq", "Version", "Parked", "ParkedLast", "Complete", "UpdatedAt", "BlockedSince",
-		"AppliedAt", "Crit", "Layout", "StateVersion"}
+		"AppliedAt", "Crit", "Layout", "StateVersion", "FailedSeq", "Failure", "FailedAt"}
 	parkedProps   = []string{"Seq", "Last", "MessageId", "EnqueuedAt", "TraceParent", "Oversize"}
 	rejectedProps = []string{"Seq", "Reason"}
 )

@@ -110,9 +110,23 @@ func TestAPanickingDecisionFailsItsMessageAndWritesNothing(t *testing.T) {
 	if o.AppliedSeq != 1 || o.Version != 1 {
 		t.Fatalf("after the panic: appliedSeq %d version %d, want 1 and 1 (nothing written)", o.AppliedSeq, o.Version)
 	}
-	// The key waits at seq 2; the message, fixed (replayed), goes on.
+	// The head says why the key waits (the operator's page and blocked
+	// list show it), also after a later message parks behind it.
+	if f := o.Failing(); f == nil || f.Seq != 2 || !strings.Contains(f.Why, "the rules panicked: assignment to entry in nil map") {
+		t.Fatalf("after the panic the head notes %+v, want seq 2 failing with the panic's message", o.Failure)
+	}
+	if out := process(t, p, "k", 3, probeCmd{}); out.Disposition != convoy.Parked {
+		t.Fatalf("seq 3: %v", out)
+	}
+	if o, _ = store.Load(context.Background(), "k"); o.Failing() == nil {
+		t.Fatalf("a commit that parks forgets why the key waits: %+v", o.Failure)
+	}
+	// The message, fixed (replayed), goes on, and nothing fails any more.
 	if out := process(t, p, "k", 2, probeCmd{}); out.Disposition != convoy.Applied {
 		t.Fatalf("seq 2 after the panic: %v", out)
+	}
+	if o, _ = store.Load(context.Background(), "k"); o.AppliedSeq != 3 || o.Failing() != nil {
+		t.Fatalf("after the fix: appliedSeq %d, failing %+v; want 3 and nothing failing", o.AppliedSeq, o.Failing())
 	}
 }
 

@@ -100,7 +100,8 @@ func (nullStore) Load(_ context.Context, id string) (*Key, error) { return NewKe
 func (nullStore) Row(context.Context, string, keyed.RowRef) (keyed.Props, bool, error) {
 	return nil, false, nil
 }
-func (nullStore) Commit(context.Context, *Key, int64, *Change) error { return nil }
+func (nullStore) Commit(context.Context, *Key, int64, *Change) error       { return nil }
+func (nullStore) NoteFailure(context.Context, string, keyed.Failure) error { return nil }
 func (nullStore) Parked(context.Context, string, int64, int) ([]Message, bool, error) {
 	return nil, false, nil
 }

@@ -67,6 +67,9 @@ type Key struct {
 	// Version counts the key's commits; it is the store's compare-and-swap
 	// token. 0 means the key has no stored state.
 	Version int64
+	// Failure is the last decision that failed (NoteFailure), kept by the
+	// head while its seq is still ahead (Failing); zero if none.
+	Failure keyed.Failure
 
 	domain    keyed.Domain  // its rules (Bind)
 	lagWindow time.Duration // Crit's window (ProcessorOptions.LagWindow)
@@ -133,7 +136,18 @@ func (o *Key) noun() string {
 // Head is the engine's head of o, as a domain's View shows it.
 func (o *Key) Head() keyed.Head {
 	return keyed.Head{ID: o.ID, Complete: o.Complete, AppliedSeq: o.AppliedSeq, Parked: o.ParkedCount,
-		MissingSeq: o.MissingSeq(), BlockedSince: o.BlockedSince, UpdatedAt: o.UpdatedAt}
+		MissingSeq: o.MissingSeq(), BlockedSince: o.BlockedSince, UpdatedAt: o.UpdatedAt, Failing: o.Failing()}
+}
+
+// Failing is the failure of the decision of o's next seq, if the last one
+// noted is of that seq (a decision that failed before the key moved on is
+// no longer failing).
+func (o *Key) Failing() *keyed.Failure {
+	if o.Failure.Seq == 0 || o.Failure.Seq != o.AppliedSeq+1 {
+		return nil
+	}
+	f := o.Failure
+	return &f
 }
 
 // Needs returns the rows that deciding m would need and o does not know, if
@@ -333,7 +347,7 @@ func (o *Key) apply(m Message, now time.Time, c *Change) (Outcome, error) {
 		return Outcome{Seq: m.Seq, Disposition: Rejected, Reason: reason}, nil
 	}
 	if err != nil {
-		return Outcome{}, fault.Wrap(fault.Internal, err, fmt.Sprintf("decide seq %d of %s %q", m.Seq, o.noun(), o.ID))
+		return Outcome{}, &DecisionError{Seq: m.Seq, Err: fault.Wrap(fault.Internal, err, fmt.Sprintf("decide seq %d of %s %q", m.Seq, o.noun(), o.ID))}
 	}
 	encoded, reason, err := o.check(next, writes)
 	if err != nil {
@@ -400,3 +414,15 @@ func cutReason(s string) string {
 	}
 	return s + "…"
 }
+
+// DecisionError is a decision that failed: the rules panicked, or returned
+// an error that is no rejection. Its message fails (retried, then
+// dead-lettered) and the key waits; the processor notes it on the key's head
+// (Store.NoteFailure) for the operator.
+type DecisionError struct {
+	Seq int64
+	Err error
+}
+
+func (e *DecisionError) Error() string { return e.Err.Error() }
+func (e *DecisionError) Unwrap() error { return e.Err }

@@ -154,8 +154,25 @@ func (p *Processor) Process(ctx context.Context, orderID string, msgs []Message)
 	})
 	p.cache.mark(orderID, verify && err != nil)
 	p.markAgainIfSlow(ctx, orderID, msgs, began)
+	p.noteFailure(ctx, orderID, err)
 	return res, err
 }
+
+// noteFailure records a decision that failed on the key's head, best
+// effort (the message's next delivery fails again and tries again), so that
+// the operator sees why the key waits (the order's page, the blocked list).
+func (p *Processor) noteFailure(ctx context.Context, orderID string, err error) {
+	var de *DecisionError
+	if !errors.As(err, &de) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), noteTimeout)
+	defer cancel()
+	_ = p.store.NoteFailure(ctx, orderID, keyed.Failure{Seq: de.Seq, Why: cutReason(de.Error()), At: p.now()})
+}
+
+// noteTimeout bounds the write of a failure's note.
+const noteTimeout = 2 * time.Second
 
 // apply is one attempt at applying msgs to o; verify: read every row a
 // decision guesses absent that the key does not know.

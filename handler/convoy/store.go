@@ -33,11 +33,15 @@ type Store interface {
 	// point read.
 	Row(ctx context.Context, orderID string, ref keyed.RowRef) (keyed.Props, bool, error)
 	// Commit atomically writes o's head (the engine's figures, Version
-	// base+1, and StateProps) and the records in c, if the stored Version is
+	// base+1, and StateProps, which o.Encoded sets first) and the records in c, if the stored Version is
 	// still base and every row c inserts is new and every row it merges exists; otherwise it writes nothing and returns an error wrapping
 	// ErrConflict. c must touch at most MaxChangeRecords records. An error may
 	// leave the outcome unknown: reload.
 	Commit(ctx context.Context, o *Key, base int64, c *Change) error
+	// NoteFailure records on the key's head that the decision of f.Seq
+	// failed, without a commit (the version stays): Load returns it as
+	// Key.Failure, and each commit keeps it while its seq is still ahead.
+	NoteFailure(ctx context.Context, orderID string, f keyed.Failure) error
 }
 
 // History reads a key's positional collections and rejections a page at a time.

@@ -10,6 +10,8 @@ import (
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/internal/convoytest"
+	"github.com/convoy-dev/convoy/handler/keyed"
+	"github.com/convoy-dev/convoy/handler/operator"
 	"github.com/convoy-dev/convoy/handler/orders"
 )
 
@@ -57,5 +59,32 @@ func TestLongNoteIsBounded(t *testing.T) {
 	page, err := convoy.ListBlocked(ctx, f.store, "", 10)
 	if err != nil || len(page.Orders) != 1 || !strings.Contains(page.Orders[0].Note, "exception text") {
 		t.Fatalf("the note is not the one learnt: %+v, %v", page.Orders, err)
+	}
+}
+
+// TestSurveySaysADecisionFails (issue 43): a blocked order whose missing
+// seq's decision fails (the rules panicked: the processor noted it on the
+// head) is explained by that failure, not by what became of its message,
+// which the host dead-lettered for running out of deliveries.
+func TestSurveySaysADecisionFails(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture()
+	f.block(t, "o-1")
+	f.q.add("o-1", 1, operator.ReasonMaxDelivery, "")
+	if err := f.store.NoteFailure(ctx, "o-1", keyed.Failure{Seq: 1, Why: "the rules panicked: index out of range", At: f.clock.now()}); err != nil {
+		t.Fatal(err)
+	}
+	h := f.healer(heal.Options{Disabled: true})
+	h.RunOnce(ctx)
+	page, err := convoy.ListBlocked(ctx, f.store, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.Explain(ctx, page.Orders)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("explained %+v, %v", got, err)
+	}
+	if m := got[0].Missing; m.Cause != operator.Permanent || !strings.Contains(m.Why, "its decision fails: the rules panicked: index out of range") {
+		t.Fatalf("the missing seq: %+v, want its decision's failure as the cause", m)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/operator"
 )
 
 // blockedParallelism is how many blocked index entries a run verifies at
@@ -88,6 +89,11 @@ func (h *Healer) survey(ctx context.Context, dls *DeadLetters, dlErr error, stat
 		blocked[o.OrderID] = e
 		if dls != nil {
 			m := dls.Missing(o.OrderID, o.MissingSeq, o.AppliedSeq)
+			if f := o.Failing; f != nil {
+				// Its decision fails (the rules panicked or failed): that is
+				// why it waits, whatever became of its message.
+				m.Cause, m.Why = operator.Permanent, "its decision fails: "+f.Why
+			}
 			if st, ok := states[o.OrderID]; ok {
 				st.ETag = ""
 				m.AutoReplay = &st

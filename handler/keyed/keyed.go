@@ -179,6 +179,18 @@ type Head struct {
 	MissingSeq   int64 // the seq it waits for while messages are parked, else 0
 	BlockedSince time.Time
 	UpdatedAt    time.Time
+	// Failing is the decision that failed at the key's next seq (its rules
+	// panicked or returned an error that is no rejection), while it does:
+	// the message is retried, then dead-lettered, and the key waits.
+	Failing *Failure
+}
+
+// Failure is a decision that failed: the seq it was for, why (the panic's
+// or the error's message) and when it last did.
+type Failure struct {
+	Seq int64
+	Why string
+	At  time.Time
 }
 
 // Rejected is one rejection as stored: the seq it consumed, its reason, and

@@ -241,9 +241,20 @@ type View struct {
 	Total        int64           `json:"total"`
 	Rejected     []Rejection     `json:"rejected"`
 	UpdatedAt    string          `json:"updatedAt"`
+	// Failing is present while the decision of the order's next seq fails
+	// (the rules panicked or failed): its message is retried, then
+	// dead-lettered, and the order waits.
+	Failing *Failing `json:"failing,omitempty"`
 	// Continuation is present when more transactions or rejections follow
 	// this page: pass it back as ?continuation=<token>.
 	Continuation string `json:"continuation,omitempty"`
+}
+
+// Failing is a decision that fails: the seq, the error and when it last did.
+type Failing struct {
+	Seq   int64  `json:"seq"`
+	Error string `json:"error"`
+	At    string `json:"at"`
 }
 
 // TxEntry is one transaction held by an order, in the order it was added.
@@ -273,6 +284,9 @@ func (Rules) View(h keyed.Head, s State, page keyed.Page) any {
 	}
 	if !h.BlockedSince.IsZero() {
 		v.BlockedSince = timestamp(h.BlockedSince)
+	}
+	if f := h.Failing; f != nil {
+		v.Failing = &Failing{Seq: f.Seq, Error: f.Why, At: timestamp(f.At)}
 	}
 	for _, r := range page.Rows {
 		v.Transactions = append(v.Transactions, EntryOf(r.Props))

@@ -152,5 +152,5 @@ func (s *Store) Head(ctx context.Context, orderID string) (convoy.Head, bool, er
 	}
 	return convoy.Head{OrderID: orderID, AppliedSeq: p.int("AppliedSeq"), Parked: int(p.int("Parked")),
 		BlockedSince: p.time("BlockedSince"), Version: p.int("Version"), AppliedAt: progress,
-		Crit: convoy.DecodeCriticalTimes(p.str("Crit"))}, true, nil
+		Crit: convoy.DecodeCriticalTimes(p.str("Crit")), Failure: p.failure()}, true, nil
 }

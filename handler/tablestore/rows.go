@@ -29,7 +29,7 @@ func escape(s string) string { return strings.ReplaceAll(s, "'", "''") }
 // engineHead are the head's properties that are the engine's (the rest are
 // the domain's state); engineParked, a parked row's (the rest, its command).
 var (
-	engineHead   = map[string]bool{"Parked": true, "ParkedLast": true, "Complete": true, "AppliedSeq": true, "Version": true, "Layout": true, "UpdatedAt": true, "BlockedSince": true, "AppliedAt": true, "Crit": true, "StateVersion": true}
+	engineHead   = map[string]bool{"Parked": true, "ParkedLast": true, "Complete": true, "AppliedSeq": true, "Version": true, "Layout": true, "UpdatedAt": true, "BlockedSince": true, "AppliedAt": true, "Crit": true, "StateVersion": true, "FailedSeq": true, "Failure": true, "FailedAt": true}
 	engineParked = map[string]bool{"Seq": true, "Last": true, "MessageId": true, "EnqueuedAt": true, "TraceParent": true, "Oversize": true}
 )
 
@@ -46,6 +46,7 @@ func decodeHead(o *convoy.Key, p props) {
 	o.ParkedCount = int(p.int("Parked"))
 	o.ParkedLast = p.int("ParkedLast") // absent (0, not known) in a head written before it was kept
 	o.StateVersion = int(p.int("StateVersion"))
+	o.Failure = p.failure()
 	o.StateProps = p.keyed(engineHead)
 }
 
@@ -78,6 +79,11 @@ func (p props) keyed(skip map[string]bool) keyed.Props {
 }
 
 type props map[string]any
+
+// failure is the head's note of a decision that failed (Store.NoteFailure).
+func (p props) failure() keyed.Failure {
+	return keyed.Failure{Seq: p.int("FailedSeq"), Why: p.str("Failure"), At: p.time("FailedAt")}
+}
 
 func (p props) str(k string) string { s, _ := p[k].(string); return s }
 func (p props) bool(k string) bool  { b, _ := p[k].(bool); return b }

@@ -267,11 +267,32 @@ func (s *Store) Row(ctx context.Context, orderID string, ref keyed.RowRef) (keye
 	return props(e.Properties).keyed(nil), true, nil
 }
 
+// NoteFailure implements convoy.Store: a merge of the head's failure
+// properties, if the head exists (If-Match *: a key without state keeps
+// none; its message's log lines say why).
+func (s *Store) NoteFailure(ctx context.Context, orderID string, f keyed.Failure) error {
+	body, err := json.Marshal(map[string]any{"PartitionKey": orderID, "RowKey": headKey,
+		"FailedSeq": strconv.FormatInt(f.Seq, 10), "FailedSeq@odata.type": "Edm.Int64", "Failure": f.Why,
+		"FailedAt": f.At.UTC().Format("2006-01-02T15:04:05.9999999Z"), "FailedAt@odata.type": "Edm.DateTime"})
+	if err != nil {
+		return fault.Wrap(fault.Internal, err, "note a failure")
+	}
+	existing := azcore.ETagAny
+	_, err = s.table.UpdateEntity(ctx, body, &aztables.UpdateEntityOptions{IfMatch: &existing, UpdateMode: aztables.UpdateModeMerge})
+	if err != nil && !isAbsent(err) {
+		return classify(err, "note the failure of "+orderID)
+	}
+	return nil
+}
+
 // rowKey is the RowKey of a row of a domain's collection.
 func rowKey(ref keyed.RowRef) string { return ref.Collection + ":" + ref.ID }
 
 // Commit implements convoy.Store.
 func (s *Store) Commit(ctx context.Context, o *convoy.Key, base int64, c *convoy.Change) error {
+	if err := o.Encoded(); err != nil {
+		return err
+	}
 	if n := c.Records(); n > convoy.MaxChangeRecords {
 		return fault.Errorf(fault.Internal, "change touches %d records, more than %d", n, convoy.MaxChangeRecords)
 	}
@@ -327,6 +348,11 @@ func (s *Store) commitBody(o *convoy.Key, base int64, c *convoy.Change) *batchBo
 	}
 	if crit := convoy.EncodeCriticalTimes(o.Crit); crit != "" {
 		e.str("Crit", crit)
+	}
+	if f := o.Failure; f.Seq > o.AppliedSeq { // still ahead: kept (NoteFailure)
+		e.i64("FailedSeq", f.Seq)
+		e.str("Failure", f.Why)
+		e.time("FailedAt", f.At)
 	}
 	if o.StateVersion > 1 { // absent: version 1
 		e.i32("StateVersion", int32(o.StateVersion))

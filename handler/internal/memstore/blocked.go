@@ -137,5 +137,5 @@ func (s *Store) Head(_ context.Context, orderID string) (convoy.Head, bool, erro
 		return convoy.Head{}, false, nil
 	}
 	return convoy.Head{OrderID: o.ID, AppliedSeq: o.AppliedSeq, Parked: o.ParkedCount, BlockedSince: o.BlockedSince, Version: o.Version,
-		AppliedAt: o.Progress(), Crit: o.Crit.Clone()}, true, nil
+		AppliedAt: o.Progress(), Crit: o.Crit.Clone(), Failure: o.Failure}, true, nil
 }

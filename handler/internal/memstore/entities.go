@@ -45,6 +45,9 @@ func commitGroup(o *convoy.Key, c *convoy.Change) *group {
 	if o.StateVersion > 1 {
 		head.i32("StateVersion")
 	}
+	if o.Failure.Seq > o.AppliedSeq {
+		head.i64("FailedSeq").str("Failure", o.Failure.Why).time("FailedAt")
+	}
 	g.write(props(head, o.StateProps))
 	for _, w := range c.Writes {
 		g.write(props(newEntity(o.ID, w.Ref.Collection+":"+w.Ref.ID), w.Props))

@@ -194,6 +194,9 @@ func (s *Store) Rejections(_ context.Context, orderID string, from int64, limit 
 
 // Commit implements convoy.Store.
 func (s *Store) Commit(_ context.Context, o *convoy.Key, base int64, c *convoy.Change) error {
+	if err := o.Encoded(); err != nil {
+		return err
+	}
 	if err := s.fail("commit", o.ID); err != nil {
 		return err
 	}
@@ -256,11 +259,29 @@ func (s *Store) Commit(_ context.Context, o *convoy.Key, base int64, c *convoy.C
 	next.Complete, next.StateProps, next.StateVersion = o.Complete, o.StateProps, o.StateVersion
 	next.AppliedSeq, next.BlockedSince, next.UpdatedAt, next.AppliedAt = o.AppliedSeq, o.BlockedSince, o.UpdatedAt, o.AppliedAt
 	next.Crit = o.Crit.Clone()
+	if o.Failure.Seq > o.AppliedSeq { // still ahead: kept (NoteFailure)
+		next.Failure = o.Failure
+	}
 	next.ParkedCount, next.ParkedLast = o.ParkedCount, o.ParkedLast
 	next.Version = base + 1
 	s.orders[o.ID] = next
 	if s.LoseReply != nil && s.LoseReply(o.ID) {
 		return ErrReplyLost
+	}
+	return nil
+}
+
+// NoteFailure implements convoy.Store: on the head, if the key has one.
+func (s *Store) NoteFailure(_ context.Context, orderID string, f keyed.Failure) error {
+	if err := s.fail("note", orderID); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok := s.orders[orderID]; ok {
+		next := unbound(o)
+		next.Failure = f
+		s.orders[orderID] = next
 	}
 	return nil
 }
@@ -299,6 +320,6 @@ func unbound(o *convoy.Key) *convoy.Key {
 	h := convoy.NewKey(o.ID)
 	h.Complete, h.StateProps, h.StateVersion = o.Complete, o.StateProps, o.StateVersion
 	h.AppliedSeq, h.BlockedSince, h.UpdatedAt, h.AppliedAt = o.AppliedSeq, o.BlockedSince, o.UpdatedAt, o.AppliedAt
-	h.Crit, h.ParkedCount, h.ParkedLast, h.Version = o.Crit.Clone(), o.ParkedCount, o.ParkedLast, o.Version
+	h.Crit, h.ParkedCount, h.ParkedLast, h.Version, h.Failure = o.Crit.Clone(), o.ParkedCount, o.ParkedLast, o.Version, o.Failure
 	return h
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/orders"
 )
 
@@ -230,5 +231,37 @@ func testManyTransactions(t *testing.T, s convoy.Store, id string) {
 	txs, rs := history(t, s, id, convoy.MaxHistoryPageSize)
 	if !reflect.DeepEqual(txs, want) || len(rs) != 0 {
 		t.Fatalf("history: %d transactions (first %+v), %d rejections; want %d", len(txs), txs[:1], len(rs), n)
+	}
+}
+
+// testFailureNoted: NoteFailure writes why the decision of a seq failed on
+// the head without a commit; Load returns it, a commit that leaves its seq
+// ahead keeps it, one that passes it drops it; a key without state keeps
+// no note (and no head).
+func testFailureNoted(t *testing.T, s convoy.Store, id string) {
+	ctx := context.Background()
+	if err := s.NoteFailure(ctx, id+"-none", keyed.Failure{Seq: 1, Why: "x", At: epoch}); err != nil {
+		t.Fatalf("a note on a key without state: %v", err)
+	}
+	if o := load(t, s, id+"-none"); o.Version != 0 || o.Failure.Seq != 0 {
+		t.Fatalf("a note on a key without state left version %d, failure %+v", o.Version, o.Failure)
+	}
+	o := newOrder(t, id)
+	step(t, s, o, msg(1, orders.CreateOrder, "", 0))
+	f := keyed.Failure{Seq: 2, Why: "the rules panicked: <&> boom", At: epoch.Add(time.Minute)}
+	if err := s.NoteFailure(ctx, id, f); err != nil {
+		t.Fatal(err)
+	}
+	got := load(t, s, id)
+	if got.Failure != f || got.Failing() == nil || got.Version != 1 {
+		t.Fatalf("noted %+v; loaded %+v at version %d", f, got.Failure, got.Version)
+	}
+	step(t, s, got, msg(3, orders.AddTransaction, "t-3", 1)) // parked: seq 2 still ahead
+	if got = load(t, s, id); got.Failure != f || orders.StateOf(got).Status != orders.StatusOpen {
+		t.Fatalf("after a commit that parks: failure %+v (want %+v kept), status %q", got.Failure, f, orders.StateOf(got).Status)
+	}
+	step(t, s, got, msg(2, orders.AddTransaction, "t-2", 1)) // 2 applied, 3 drained
+	if got = load(t, s, id); got.Failure.Seq != 0 || got.AppliedSeq != 3 {
+		t.Fatalf("after seq 2 applied: failure %+v, appliedSeq %d; want none, 3", got.Failure, got.AppliedSeq)
 	}
 }

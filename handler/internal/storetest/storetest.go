@@ -35,6 +35,7 @@ func Run(t *testing.T, store convoy.Store) {
 		{"CopyOfACutDrainsHead", testCopyOfACutDrainsHead},
 		{"DataKept", testDataKept},
 		{"FailedCommitWritesNothing", testAtomicFailure},
+		{"FailureNoted", testFailureNoted},
 		{"FullCommit", testFullCommit},
 		{"TenThousandTransactions", testManyTransactions},
 		{"TxPointRead", testTxPointRead},
