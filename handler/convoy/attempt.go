@@ -149,6 +149,7 @@ func (a *attempt) commit(ctx context.Context) error {
 	since, before := o.BlockedSince, a.storedBlocked
 	begins := !since.IsZero() && !since.Equal(before) // this commit begins a run of parked messages
 	ends := !before.IsZero() && !before.Equal(since)  // it drains the run begun at before
+	ended := ""                                       // the ended run's entry's ETag, as the update below left it
 	if idx := a.p.index; idx != nil {
 		if begins {
 			if err := idx.MarkBlocked(ctx, o.ID, since, o.Version+1); err != nil {
@@ -157,7 +158,8 @@ func (a *attempt) commit(ctx context.Context) error {
 		}
 		if ends {
 			pending := BlockedUpdate{Figures: true, Version: o.Version + 1, AppliedSeq: o.AppliedSeq, Parked: o.ParkedCount}
-			if err := idx.UpdateBlocked(ctx, o.ID, before, pending, "*"); err != nil {
+			var err error
+			if ended, err = idx.UpdateBlocked(ctx, o.ID, before, pending, "*"); err != nil {
 				return fmt.Errorf("index %s %q as unblocking: %w", a.p.domain.Noun(), o.ID, err)
 			}
 		}
@@ -176,10 +178,12 @@ func (a *attempt) commit(ctx context.Context) error {
 	if idx := a.p.index; idx != nil {
 		// Best effort: an entry left pending is checked by its next reader.
 		if ends {
-			_ = idx.ClearBlocked(ctx, o.ID, before)
+			if ended != "" {
+				_ = idx.ClearBlocked(ctx, o.ID, before, ended, o.Version)
+			}
 		}
 		if !since.IsZero() {
-			_ = idx.UpdateBlocked(ctx, o.ID, since, BlockedUpdate{Figures: true, Confirmed: true, Version: o.Version,
+			_, _ = idx.UpdateBlocked(ctx, o.ID, since, BlockedUpdate{Figures: true, Confirmed: true, Version: o.Version,
 				AppliedSeq: o.AppliedSeq, Parked: o.ParkedCount}, "*")
 		}
 	}

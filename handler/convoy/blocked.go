@@ -54,16 +54,22 @@ type BlockedIndex interface {
 	// the same key).
 	MarkBlocked(ctx context.Context, orderID string, since time.Time, version int64) error
 	// UpdateBlocked merges u into the entry of an order blocked since since,
-	// only if it still has ETag etag ("*": whatever it has). An entry that
-	// is gone or changed is left as it is (no error): updates never bring an
-	// entry back.
-	UpdateBlocked(ctx context.Context, orderID string, since time.Time, u BlockedUpdate, etag string) error
+	// only if it still has ETag etag ("*": whatever it has), and returns its
+	// new ETag. An entry that is gone or changed is left as it is (no error,
+	// no ETag): updates never bring an entry back.
+	UpdateBlocked(ctx context.Context, orderID string, since time.Time, u BlockedUpdate, etag string) (string, error)
 	// SetNotes replaces the notes of entries as ScanBlocked returned them,
 	// many in few requests; an entry gone or changed since may be left as
 	// it is (no error).
 	SetNotes(ctx context.Context, notes []BlockedNote) error
-	// ClearBlocked removes the entry of an order blocked since since, if any.
-	ClearBlocked(ctx context.Context, orderID string, since time.Time) error
+	// ClearBlocked removes the entry of an order blocked since since, if it
+	// still has ETag etag ("*": whatever it has), or else if it was not
+	// marked for a commit after version upTo. The commit that ends a block
+	// clears the entry its own update left, or one a reader confirmed
+	// meanwhile, but not the entry of a new block of the same key in the
+	// same millisecond that another instance marked meanwhile (keyedtest's
+	// simulation found it deleted: the key missing from the blocked list).
+	ClearBlocked(ctx context.Context, orderID string, since time.Time, etag string, upTo int64) error
 	// ClearStale removes e only if it is still as ScanBlocked returned it
 	// (same ETag): an entry written again since is kept.
 	ClearStale(ctx context.Context, e BlockedEntry) error
@@ -232,7 +238,7 @@ func checkEntries(ctx context.Context, idx BlockedIndex, entries []BlockedEntry,
 		}
 		if !e.Confirmed || e.AppliedSeq != h.AppliedSeq || e.Parked != h.Parked {
 			// Best effort: a reader that finds it still pending reads the head.
-			_ = idx.UpdateBlocked(ctx, e.OrderID, e.Since, BlockedUpdate{Figures: true, Confirmed: true, Version: h.Version,
+			_, _ = idx.UpdateBlocked(ctx, e.OrderID, e.Since, BlockedUpdate{Figures: true, Confirmed: true, Version: h.Version,
 				AppliedSeq: h.AppliedSeq, Parked: h.Parked}, e.ETag)
 		}
 		b := BlockedOrder{OrderID: h.OrderID, AppliedSeq: h.AppliedSeq, Parked: h.Parked,

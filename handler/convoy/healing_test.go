@@ -140,7 +140,7 @@ func TestStaleConfirmIsVerified(t *testing.T) {
 	}
 	store.Fail = nil
 	// a's confirm of its commit lands late, after b's commit.
-	if err := store.UpdateBlocked(ctx, "o-1", since, convoy.BlockedUpdate{Figures: true, Confirmed: true, Version: version,
+	if _, err := store.UpdateBlocked(ctx, "o-1", since, convoy.BlockedUpdate{Figures: true, Confirmed: true, Version: version,
 		AppliedSeq: 0, Parked: 1}, "*"); err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestOrderListedOnceWithAStaleConfirm(t *testing.T) {
 		t.Fatal(err)
 	}
 	store.Fail = nil
-	if err := store.UpdateBlocked(ctx, "o-1", since, convoy.BlockedUpdate{Figures: true, Confirmed: true, Version: version,
+	if _, err := store.UpdateBlocked(ctx, "o-1", since, convoy.BlockedUpdate{Figures: true, Confirmed: true, Version: version,
 		AppliedSeq: 0, Parked: 1}, "*"); err != nil { // the late confirm
 		t.Fatal(err)
 	}

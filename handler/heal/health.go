@@ -135,7 +135,8 @@ func Learnt(ctx context.Context, idx convoy.BlockedIndex, orderID string, m Miss
 		return err
 	}
 	n, _ := encodeNote(m, at, "")
-	return idx.UpdateBlocked(ctx, orderID, h.BlockedSince, convoy.BlockedUpdate{Note: &n}, "*")
+	_, err = idx.UpdateBlocked(ctx, orderID, h.BlockedSince, convoy.BlockedUpdate{Note: &n}, "*")
+	return err
 }
 
 // updateHealth applies change to the stored record under its ETag, reading

@@ -262,7 +262,7 @@ func TestBlockedSurveyGoesOnFromWhereTheLastRunStopped(t *testing.T) {
 	if err := f.store.MarkBlocked(ctx, "stale", since, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.store.UpdateBlocked(ctx, "stale", since, convoy.BlockedUpdate{Figures: true, Confirmed: true, Version: 1, Parked: 1}, "*"); err != nil {
+	if _, err := f.store.UpdateBlocked(ctx, "stale", since, convoy.BlockedUpdate{Figures: true, Confirmed: true, Version: 1, Parked: 1}, "*"); err != nil {
 		t.Fatal(err)
 	}
 	idx := &headsRead{Store: f.store}

@@ -34,7 +34,7 @@ func (s *Store) MarkBlocked(ctx context.Context, orderID string, since time.Time
 }
 
 // UpdateBlocked implements convoy.BlockedIndex: a merge under If-Match.
-func (s *Store) UpdateBlocked(ctx context.Context, orderID string, since time.Time, u convoy.BlockedUpdate, etag string) error {
+func (s *Store) UpdateBlocked(ctx context.Context, orderID string, since time.Time, u convoy.BlockedUpdate, etag string) (string, error) {
 	props := map[string]any{}
 	if u.Figures {
 		props["Confirmed"], props["Version"] = u.Confirmed, aztables.EDMInt64(u.Version)
@@ -48,14 +48,17 @@ func (s *Store) UpdateBlocked(ctx context.Context, orderID string, since time.Ti
 		Properties: props,
 	})
 	if err != nil {
-		return fault.Wrap(fault.Internal, err, "encode blocked entry")
+		return "", fault.Wrap(fault.Internal, err, "encode blocked entry")
 	}
 	tag := azcore.ETag(etag)
-	_, err = s.table.UpdateEntity(ctx, data, &aztables.UpdateEntityOptions{IfMatch: &tag, UpdateMode: aztables.UpdateModeMerge})
+	resp, err := s.table.UpdateEntity(ctx, data, &aztables.UpdateEntityOptions{IfMatch: &tag, UpdateMode: aztables.UpdateModeMerge})
 	if goneOrChanged(err) {
-		return nil // gone, or changed since it was read: left as it is
+		return "", nil // gone, or changed since it was read: left as it is
 	}
-	return classifyOrNil(err, "update the blocked entry of order "+orderID)
+	if err != nil {
+		return "", classifyOrNil(err, "update the blocked entry of order "+orderID)
+	}
+	return string(resp.ETag), nil
 }
 
 // SetNotes implements convoy.BlockedIndex: the entries share the "~blocked"
@@ -81,7 +84,7 @@ func (s *Store) SetNotes(ctx context.Context, notes []convoy.BlockedNote) error 
 		}
 		for _, x := range part {
 			note := x.Note
-			if err := s.UpdateBlocked(ctx, x.Entry.OrderID, x.Entry.Since, convoy.BlockedUpdate{Note: &note}, x.Entry.ETag); err != nil {
+			if _, err := s.UpdateBlocked(ctx, x.Entry.OrderID, x.Entry.Since, convoy.BlockedUpdate{Note: &note}, x.Entry.ETag); err != nil {
 				return err
 			}
 		}
@@ -90,12 +93,33 @@ func (s *Store) SetNotes(ctx context.Context, notes []convoy.BlockedNote) error 
 }
 
 // ClearBlocked implements convoy.BlockedIndex.
-func (s *Store) ClearBlocked(ctx context.Context, orderID string, since time.Time) error {
-	_, err := s.table.DeleteEntity(ctx, blockedPartition, convoy.BlockedKey(orderID, since), nil)
+func (s *Store) ClearBlocked(ctx context.Context, orderID string, since time.Time, etag string, upTo int64) error {
+	what, key := "clear blocked order "+orderID, convoy.BlockedKey(orderID, since)
+	tag := azcore.ETag(etag)
+	_, err := s.table.DeleteEntity(ctx, blockedPartition, key, &aztables.DeleteEntityOptions{IfMatch: &tag})
+	if tableCode(err) != aztables.UpdateConditionNotSatisfied {
+		if isAbsent(err) {
+			return nil
+		}
+		return classifyOrNil(err, what)
+	}
+	// Written since (a reader's confirm, or a new block's mark): read it,
+	// and remove it unless it is a new block's.
+	resp, err := s.table.GetEntity(ctx, blockedPartition, key, nil)
 	if isAbsent(err) {
 		return nil
 	}
-	return classifyOrNil(err, "clear blocked order "+orderID)
+	if err != nil {
+		return classify(err, what)
+	}
+	var e aztables.EDMEntity
+	if err := json.Unmarshal(resp.Value, &e); err != nil {
+		return fault.Wrap(fault.Internal, err, what)
+	}
+	if props(e.Properties).int("Version") > upTo {
+		return nil
+	}
+	return deleteAsRead(ctx, s.table, blockedPartition, key, e.ETag, what)
 }
 
 // ClearStale implements convoy.BlockedIndex: a delete under the ETag the

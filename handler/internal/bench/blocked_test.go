@@ -94,7 +94,8 @@ func BenchmarkBlockedListAndSummary(b *testing.B) {
 			if err := procStore.Commit(ctx, o, 0, &convoy.Change{Park: map[int64]convoy.Message{2: m}}); err != nil {
 				return err
 			}
-			return procStore.UpdateBlocked(ctx, id, at, convoy.BlockedUpdate{Figures: true, Confirmed: true, Version: 1, AppliedSeq: 0, Parked: 1}, "*")
+			_, err := procStore.UpdateBlocked(ctx, id, at, convoy.BlockedUpdate{Figures: true, Confirmed: true, Version: 1, AppliedSeq: 0, Parked: 1}, "*")
+			return err
 		})
 		direct := time.Since(start)
 

@@ -356,7 +356,7 @@ func (s *countedOrders) MarkBlocked(ctx context.Context, id string, since time.T
 	return s.Store.MarkBlocked(ctx, id, since, version)
 }
 
-func (s *countedOrders) UpdateBlocked(ctx context.Context, id string, since time.Time, u convoy.BlockedUpdate, etag string) error {
+func (s *countedOrders) UpdateBlocked(ctx context.Context, id string, since time.Time, u convoy.BlockedUpdate, etag string) (string, error) {
 	s.c.add("index write", 1)
 	return s.Store.UpdateBlocked(ctx, id, since, u, etag)
 }
@@ -366,9 +366,9 @@ func (s *countedOrders) SetNotes(ctx context.Context, notes []convoy.BlockedNote
 	return s.Store.SetNotes(ctx, notes)
 }
 
-func (s *countedOrders) ClearBlocked(ctx context.Context, id string, since time.Time) error {
+func (s *countedOrders) ClearBlocked(ctx context.Context, id string, since time.Time, etag string, upTo int64) error {
 	s.c.add("index write", 1)
-	return s.Store.ClearBlocked(ctx, id, since)
+	return s.Store.ClearBlocked(ctx, id, since, etag, upTo)
 }
 
 func (s *countedOrders) ClearStale(ctx context.Context, e convoy.BlockedEntry) error {

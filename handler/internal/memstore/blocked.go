@@ -37,16 +37,16 @@ func (s *Store) MarkBlocked(_ context.Context, orderID string, since time.Time, 
 }
 
 // UpdateBlocked implements convoy.BlockedIndex.
-func (s *Store) UpdateBlocked(_ context.Context, orderID string, since time.Time, u convoy.BlockedUpdate, etag string) error {
+func (s *Store) UpdateBlocked(_ context.Context, orderID string, since time.Time, u convoy.BlockedUpdate, etag string) (string, error) {
 	if err := s.fail("index.update", orderID); err != nil {
-		return err
+		return "", err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key := convoy.BlockedKey(orderID, since)
 	e, ok := s.blocked[key]
 	if !ok || (etag != "*" && e.ETag != etag) {
-		return nil
+		return "", nil
 	}
 	if u.Figures {
 		e.Confirmed, e.Version, e.AppliedSeq, e.Parked = u.Confirmed, u.Version, u.AppliedSeq, u.Parked
@@ -55,19 +55,19 @@ func (s *Store) UpdateBlocked(_ context.Context, orderID string, since time.Time
 		e.Note = *u.Note
 	}
 	if err := blockedEntity(e).check(); err != nil {
-		return err
+		return "", err
 	}
 	s.tags++
 	e.ETag = strconv.FormatInt(s.tags, 10)
 	s.blocked[key] = e
-	return nil
+	return e.ETag, nil
 }
 
 // SetNotes implements convoy.BlockedIndex.
 func (s *Store) SetNotes(ctx context.Context, notes []convoy.BlockedNote) error {
 	for _, x := range notes {
 		note := x.Note
-		if err := s.UpdateBlocked(ctx, x.Entry.OrderID, x.Entry.Since, convoy.BlockedUpdate{Note: &note}, x.Entry.ETag); err != nil {
+		if _, err := s.UpdateBlocked(ctx, x.Entry.OrderID, x.Entry.Since, convoy.BlockedUpdate{Note: &note}, x.Entry.ETag); err != nil {
 			return err
 		}
 	}
@@ -75,13 +75,17 @@ func (s *Store) SetNotes(ctx context.Context, notes []convoy.BlockedNote) error 
 }
 
 // ClearBlocked implements convoy.BlockedIndex.
-func (s *Store) ClearBlocked(_ context.Context, orderID string, since time.Time) error {
+func (s *Store) ClearBlocked(_ context.Context, orderID string, since time.Time, etag string, upTo int64) error {
 	if err := s.fail("index.clear", orderID); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.blocked, convoy.BlockedKey(orderID, since))
+	key := convoy.BlockedKey(orderID, since)
+	if e, ok := s.blocked[key]; !ok || etag != "*" && e.ETag != etag && e.Version > upTo {
+		return nil // gone, or marked again since: kept
+	}
+	delete(s.blocked, key)
 	s.blockedKeys = nil
 	return nil
 }

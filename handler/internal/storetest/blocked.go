@@ -208,7 +208,7 @@ func testBlockedListedMidCommit(t *testing.T, s convoy.Store, id string) {
 	if !indexed(t, idx, existing, pending) {
 		t.Fatal("ClearStale removed an entry written again after it was scanned")
 	}
-	if err := idx.ClearBlocked(ctx, existing, pending); err != nil {
+	if err := idx.ClearBlocked(ctx, existing, pending, "*", 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := idx.ClearStale(ctx, entries[0]); err != nil {
@@ -235,18 +235,18 @@ type crashyIndex struct {
 	heads int
 }
 
-func (c *crashyIndex) UpdateBlocked(ctx context.Context, id string, since time.Time, u convoy.BlockedUpdate, etag string) error {
+func (c *crashyIndex) UpdateBlocked(ctx context.Context, id string, since time.Time, u convoy.BlockedUpdate, etag string) (string, error) {
 	if c.crash && etag == "*" && u.Confirmed {
-		return fmt.Errorf("crashed before confirming")
+		return "", fmt.Errorf("crashed before confirming")
 	}
 	return c.BlockedIndex.UpdateBlocked(ctx, id, since, u, etag)
 }
 
-func (c *crashyIndex) ClearBlocked(ctx context.Context, id string, since time.Time) error {
+func (c *crashyIndex) ClearBlocked(ctx context.Context, id string, since time.Time, etag string, upTo int64) error {
 	if c.crash {
 		return fmt.Errorf("crashed before clearing")
 	}
-	return c.BlockedIndex.ClearBlocked(ctx, id, since)
+	return c.BlockedIndex.ClearBlocked(ctx, id, since, etag, upTo)
 }
 
 func (c *crashyIndex) Head(ctx context.Context, id string) (convoy.Head, bool, error) {
@@ -319,7 +319,7 @@ func testBlockedNotes(t *testing.T, s convoy.Store, id string) {
 		t.Fatalf("scanned %d entries, %v", len(entries), err)
 	}
 	gone := entries[120]
-	if err := idx.ClearBlocked(ctx, gone.OrderID, gone.Since); err != nil {
+	if err := idx.ClearBlocked(ctx, gone.OrderID, gone.Since, "*", 0); err != nil {
 		t.Fatal(err)
 	}
 	var notes []convoy.BlockedNote
@@ -358,5 +358,41 @@ func processOne(t *testing.T, p *convoy.Processor) func(order string, m convoy.M
 			t.Fatal(err)
 		}
 		return res
+	}
+}
+
+// testBlockedClearKeepsANewBlock: the commit that ends a block clears its
+// entry as its own update left it, or as a reader confirmed it meanwhile,
+// but keeps the entry of a new block of the same key and millisecond that
+// another instance marked meanwhile (same RowKey, a later version).
+func testBlockedClearKeepsANewBlock(t *testing.T, s convoy.Store, id string) {
+	idx := s.(convoy.BlockedIndex)
+	ctx := context.Background()
+	since := epoch.Add(time.Duration(time.Now().UnixNano()%1e6) * time.Minute)
+	if err := idx.MarkBlocked(ctx, id, since, 2); err != nil {
+		t.Fatal(err)
+	}
+	ended, err := idx.UpdateBlocked(ctx, id, since, convoy.BlockedUpdate{Figures: true, Version: 3, Parked: 1}, "*")
+	if err != nil || ended == "" {
+		t.Fatalf("the ending commit's update: ETag %q, %v", ended, err)
+	}
+	if err := idx.MarkBlocked(ctx, id, since, 4); err != nil { // another instance's new block
+		t.Fatal(err)
+	}
+	if err := idx.ClearBlocked(ctx, id, since, ended, 3); err != nil {
+		t.Fatal(err)
+	}
+	if !indexed(t, idx, id, since) {
+		t.Fatal("the commit that ended a block removed the entry of the key's next block")
+	}
+	// A reader's confirm (of the old block, version 3) is cleared all the same.
+	if _, err := idx.UpdateBlocked(ctx, id, since, convoy.BlockedUpdate{Figures: true, Confirmed: true, Version: 3, Parked: 1}, "*"); err != nil {
+		t.Fatal(err)
+	}
+	if err := idx.ClearBlocked(ctx, id, since, ended, 3); err != nil {
+		t.Fatal(err)
+	}
+	if indexed(t, idx, id, since) {
+		t.Fatal("an entry a reader confirmed mid-commit outlived the block the commit ended")
 	}
 }

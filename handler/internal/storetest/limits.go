@@ -265,20 +265,20 @@ func testBlockedLimits(t *testing.T, s convoy.Store, id string) {
 	}
 	e := entries[0]
 	fits, over := strings.Repeat("n", maxUnits), strings.Repeat("n", maxUnits+1)
-	if err := idx.UpdateBlocked(ctx, id, since, convoy.BlockedUpdate{Note: &over}, e.ETag); fault.CodeOf(err) != fault.Internal {
+	if _, err := idx.UpdateBlocked(ctx, id, since, convoy.BlockedUpdate{Note: &over}, e.ETag); fault.CodeOf(err) != fault.Internal {
 		t.Fatalf("a note of %d characters: %v, want a refusal (fault.Internal)", len(over), err)
 	}
 	if err := idx.SetNotes(ctx, []convoy.BlockedNote{{Entry: e, Note: over}}); fault.CodeOf(err) != fault.Internal {
 		t.Fatalf("SetNotes, a note of %d characters: %v, want a refusal (fault.Internal)", len(over), err)
 	}
-	if err := idx.UpdateBlocked(ctx, id, since, convoy.BlockedUpdate{Note: &fits}, e.ETag); err != nil {
+	if _, err := idx.UpdateBlocked(ctx, id, since, convoy.BlockedUpdate{Note: &fits}, e.ETag); err != nil {
 		t.Fatalf("a note of %d characters: %v, want it kept", len(fits), err)
 	}
 	entries, _, err = idx.ScanBlocked(ctx, convoy.BlockedKey(id[:len(id)-1], since), 10)
 	if err != nil || len(entries) == 0 || entries[0].Note != fits {
 		t.Fatalf("after the notes: %d entries, %v; want the note of %d characters", len(entries), err, len(fits))
 	}
-	if err := idx.ClearBlocked(ctx, id, since); err != nil {
+	if err := idx.ClearBlocked(ctx, id, since, "*", 0); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -45,6 +45,7 @@ func Run(t *testing.T, store convoy.Store) {
 		{"BlockedIndexListedMidCommit", testBlockedListedMidCommit},
 		{"BlockedIndexPageWithoutHeads", testBlockedPageWithoutHeads},
 		{"BlockedIndexNotes", testBlockedNotes},
+		{"BlockedIndexClearKeepsANewBlock", testBlockedClearKeepsANewBlock},
 		{"PropertyLimit", testPropertyLimit},
 		{"KeyLimits", testKeyLimits},
 		{"GroupLimits", testGroupLimits},

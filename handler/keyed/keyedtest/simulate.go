@@ -66,19 +66,79 @@ func simulate[S, C any](r keyed.Rules[S, C], gen Generator[C], fold Fold[S, C], 
 	}
 	w.store.LoseReply = func(string) bool { return w.roll(loseRate) }
 	for i := range w.instances {
-		w.instances[i] = convoy.NewProcessor(w.store, convoy.ProcessorOptions{Domain: keyed.Erase[trackedState[S], trackedCmd[C]](tracked[S, C]{r}), CacheSize: 1 + w.rng.IntN(8),
+		w.instances[i] = convoy.NewProcessor(w.store, convoy.ProcessorOptions{Domain: keyed.Erase[trackedState[S], trackedCmd[C]](tracked[S, C]{r}),
+			Index: w.store, CacheSize: 1 + w.rng.IntN(8),
 			Retry: fault.RetryPolicy{MaxAttempts: 2 + w.rng.IntN(2), Initial: time.Microsecond, Max: time.Microsecond}})
 	}
 	w.lost = w.deliver()
-	// Quiescence: no more faults; every dead letter is replayed, or its seq
-	// skipped, or both at once (one of the two wins).
+	// Quiescence: no more faults; the keys blocked behind what was
+	// dead-lettered hold the healing invariants; every dead letter is
+	// replayed, or its seq skipped, or both at once (one of the two wins).
 	w.mu.Lock()
 	w.faults = false
 	w.mu.Unlock()
+	if err := w.invariants(); err != nil {
+		return fmt.Errorf("after the deliveries: %w", err)
+	}
 	if err := w.heal(w.lost); err != nil {
 		return err
 	}
+	if err := w.invariants(); err != nil {
+		return fmt.Errorf("after healing: %w", err)
+	}
 	return w.check(fold)
+}
+
+// invariants are the healing simulation's, on the store's own rows: a key's
+// parked rows lie above its appliedSeq and number what its head counts; the
+// blocked list names each key with parked messages, once, waiting for the
+// seq after its appliedSeq, and no other.
+func (w *world[S, C]) invariants() error {
+	ctx := context.Background()
+	entries, _, err := w.store.ScanBlocked(ctx, "", 1<<20)
+	if err != nil {
+		return err
+	}
+	listed, err := convoy.VerifyEntries(ctx, w.store, entries)
+	if err != nil {
+		return err
+	}
+	times := map[string]int{}
+	for _, b := range listed {
+		times[b.OrderID]++
+	}
+	for key := range w.keys {
+		o, err := w.store.Load(ctx, key)
+		if err != nil {
+			return err
+		}
+		parked, _, err := w.store.Parked(ctx, key, 0, convoy.MaxParkAhead)
+		if err != nil {
+			return err
+		}
+		if len(parked) != o.ParkedCount {
+			return fmt.Errorf("key %s: %d parked rows, its head counts %d", key, len(parked), o.ParkedCount)
+		}
+		if len(parked) > 0 && parked[0].Seq <= o.AppliedSeq {
+			return fmt.Errorf("key %s: seq %d is parked at or below appliedSeq %d", key, parked[0].Seq, o.AppliedSeq)
+		}
+		if want := min(o.ParkedCount, 1); times[key] != want {
+			var mine []string
+			for _, e := range entries {
+				if e.OrderID == key {
+					mine = append(mine, fmt.Sprintf("%+v", e))
+				}
+			}
+			return fmt.Errorf("key %s with %d parked is listed blocked %d times, want %d (head v%d since %v updated %v; entries %v)", key, o.ParkedCount, times[key], want, o.Version, o.BlockedSince, o.UpdatedAt, mine)
+		}
+	}
+	for _, b := range listed {
+		o, _ := w.store.Load(ctx, b.OrderID)
+		if b.MissingSeq != o.AppliedSeq+1 {
+			return fmt.Errorf("key %s is listed waiting for seq %d, its appliedSeq is %d", b.OrderID, b.MissingSeq, o.AppliedSeq)
+		}
+	}
+	return nil
 }
 
 // roll reports true with probability p, while faults are on.
