@@ -1,0 +1,418 @@
+package accounts
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/convoy-dev/convoy/handler/fault"
+)
+
+// Kind is what a command does to its account.
+type Kind string
+
+const (
+	Open     Kind = "open"     // currency, limit
+	Deposit  Kind = "deposit"  // amount, reference
+	Withdraw Kind = "withdraw" // amount, reference
+	Reverse  Kind = "reverse"  // reference (its own), reverses (the deposit's or withdrawal's)
+	Close    Kind = "close"    // nothing
+)
+
+const kindList = "open, deposit, withdraw, reverse, close"
+
+// fieldsOf are the fields each kind takes besides accountId and kind: any
+// other is a problem, and those marked required must be given.
+var fieldsOf = map[Kind][]string{
+	Open:     {"currency", "limit"},
+	Deposit:  {"amount", "reference"},
+	Withdraw: {"amount", "reference"},
+	Reverse:  {"reference", "reverses"},
+	Close:    nil,
+}
+
+// optional are the fields a kind may leave out (limit: 0, no overdraft).
+var optional = []string{"limit"}
+
+// Command is one command of one account, as a message body carries it
+// ({"command": {…}}) and a ledger entry spells it.
+type Command struct {
+	AccountID string `json:"accountId"`
+	Kind      Kind   `json:"kind"`
+	Currency  string `json:"currency,omitempty"`  // open: three capital letters
+	Limit     int64  `json:"limit,omitempty"`     // open: overdraft limit in minor units, 0 to MaxBalance (0 when left out)
+	Amount    int64  `json:"amount,omitempty"`    // deposit, withdraw: 1 to MaxAmount minor units
+	Reference string `json:"reference,omitempty"` // deposit, withdraw, reverse: unique in the account
+	Reverses  string `json:"reverses,omitempty"`  // reverse: the reference of the deposit or withdrawal it reverses
+}
+
+// Bounds on money, in minor units, as the order domain's: MaxAmount bounds
+// one amount; MaxBalance a balance and an overdraft limit, so that every
+// JSON client (a float64 reader included) reads them exactly. Within both,
+// no sum the rules compute can overflow an int64.
+const (
+	MaxAmount  = 1_000_000_000_000_000 // 10^15
+	MaxBalance = 1<<53 - 1
+)
+
+// MaxIDLength bounds account ids and references (a reference is a row id).
+const MaxIDLength = 100
+
+// MaxQuoted bounds the characters of input quoted in an error.
+const MaxQuoted = 64
+
+// Quote returns s quoted for an error, cut short after MaxQuoted characters.
+func Quote(s string) string {
+	if r := []rune(s); len(r) > MaxQuoted {
+		return strconv.Quote(string(r[:MaxQuoted])) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+func cut(s string) string {
+	if r := []rune(s); len(r) > MaxQuoted {
+		return string(r[:MaxQuoted]) + "…"
+	}
+	return s
+}
+
+// checkID returns why s is not an id (1-100 characters of [A-Za-z0-9._-]), or "".
+func checkID(s string) string {
+	if s == "" {
+		return "is required"
+	}
+	if len(s) > MaxIDLength {
+		return "is longer than " + strconv.Itoa(MaxIDLength) + " characters"
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return "may contain only letters, digits, '.', '_' and '-'"
+		}
+	}
+	return ""
+}
+
+func currencyProblem(s string) string {
+	if len(s) == 3 && s[0] >= 'A' && s[0] <= 'Z' && s[1] >= 'A' && s[1] <= 'Z' && s[2] >= 'A' && s[2] <= 'Z' {
+		return ""
+	}
+	return Quote(s) + " is not three capital letters"
+}
+
+func amountProblem(n int64) string {
+	switch {
+	case n <= 0:
+		return fmt.Sprintf("%d is not above 0 minor units", n)
+	case n > MaxAmount:
+		return fmt.Sprintf("%d is beyond %d minor units (10^15)", n, int64(MaxAmount))
+	}
+	return ""
+}
+
+func limitProblem(n int64) string {
+	if n < 0 || n > MaxBalance {
+		return fmt.Sprintf("%d is not between 0 and %d minor units (2^53 − 1)", n, int64(MaxBalance))
+	}
+	return ""
+}
+
+// problems returns every problem of c's values, each naming index, skipping
+// the fields in done (a problem was reported for them already).
+func (c Command) problems(index int, done map[string]bool) []fault.Problem {
+	var ps []fault.Problem
+	bad := func(field, reason string) {
+		if !done[field] {
+			ps = append(ps, fault.Problem{Index: index, Field: field, Reason: reason})
+		}
+	}
+	if why := checkID(c.AccountID); why != "" {
+		bad("accountId", why)
+	}
+	switch c.Kind {
+	case Open:
+		if why := currencyProblem(c.Currency); why != "" {
+			bad("currency", why)
+		}
+		if why := limitProblem(c.Limit); why != "" {
+			bad("limit", why)
+		}
+	case Deposit, Withdraw:
+		if why := amountProblem(c.Amount); why != "" {
+			bad("amount", why)
+		}
+		if why := checkID(c.Reference); why != "" {
+			bad("reference", why)
+		}
+	case Reverse:
+		if why := checkID(c.Reference); why != "" {
+			bad("reference", why)
+		}
+		if why := checkID(c.Reverses); why != "" {
+			bad("reverses", why)
+		} else if c.Reverses == c.Reference {
+			bad("reverses", "is the reversal's own reference")
+		}
+	case Close:
+	case "":
+		bad("kind", "is required")
+	default:
+		bad("kind", Quote(string(c.Kind))+" is not one of "+kindList)
+	}
+	return ps
+}
+
+// member is one member of a JSON object: its key, decoded, and its value as
+// written.
+type member struct {
+	key   string
+	value json.RawMessage
+}
+
+var errNotObject = errors.New("not a JSON object")
+
+// members splits the JSON object doc into its members in the order
+// written; nothing but space may follow it. A key written twice is there
+// twice, for the caller to refuse by name.
+func members(doc []byte) ([]member, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errNotObject
+	}
+	var ms []member
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := t.(string)
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil, err
+		}
+		ms = append(ms, member{key: key, value: value})
+	}
+	if _, err := dec.Token(); err != nil { // }
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("unexpected data after the JSON object")
+	}
+	return ms, nil
+}
+
+// readString reads a JSON string (not null, not a number).
+func readString(raw json.RawMessage) (string, string) {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return "", "must be a string"
+	}
+	return s, ""
+}
+
+// readInt reads an integer as written in JSON: not a string that spells
+// one, not a fraction, not an exponent.
+func readInt(raw json.RawMessage) (int64, string) {
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		return 0, Quote(s) + " is a string, not an integer number of minor units"
+	}
+	if len(raw) == 0 || raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') { // null, true, false, {…}, […]
+		return 0, "must be an integer number of minor units"
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return 0, cut(string(raw)) + " is not an integer number of minor units"
+	}
+	return n, ""
+}
+
+// readCommand reads the index-th command of a ledger (0 for a message's) as
+// written in JSON and validates it: every problem, each naming index, one
+// per field at most. extra names the fields the caller reads itself: their
+// values are returned in extras. Whatever encoding/json would let pass
+// silently is a problem: an unknown field, a key twice or in other letter
+// case, a quoted amount, bytes that are not UTF-8, a field the kind does not
+// take.
+func readCommand(index int, raw []byte, extra ...string) (c Command, extras map[string]json.RawMessage, problems []fault.Problem) {
+	ms, err := members(raw)
+	if err != nil {
+		return Command{}, nil, []fault.Problem{{Index: index, Reason: "is not a JSON object"}}
+	}
+	reported := map[string]bool{} // fields with a problem: nothing more is said of them
+	bad := func(field, reason string) {
+		problems = append(problems, fault.Problem{Index: index, Field: field, Reason: reason})
+		reported[field] = true
+	}
+	known := slices.Concat([]string{"accountId", "kind", "currency", "limit", "amount", "reference", "reverses"}, extra)
+	fields := make(map[string]json.RawMessage, len(ms))
+	for _, m := range ms {
+		_, twice := fields[m.key]
+		switch {
+		case reported[m.key]:
+		case !slices.Contains(known, m.key):
+			bad(cut(m.key), "is not a known field ("+strings.Join(known, ", ")+")")
+			reported[m.key] = true
+		case twice:
+			bad(m.key, "appears twice")
+		}
+		if !twice {
+			fields[m.key] = m.value
+		}
+	}
+	if !utf8.Valid(raw) {
+		inValue := false
+		for _, m := range ms {
+			if !utf8.Valid(m.value) {
+				inValue = true
+				if !reported[m.key] {
+					bad(m.key, "is not valid UTF-8")
+				}
+			}
+		}
+		if !inValue {
+			bad("", "has a field name that is not valid UTF-8")
+		}
+	}
+	value := func(field string) (json.RawMessage, bool) {
+		v, ok := fields[field]
+		return v, ok && !reported[field]
+	}
+	var kind string
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"accountId", &c.AccountID}, {"kind", &kind}, {"currency", &c.Currency}, {"reference", &c.Reference}, {"reverses", &c.Reverses}} {
+		if v, ok := value(f.name); ok {
+			if s, why := readString(v); why != "" {
+				bad(f.name, why)
+			} else {
+				*f.dst = s
+			}
+		}
+	}
+	c.Kind = Kind(kind)
+	for _, f := range []struct {
+		name string
+		dst  *int64
+	}{{"limit", &c.Limit}, {"amount", &c.Amount}} {
+		if v, ok := value(f.name); ok {
+			if n, why := readInt(v); why != "" {
+				bad(f.name, why)
+			} else {
+				*f.dst = n
+			}
+		}
+	}
+	for _, f := range extra {
+		if v, ok := value(f); ok {
+			if extras == nil {
+				extras = map[string]json.RawMessage{}
+			}
+			extras[f] = v
+		}
+	}
+	// What the kind takes: no other field, and each it needs.
+	if takes, ok := fieldsOf[c.Kind]; ok && !reported["kind"] {
+		for _, f := range []string{"currency", "limit", "amount", "reference", "reverses"} {
+			_, given := fields[f]
+			switch {
+			case reported[f]:
+			case given && !slices.Contains(takes, f):
+				bad(f, fmt.Sprintf("is not a field of %s (it takes %s)", c.Kind, takesList(takes)))
+			case !given && slices.Contains(takes, f) && !slices.Contains(optional, f):
+				bad(f, "is required for "+string(c.Kind))
+			}
+		}
+	}
+	if _, given := fields["accountId"]; !given {
+		bad("accountId", "is required")
+	}
+	// Rules on the values (alphabets, bounds), for fields without a problem yet.
+	problems = append(problems, c.problems(index, reported)...)
+	return c, extras, problems
+}
+
+func takesList(takes []string) string {
+	if len(takes) == 0 {
+		return "nothing besides accountId and kind"
+	}
+	return strings.Join(takes, " and ")
+}
+
+// body wraps the command so that no top-level body field can shadow trigger
+// metadata (the host copies a JSON body's top-level fields into Metadata),
+// as the order body wraps its transaction.
+type body struct {
+	Command *Command `json:"command"`
+}
+
+// DecodeBody reads and validates a message body, {"command": {…}}, strictly
+// (readCommand): any problem is an invalid-input error that names them.
+func DecodeBody(data []byte) (Command, error) {
+	const notBody = "message body is not {\"command\": {…}}"
+	ms, err := members(data)
+	if err != nil {
+		return Command{}, &fault.Error{Code: fault.Invalid, Message: notBody, Err: err}
+	}
+	var raw json.RawMessage
+	for _, m := range ms {
+		if m.key != "command" {
+			return Command{}, invalidf("%s: unknown field %s", notBody, Quote(m.key))
+		}
+		if raw != nil {
+			return Command{}, invalidf("%s: field \"command\" appears twice", notBody)
+		}
+		raw = m.value
+	}
+	if raw == nil || string(bytes.TrimSpace(raw)) == "null" {
+		return Command{}, invalidf("message body has no command")
+	}
+	c, _, problems := readCommand(0, raw)
+	if len(problems) > 0 {
+		return Command{}, &fault.Error{Code: fault.Invalid, Message: "message command is invalid: " + describe(problems), Problems: problems}
+	}
+	return c, nil
+}
+
+// EncodeBody returns the message body of c: compact JSON, no HTML escaping,
+// no trailing newline. A command with a problem has no body.
+func EncodeBody(c Command) ([]byte, error) {
+	if ps := c.problems(0, nil); len(ps) > 0 {
+		return nil, &fault.Error{Code: fault.Invalid, Message: "the command is invalid: " + describe(ps), Problems: ps}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(body{Command: &c}); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// ReadEntry implements keyed.Publisher: a ledger's entry is a command as a
+// body carries it ({"accountId": …, "kind": …}), read as strictly, with the
+// fields the ledger reads itself (extra, "last"); its key is its accountId.
+func (Rules) ReadEntry(index int, raw []byte, extra ...string) (string, Command, map[string]json.RawMessage, []fault.Problem) {
+	c, extras, problems := readCommand(index, raw, extra...)
+	return c.AccountID, c, extras, problems
+}
+
+// Body implements keyed.Publisher: EncodeBody.
+func (Rules) Body(c Command) ([]byte, error) { return EncodeBody(c) }
+
+func invalidf(format string, args ...any) error { return fault.Errorf(fault.Invalid, format, args...) }
+
+func describe(ps []fault.Problem) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = strings.TrimSpace(p.Field + " " + p.Reason)
+	}
+	return strings.Join(parts, "; ")
+}
