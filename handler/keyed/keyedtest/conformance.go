@@ -6,6 +6,7 @@
 package keyedtest
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -72,7 +73,9 @@ func (o Options) run(t testing.TB, def int, one func(seed int64) error) {
 //     EncodeCommand/DecodeCommand (parked) and, when the rules are a
 //     keyed.Publisher, Body/ReadCommand, each compared as values; Tag of any
 //     command and of the zero one can be stored;
-//   - every OldStates entry decodes and encodes again.
+//   - every OldStates entry decodes and encodes again;
+//   - a keyed.Viewer's view is JSON, and History counts the rows its
+//     positional collection holds.
 func Conformance[S, C any](t testing.TB, r keyed.Rules[S, C], gen Generator[C], opts Options) {
 	t.Helper()
 	for i, old := range opts.OldStates {
@@ -164,6 +167,35 @@ func conform[S, C any](r keyed.Rules[S, C], gen Generator[C], seed int64) error 
 			return fmt.Errorf("seq %d: the state %+v is stored and decoded as %+v", seq, next, back2)
 		}
 		s = back2
+		if err := viewable(r, key, int64(seq), s, rows); err != nil {
+			return fmt.Errorf("seq %d: %w", seq, err)
+		}
+	}
+	return nil
+}
+
+// viewable checks a keyed.Viewer's view of s: it is JSON, and the count
+// History gives of its positional collection is the rows appended to it.
+func viewable[S, C any](r keyed.Rules[S, C], key string, seq int64, s S, rows table) error {
+	v, ok := any(r).(keyed.Viewer[S])
+	if !ok {
+		return nil
+	}
+	if _, err := json.Marshal(v.View(keyed.Head{ID: key, AppliedSeq: seq}, s, keyed.Page{})); err != nil {
+		return fmt.Errorf("the view is not JSON: %w", err)
+	}
+	coll, count := v.History(s)
+	if coll == "" {
+		return nil
+	}
+	n := int64(0)
+	for ref := range rows {
+		if ref.Collection == coll {
+			n++
+		}
+	}
+	if n != count {
+		return fmt.Errorf("History says %s holds %d rows; the decisions appended %d", coll, count, n)
 	}
 	return nil
 }
