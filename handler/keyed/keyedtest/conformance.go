@@ -195,7 +195,7 @@ func viewable[S, C any](r keyed.Rules[S, C], key string, seq int64, s S, rows ta
 		}
 	}
 	if n != count {
-		return fmt.Errorf("History says %s holds %d rows; the decisions appended %d", coll, count, n)
+		return fmt.Errorf("the view's History says %s holds %d rows; the decisions appended %d", coll, count, n)
 	}
 	return nil
 }
