@@ -307,7 +307,7 @@ func (Rules) DecodeCommand(key string, p keyed.Props) (Command, error) {
 
 // Budget implements keyed.Rules: a reversal writes the most, three rows
 // (its entry, its reference, the mark on the reference it reverses) of
-// short properties (references of at most MaxIDLength characters), about
+// short properties (references of at most keyed.MaxIDLength characters), about
 // 3.5 KiB as the engine counts them; a parked command takes about 1.5 KiB
 // (TestBudgetIsWhatADecisionWrites).
 func (Rules) Budget() keyed.Budget {

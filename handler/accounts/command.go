@@ -3,15 +3,14 @@ package accounts
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 // Kind is what a command does to its account.
@@ -61,42 +60,14 @@ const (
 	MaxBalance = 1<<53 - 1
 )
 
-// MaxIDLength bounds account ids and references (a reference is a row id).
-const MaxIDLength = 100
+// Quote returns s quoted for an error, cut short (keyed.Quote).
+func Quote(s string) string { return keyed.Quote(s) }
 
-// MaxQuoted bounds the characters of input quoted in an error.
-const MaxQuoted = 64
+func cut(s string) string { return keyed.Cut(s) }
 
-// Quote returns s quoted for an error, cut short after MaxQuoted characters.
-func Quote(s string) string {
-	if r := []rune(s); len(r) > MaxQuoted {
-		return strconv.Quote(string(r[:MaxQuoted])) + "…"
-	}
-	return strconv.Quote(s)
-}
-
-func cut(s string) string {
-	if r := []rune(s); len(r) > MaxQuoted {
-		return string(r[:MaxQuoted]) + "…"
-	}
-	return s
-}
-
-// checkID returns why s is not an id (1-100 characters of [A-Za-z0-9._-]), or "".
-func checkID(s string) string {
-	if s == "" {
-		return "is required"
-	}
-	if len(s) > MaxIDLength {
-		return "is longer than " + strconv.Itoa(MaxIDLength) + " characters"
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return "may contain only letters, digits, '.', '_' and '-'"
-		}
-	}
-	return ""
-}
+// checkID returns why s is not an id (keyed.CheckID: account ids and
+// references, a reference being a row id), or "".
+func checkID(s string) string { return keyed.CheckID(s) }
 
 func currencyProblem(s string) string {
 	if len(s) == 3 && s[0] >= 'A' && s[0] <= 'Z' && s[1] >= 'A' && s[1] <= 'Z' && s[2] >= 'A' && s[2] <= 'Z' {
@@ -169,42 +140,6 @@ func (c Command) problems(index int, done map[string]bool) []fault.Problem {
 
 // member is one member of a JSON object: its key, decoded, and its value as
 // written.
-type member struct {
-	key   string
-	value json.RawMessage
-}
-
-var errNotObject = errors.New("not a JSON object")
-
-// members splits the JSON object doc into its members in the order
-// written; nothing but space may follow it. A key written twice is there
-// twice, for the caller to refuse by name.
-func members(doc []byte) ([]member, error) {
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, errNotObject
-	}
-	var ms []member
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, _ := t.(string)
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return nil, err
-		}
-		ms = append(ms, member{key: key, value: value})
-	}
-	if _, err := dec.Token(); err != nil { // }
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("unexpected data after the JSON object")
-	}
-	return ms, nil
-}
 
 // readString reads a JSON string (not null, not a number).
 func readString(raw json.RawMessage) (string, string) {
@@ -241,7 +176,7 @@ func readInt(raw json.RawMessage) (int64, string) {
 // case, a quoted amount, bytes that are not UTF-8, a field the kind does not
 // take.
 func readCommand(index int, raw []byte, extra ...string) (c Command, extras map[string]json.RawMessage, problems []fault.Problem) {
-	ms, err := members(raw)
+	ms, err := keyed.Members(raw)
 	if err != nil {
 		return Command{}, nil, []fault.Problem{{Index: index, Reason: "is not a JSON object"}}
 	}
@@ -253,26 +188,26 @@ func readCommand(index int, raw []byte, extra ...string) (c Command, extras map[
 	known := slices.Concat([]string{"accountId", "kind", "currency", "limit", "amount", "reference", "reverses"}, extra)
 	fields := make(map[string]json.RawMessage, len(ms))
 	for _, m := range ms {
-		_, twice := fields[m.key]
+		_, twice := fields[m.Key]
 		switch {
-		case reported[m.key]:
-		case !slices.Contains(known, m.key):
-			bad(cut(m.key), "is not a known field ("+strings.Join(known, ", ")+")")
-			reported[m.key] = true
+		case reported[m.Key]:
+		case !slices.Contains(known, m.Key):
+			bad(cut(m.Key), "is not a known field ("+strings.Join(known, ", ")+")")
+			reported[m.Key] = true
 		case twice:
-			bad(m.key, "appears twice")
+			bad(m.Key, "appears twice")
 		}
 		if !twice {
-			fields[m.key] = m.value
+			fields[m.Key] = m.Value
 		}
 	}
 	if !utf8.Valid(raw) {
 		inValue := false
 		for _, m := range ms {
-			if !utf8.Valid(m.value) {
+			if !utf8.Valid(m.Value) {
 				inValue = true
-				if !reported[m.key] {
-					bad(m.key, "is not valid UTF-8")
+				if !reported[m.Key] {
+					bad(m.Key, "is not valid UTF-8")
 				}
 			}
 		}
@@ -357,19 +292,19 @@ type body struct {
 // (readCommand): any problem is an invalid-input error that names them.
 func DecodeBody(data []byte) (Command, error) {
 	const notBody = "message body is not {\"command\": {…}}"
-	ms, err := members(data)
+	ms, err := keyed.Members(data)
 	if err != nil {
 		return Command{}, &fault.Error{Code: fault.Invalid, Message: notBody, Err: err}
 	}
 	var raw json.RawMessage
 	for _, m := range ms {
-		if m.key != "command" {
-			return Command{}, invalidf("%s: unknown field %s", notBody, Quote(m.key))
+		if m.Key != "command" {
+			return Command{}, invalidf("%s: unknown field %s", notBody, Quote(m.Key))
 		}
 		if raw != nil {
 			return Command{}, invalidf("%s: field \"command\" appears twice", notBody)
 		}
-		raw = m.value
+		raw = m.Value
 	}
 	if raw == nil || string(bytes.TrimSpace(raw)) == "null" {
 		return Command{}, invalidf("message body has no command")

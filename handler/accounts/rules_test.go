@@ -270,7 +270,7 @@ func TestStateDecodes(t *testing.T) {
 // fits its share, and neither budget is more than twice what they take.
 func TestBudgetIsWhatADecisionWrites(t *testing.T) {
 	b := accounts.Rules{}.Budget()
-	long := func(c byte) string { return strings.Repeat(string(c), accounts.MaxIDLength) }
+	long := func(c byte) string { return strings.Repeat(string(c), keyed.MaxIDLength) }
 	_, _, w, err := run(t, open("EUR", accounts.MaxBalance), deposit(long('d'), accounts.MaxAmount), reverse(long('v'), long('d')))
 	if err != nil {
 		t.Fatal(err)

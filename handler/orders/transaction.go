@@ -8,9 +8,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 // Op is what a transaction does to its order.
@@ -23,9 +23,8 @@ const (
 	DeleteOrder       Op = "DeleteOrder"
 )
 
-// MaxIDLength bounds ledger, order and transaction ids, so that
-// "<ledgerId>:<index>" stays within Service Bus's 128-character MessageId.
-const MaxIDLength = 100
+// MaxIDLength bounds ledger, order and transaction ids (keyed.MaxIDLength).
+const MaxIDLength = keyed.MaxIDLength
 
 // Bounds on money (docs/contract.md), in minor units. MaxAmount bounds one
 // transaction's amount; MaxTotal bounds an order's total, so that every JSON
@@ -105,34 +104,15 @@ func (t Transaction) Validate(index int) []fault.Problem {
 	return ps
 }
 
-// MaxQuoted bounds the characters of user input quoted in an error, so
-// that a rejection can always be recorded (and read).
-const MaxQuoted = 64
+// MaxQuoted bounds the characters of user input quoted in an error
+// (keyed.MaxQuoted).
+const MaxQuoted = keyed.MaxQuoted
 
-// Quote returns s quoted for an error message, cut short after MaxQuoted
-// characters.
-func Quote(s string) string {
-	if r := []rune(s); len(r) > MaxQuoted {
-		return strconv.Quote(string(r[:MaxQuoted])) + "…"
-	}
-	return strconv.Quote(s)
-}
+// Quote returns s quoted for an error message (keyed.Quote).
+func Quote(s string) string { return keyed.Quote(s) }
 
-// CheckID returns why s is not a valid id (1-100 characters of [A-Za-z0-9._-]), or "".
-func CheckID(s string) string {
-	if s == "" {
-		return "is required"
-	}
-	if len(s) > MaxIDLength {
-		return "is longer than " + strconv.Itoa(MaxIDLength) + " characters"
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return "may contain only letters, digits, '.', '_' and '-'"
-		}
-	}
-	return ""
-}
+// CheckID returns why s is not a valid id (keyed.CheckID), or "".
+func CheckID(s string) string { return keyed.CheckID(s) }
 
 func isCurrency(s string) bool {
 	return len(s) == 3 && s[0] >= 'A' && s[0] <= 'Z' && s[1] >= 'A' && s[1] <= 'Z' && s[2] >= 'A' && s[2] <= 'Z'

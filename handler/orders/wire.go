@@ -3,14 +3,13 @@ package orders
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 // A transaction as written in JSON, read the same way by the ledger parser
@@ -20,45 +19,12 @@ import (
 // case ("Amount") and turn bytes that are not UTF-8 into U+FFFD, while the
 // raw data (stored as sent) keeps them.
 
-// Member is one member of a JSON object: its key, decoded, and its value as
-// written.
-type Member struct {
-	Key   string
-	Value json.RawMessage
-}
+// Member is one member of a JSON object (keyed.Member).
+type Member = keyed.Member
 
-// errNotObject: Members was given something else than one JSON object.
-var errNotObject = errors.New("not a JSON object")
-
-// Members splits the JSON object doc into its members, in the order written;
-// nothing but space may follow the object. A key written twice is there
-// twice, for the caller to refuse by name.
-func Members(doc []byte) ([]Member, error) {
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, errNotObject
-	}
-	var members []Member
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, _ := t.(string)
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return nil, err
-		}
-		members = append(members, Member{Key: key, Value: value})
-	}
-	if _, err := dec.Token(); err != nil { // }
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("unexpected data after the JSON object")
-	}
-	return members, nil
-}
+// Members splits the JSON object doc into its members, in the order written
+// (keyed.Members).
+func Members(doc []byte) ([]Member, error) { return keyed.Members(doc) }
 
 // ReadTransaction reads the index-th transaction of a ledger (0 for a lone
 // message) as written in JSON, and validates it: every problem is returned,
@@ -222,9 +188,4 @@ func duplicateKeyIn(dec *json.Decoder) (string, error) {
 }
 
 // cut shortens user input named in a problem, unquoted (see Quote).
-func cut(s string) string {
-	if r := []rune(s); len(r) > MaxQuoted {
-		return string(r[:MaxQuoted]) + "…"
-	}
-	return s
-}
+func cut(s string) string { return keyed.Cut(s) }

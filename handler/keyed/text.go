@@ -1,0 +1,96 @@
+package keyed
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+)
+
+// What every domain reads strictly and says the same way: a key's alphabet,
+// input quoted in an error, the members of a JSON object as written.
+
+// MaxIDLength bounds a key (the SessionId) and the ids a domain keeps (a
+// transaction id, a reference), so that "<ledgerId>:<index>" stays within
+// Service Bus's 128-character MessageId and an id fits a RowKey.
+const MaxIDLength = 100
+
+// CheckID returns why s is not a valid id (1-100 characters of
+// [A-Za-z0-9._-]), or "".
+func CheckID(s string) string {
+	if s == "" {
+		return "is required"
+	}
+	if len(s) > MaxIDLength {
+		return "is longer than " + strconv.Itoa(MaxIDLength) + " characters"
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return "may contain only letters, digits, '.', '_' and '-'"
+		}
+	}
+	return ""
+}
+
+// MaxQuoted bounds the characters of user input quoted in an error, so
+// that a rejection can always be recorded (and read).
+const MaxQuoted = 64
+
+// Quote returns s quoted for an error message, cut short after MaxQuoted
+// characters.
+func Quote(s string) string {
+	if r := []rune(s); len(r) > MaxQuoted {
+		return strconv.Quote(string(r[:MaxQuoted])) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// Cut shortens user input named in a problem, unquoted (see Quote).
+func Cut(s string) string {
+	if r := []rune(s); len(r) > MaxQuoted {
+		return string(r[:MaxQuoted]) + "…"
+	}
+	return s
+}
+
+// Member is one member of a JSON object: its key, decoded, and its value as
+// written.
+type Member struct {
+	Key   string
+	Value json.RawMessage
+}
+
+// ErrNotObject: Members was given something else than one JSON object.
+var ErrNotObject = errors.New("not a JSON object")
+
+// Members splits the JSON object doc into its members, in the order written;
+// nothing but space may follow the object. A key written twice is there
+// twice, for the caller to refuse by name (encoding/json would keep the last
+// one silently).
+func Members(doc []byte) ([]Member, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, ErrNotObject
+	}
+	var members []Member
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := t.(string)
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil, err
+		}
+		members = append(members, Member{Key: key, Value: value})
+	}
+	if _, err := dec.Token(); err != nil { // }
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("unexpected data after the JSON object")
+	}
+	return members, nil
+}
