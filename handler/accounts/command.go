@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -138,9 +137,6 @@ func (c Command) problems(index int, done map[string]bool) []fault.Problem {
 	return ps
 }
 
-// member is one member of a JSON object: its key, decoded, and its value as
-// written.
-
 // readString reads a JSON string (not null, not a number).
 func readString(raw json.RawMessage) (string, string) {
 	var s string
@@ -150,23 +146,8 @@ func readString(raw json.RawMessage) (string, string) {
 	return s, ""
 }
 
-// readInt reads an integer as written in JSON: not a string that spells
-// one, not a fraction, not an exponent.
-func readInt(raw json.RawMessage) (int64, string) {
-	if len(raw) > 0 && raw[0] == '"' {
-		var s string
-		_ = json.Unmarshal(raw, &s)
-		return 0, Quote(s) + " is a string, not an integer number of minor units"
-	}
-	if len(raw) == 0 || raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') { // null, true, false, {…}, […]
-		return 0, "must be an integer number of minor units"
-	}
-	n, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil {
-		return 0, cut(string(raw)) + " is not an integer number of minor units"
-	}
-	return n, ""
-}
+// readInt reads an amount as written in JSON (keyed.ReadAmount).
+func readInt(raw json.RawMessage) (int64, string) { return keyed.ReadAmount(raw) }
 
 // readCommand reads the index-th command of a ledger (0 for a message's) as
 // written in JSON and validates it: every problem, each naming index, one

@@ -94,3 +94,23 @@ func Members(doc []byte) ([]Member, error) {
 	}
 	return members, nil
 }
+
+// ReadAmount reads an amount of money as written in JSON: an integer number
+// of minor units, not a string that spells one, not a fraction or an
+// exponent. why says what is wrong with it ("" when it is read).
+func ReadAmount(raw json.RawMessage) (amount int64, why string) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		return 0, Quote(s) + " is a string, not an integer number of minor units"
+	}
+	if len(raw) == 0 || raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') { // null, true, false, {…}, […]
+		return 0, "must be an integer number of minor units"
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return 0, Cut(string(raw)) + " is not an integer number of minor units"
+	}
+	return n, ""
+}

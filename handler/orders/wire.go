@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -126,24 +125,8 @@ func ReadTransaction(index int, raw []byte, extra ...string) (t Transaction, ext
 	return t, extras, problems
 }
 
-// ReadAmount reads an amount as written in JSON: an integer, not a string
-// that spells one. why says what is wrong with it ("" when it is read).
-func ReadAmount(raw json.RawMessage) (amount int64, why string) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) > 0 && raw[0] == '"' {
-		var s string
-		_ = json.Unmarshal(raw, &s)
-		return 0, Quote(s) + " is a string, not an integer number of minor units"
-	}
-	if len(raw) == 0 || raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') { // null, true, false, {…}, […]
-		return 0, "must be an integer number of minor units"
-	}
-	n, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil {
-		return 0, cut(string(raw)) + " is not an integer number of minor units"
-	}
-	return n, ""
-}
+// ReadAmount reads an amount as written in JSON (keyed.ReadAmount).
+func ReadAmount(raw json.RawMessage) (amount int64, why string) { return keyed.ReadAmount(raw) }
 
 // duplicateKey returns the first key written twice in one object of the
 // JSON value raw, at any depth, or "" (a key spelled otherwise, "\u006b" and
