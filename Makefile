@@ -118,7 +118,7 @@ devhost: tools $(DEVHOST_CMD) $(BINARY) ## serve the app under the local host + 
 	@exec $(DEVHOST_CMD) run -app bin/devhost/$(PORT) -port $(PORT) -instances $(INSTANCES) -settings local.settings.json
 
 .PHONY: break
-break: $(DEVHOST_CMD) ## against a running make devhost (same PORT): one blocked order of each kind, a poison message and a transient failure, to practise replay and skip
+break: $(DEVHOST_CMD) ## against a running make devhost (same PORT): a blocked order of each kind (a poison message, a transient failure) and a blocked account, to practise replay and skip
 	@$(DEVHOST_CMD) break -app bin/devhost/$(PORT) -port $(PORT)
 
 # make soak SEEDS=20000, or DURATION=30m: the healing simulation

@@ -13,6 +13,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/servicebus"
@@ -88,16 +89,37 @@ func (c *clients) sender(queue string) (queueSender, error) {
 }
 
 func (c *clients) publisher(cfg settings.Settings, progress func(sent, total int)) (*ledger.Publisher, error) {
-	sender, err := c.sender(cfg.OrdersQueue)
-	if err != nil {
-		return nil, err
+	ledgers := tablestore.NewLedgers(c.tables.NewClient(cfg.LedgersTable))
+	var routes []ledger.Route
+	for _, d := range cfg.Domains {
+		sender, err := c.sender(d.Queue)
+		if err != nil {
+			return nil, err
+		}
+		routes = append(routes, ledger.Route{Domain: ledgerDomain(d), Allocator: ledgers.Keys(d.Rules.Noun()),
+			Sender: sender, BatchPerSession: d.QueuePartitioned})
 	}
-	return ledger.NewPublisher(tablestore.NewLedgers(c.tables.NewClient(cfg.LedgersTable)), sender, ledger.PublisherOptions{
-		Limits:          ledger.Limits{MaxTransactions: cfg.MaxTransactions, MaxMessageBytes: cfg.MaxMessageBytes},
-		Retry:           fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
-		BatchPerSession: cfg.QueuePartitioned,
-		Progress:        progress,
+	return ledger.NewPublisher(ledgers, routes, ledger.PublisherOptions{
+		Limits:   ledger.Limits{MaxTransactions: cfg.MaxTransactions},
+		Retry:    fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
+		Progress: progress,
 	}), nil
+}
+
+// ledgerDomain is what a ledger's entries of domain d are read and
+// measured with.
+func ledgerDomain(d settings.Domain) ledger.Domain {
+	return ledger.Domain{Rules: d.Rules, MaxMessageBytes: d.MaxMessageBytes}
+}
+
+// ledgerDomains are the registered domains as a ledger reads them, the
+// default first.
+func ledgerDomains(cfg settings.Settings) []ledger.Domain {
+	ds := make([]ledger.Domain, len(cfg.Domains))
+	for i, d := range cfg.Domains {
+		ds[i] = ledgerDomain(d)
+	}
+	return ds
 }
 
 // ledgerRecordTimeout bounds publish's look at a ledger's record.
@@ -163,10 +185,10 @@ func (c *clients) orderStore(table string) *tablestore.Store {
 
 // operatorStore is the store on table of the callers an operator waits on
 // and of AutoReplay (tablestore.OperatorRetry).
-// operatorLedgers is the ledgers table for the callers an operator waits on
-// (OrderStatus's lag).
-func (c *clients) operatorLedgers(table string) *tablestore.Ledgers {
-	return tablestore.NewLedgers(c.operatorTables.NewClient(table))
+// operatorLedgers is the ledgers table, in the scope of domain d's keys, for
+// the callers an operator waits on (the status page's lag) and AutoReplay.
+func (c *clients) operatorLedgers(table string, d keyed.Domain) *tablestore.Ledgers {
+	return tablestore.NewLedgers(c.operatorTables.NewClient(table)).Keys(d.Noun())
 }
 
 func (c *clients) operatorStore(table string) *tablestore.Store {

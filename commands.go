@@ -19,9 +19,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/operator"
-	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/settings"
 	"github.com/convoy-dev/convoy/handler/tracing"
@@ -65,7 +65,7 @@ func publish(args []string) error {
 				return out.Encode(ledger.Published{Summary: sum, TraceID: ledger.TraceIDOf(ctx)})
 			}
 			// Validate here too: an invalid ledger is better refused now than recorded as rejected later.
-			l, err := ledger.Parse(doc, ledger.Limits{MaxTransactions: cfg.MaxTransactions, MaxMessageBytes: cfg.MaxMessageBytes})
+			l, err := ledger.Parse(doc, ledger.Limits{MaxTransactions: cfg.MaxTransactions}, ledgerDomains(cfg))
 			if err != nil {
 				return describe(name, err)
 			}
@@ -74,14 +74,18 @@ func publish(args []string) error {
 			// was recorded of this id first, when the record can be read.
 			rec, checkErr := c.ledgerRecord(ctx, cfg, l.ID)
 			if checkErr != nil {
-				fmt.Fprintf(os.Stderr, "%s: warning: could not check ledger %s against the ledger records: %v\n", name, orders.Quote(l.ID), checkErr)
+				fmt.Fprintf(os.Stderr, "%s: warning: could not check ledger %s against the ledger records: %v\n", name, keyed.Quote(l.ID), checkErr)
 			}
 			d, err := ledger.DecideQueued(l, rec, c.tables != nil, checkErr, time.Now())
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
+			defaults, others := l.KeyCounts()
 			answer := map[string]any{"ledgerId": l.ID, "stream": l.Stream, "queue": cfg.LedgersQueue, "transactions": len(l.Entries),
-				"orders": len(l.Orders()), "bytes": len(doc), "outcome": d.Outcome}
+				"orders": defaults, "bytes": len(doc), "outcome": d.Outcome}
+			if others != nil {
+				answer["keys"] = others
+			}
 			if d.Note != "" {
 				answer["note"] = d.Note
 			}
@@ -112,10 +116,14 @@ func publish(args []string) error {
 
 func replayOrders(args []string) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	all := fs.Bool("all", false, "replay every placeable dead letter of the orders queue instead of named orders")
+	all := fs.Bool("all", false, "replay every placeable dead letter of the domain's queue instead of named keys")
 	max := fs.Int("max", replay.DefaultAllMax, "with --all: dead letters received per round (at most ReplayScanLimit)")
+	domain := domainFlag(fs)
 	fs.String("settings", "local.settings.json", "file whose Values fill in settings missing from the environment")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := checkDomain("replay", *domain); err != nil {
 		return err
 	}
 	if *all {
@@ -125,7 +133,7 @@ func replayOrders(args []string) error {
 		if *max < 1 {
 			return usageErrorf("replay", "--max %d: dead letters per round must be at least 1", *max)
 		}
-		return replayAll(fs, *max)
+		return replayAll(fs, *domain, *max)
 	}
 	maxSet := false
 	fs.Visit(func(f *flag.Flag) { maxSet = maxSet || f.Name == "max" })
@@ -136,20 +144,21 @@ func replayOrders(args []string) error {
 		return usageErrorf("replay", "name at least one order id, or --all")
 	}
 	for _, id := range fs.Args() {
-		if err := operator.CheckOrderID(id); err != nil {
-			return usageErrorf("replay", "%s", fault.MessageOf(err))
+		if err := checkKey("replay", registered(*domain), id); err != nil {
+			return err
 		}
 	}
-	return userCommand(fs, nil, "order id", func() string { return replayNeedsStorage },
+	return userCommand(fs, nil, "id", func() string { return replayNeedsStorage },
 		func(ctx context.Context, cfg settings.Settings, c *clients, id string, out *json.Encoder) error {
-			r, err := operatorReplayer(cfg, c)
+			d := domainOf(cfg, *domain)
+			r, err := operatorReplayer(d, cfg, c)
 			if err != nil {
 				return err
 			}
 			// The HTTP function's code and answer (operator.ReplayOrder,
 			// AnswerOf): the body printed is the one it would answer.
-			done := sayWhileWaiting(fmt.Sprintf("%s: reading the dead letters of queue %s", id, cfg.OrdersQueue))
-			rep, err := operator.ReplayOrder(ctx, r, id)
+			done := sayWhileWaiting(fmt.Sprintf("%s: reading the dead letters of queue %s", id, d.Queue))
+			rep, err := operator.ReplayOrder(ctx, d.Rules, r, id)
 			done()
 			a := operator.AnswerOf(rep, rep.Incomplete, err)
 			_ = out.Encode(a.Body(fault.MessageOf))
@@ -158,7 +167,8 @@ func replayOrders(args []string) error {
 				for _, l := range rep.Left {
 					fmt.Fprintf(os.Stderr, "  %s (seq %d): %s\n", l.MessageID, l.Seq, l.Why)
 				}
-				fmt.Fprintf(os.Stderr, "  skip the order's missing seq instead: convoy skip %s <missing seq> (GET /api/orders?blocked=true names it)\n", id)
+				fmt.Fprintf(os.Stderr, "  skip the %s's missing seq instead: convoy skip%s %s <missing seq> (GET /api/%s?blocked=true names it)\n",
+					d.Rules.Noun(), domainArg(d), id, d.Name())
 			}
 			switch a.Outcome {
 			case operator.Failed:
@@ -186,19 +196,24 @@ const replayNeedsStorage = "a replay reads each order's appliedSeq there, so tha
 // StateStorage only.
 func skipGap(args []string) error {
 	fs := flag.NewFlagSet("skip", flag.ContinueOnError)
+	domain := domainFlag(fs)
 	settingsFile := fs.String("settings", "local.settings.json", "file whose Values fill in settings missing from the environment")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := checkDomain("skip", *domain); err != nil {
+		return err
+	}
+	noun := registered(*domain).Noun()
 	if fs.NArg() != 2 {
-		return usageErrorf("skip", "skip takes an order id and a seq (got %d argument(s))", fs.NArg())
+		return usageErrorf("skip", "skip takes an %s id and a seq (got %d argument(s))", noun, fs.NArg())
 	}
 	id, seq := fs.Arg(0), fs.Arg(1)
-	if err := operator.CheckOrderID(id); err != nil {
-		return usageErrorf("skip", "%s", fault.MessageOf(err))
+	if err := checkKey("skip", registered(*domain), id); err != nil {
+		return err
 	}
 	if n, err := strconv.ParseInt(seq, 10, 64); err != nil || n < 1 {
-		return usageErrorf("skip", "seq %q is not an integer ≥ 1: name the order's missing seq", seq)
+		return usageErrorf("skip", "seq %q is not an integer ≥ 1: name the %s's missing seq", seq, noun)
 	}
 	lookup, err := withSettingsFile(*settingsFile)
 	if err != nil {
@@ -215,15 +230,16 @@ func skipGap(args []string) error {
 	defer c.close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	res, err := operator.SkipGap(ctx, operatorProcessor(cfg, c), id, seq)
+	d := domainOf(cfg, *domain)
+	res, err := operator.SkipGap(ctx, d.Rules, operatorProcessor(d, cfg, c), id, seq)
 	if err != nil {
 		return describe(id, err)
 	}
 	// With Service Bus set, the skipped seq's dead letter is completed too,
 	// as the HTTP skip does (it would keep alerting as a permanent cause).
 	if hasServiceBus(lookup) {
-		if r, err := operatorReplayer(cfg, c); err == nil {
-			done := sayWhileWaiting(fmt.Sprintf("%s: seq %d skipped; looking for its dead letter in queue %s to complete it", id, res.Skipped, cfg.OrdersQueue))
+		if r, err := operatorReplayer(d, cfg, c); err == nil {
+			done := sayWhileWaiting(fmt.Sprintf("%s: seq %d skipped; looking for its dead letter in queue %s to complete it", id, res.Skipped, d.Queue))
 			operator.SettleSkipped(ctx, r, &res)
 			done()
 		}
@@ -293,11 +309,11 @@ func withoutServiceBus(lookup func(string) (string, bool)) func(string) (string,
 // line per round on stderr and the last round's JSON on stdout. Dead letters
 // locked by another reader are waited for (a lock lasts the queue's lock
 // duration) up to lockWaits times in a row.
-func replayAll(fs *flag.FlagSet, max int) error {
+func replayAll(fs *flag.FlagSet, domain string, max int) error {
 	const lockWaits, lockWait = 12, 10 * time.Second
 	return userCommand(fs, nil, "", func() string { return replayNeedsStorage },
 		func(ctx context.Context, cfg settings.Settings, c *clients, _ string, out *json.Encoder) error {
-			r := allReplayer(cfg, c)
+			r := allReplayer(domainOf(cfg, domain), cfg, c)
 			token, waits := "", 0
 			for {
 				p, err := r.ReplayAll(ctx, max, token)

@@ -136,9 +136,11 @@ func TestHelpDefaultsAreTheLoadersOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	loaded := map[string]string{
-		"OrdersQueueName": cfg.OrdersQueue, "LedgersQueueName": cfg.LedgersQueue,
-		"OrdersTableName": cfg.OrdersTable, "LedgersTableName": cfg.LedgersTable,
+		"LedgersQueueName": cfg.LedgersQueue, "LedgersTableName": cfg.LedgersTable,
 		"ReplayScanLimit": strconv.Itoa(cfg.ReplayScanLimit), "TransientRetrySeconds": strconv.Itoa(int(cfg.RetryBudget / time.Second)),
+	}
+	for _, d := range cfg.Domains {
+		loaded[settings.QueueSetting(d.Rules)], loaded[settings.TableSetting(d.Rules)] = d.Queue, d.Table
 	}
 	given := regexp.MustCompile(`([A-Z][A-Za-z]+) \(([^) ]+)\)`)
 	checked := 0

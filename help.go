@@ -17,10 +17,15 @@ commands:
   replay ORDERID...      re-send an order's dead letters, as POST /api/orders/{id}/replay
   replay --all [--max N] re-send every placeable dead letter, round after round
   skip ORDERID SEQ       record an order's missing seq as skipped, as POST /api/orders/{id}/skip?seq=N
+  status ID...           a key's state and history, as GET /api/orders/{id}
+  blocked                every blocked key, as GET /api/orders?blocked=true
+  functions              write the function folders of a newly registered domain
   help [command]         this text, or a command's (also: convoy COMMAND -h)
 
-publish, replay and skip read their settings from the environment, then from the
-Values of local.settings.json (--settings FILE); serve from the environment only.
+replay, skip, status and blocked act on orders, or with --domain NAME on the keys of
+another registered domain (accounts: convoy status --domain accounts acc-1).
+They and publish read their settings from the environment, then from the Values of
+local.settings.json (--settings FILE); serve from the environment only.
 `
 
 // The settings the user commands read, named once.
@@ -48,32 +53,35 @@ make devhost instead.
 
 Settings, from the environment only (the host sets them from the app settings):
   FUNCTIONS_CUSTOMHANDLER_PORT          the port to listen on (given by the host)
-` + settingsServiceBus + settingsStorage + `  OrdersQueueName, LedgersQueueName, OrdersTableName, LedgersTableName, MaxRequestBytes,
+` + settingsServiceBus + settingsStorage + `  per domain (Orders, Accounts, …): <Domain>QueueName, <Domain>TableName,
+  <Domain>MaxMessageBytes, <Domain>QueuePartitioned;
+  LedgersQueueName, LedgersTableName, MaxRequestBytes,
   ShutdownTimeoutSeconds, OrderCacheSize, TransientRetrySeconds, LogFormat, LogLevel,
-  OrdersMaxMessageBytes, OrdersQueuePartitioned, MaxLedgerTransactions, ReplayScanLimit,
+  MaxLedgerTransactions, ReplayScanLimit,
   AutoReplayEnabled, AutoReplaySchedule, AutoReplayBackoffSeconds, AutoReplayBackoffMaxSeconds,
   AutoReplayBreakerSeconds, AutoReplayMaxOrders   (defaults: docs/settings.md)
 `,
 	"publish": `usage: convoy publish [--direct] [--stream NAME] [--settings FILE] FILE...
 
 Validates each ledger file ("-" reads stdin) and sends it to the ledgers queue (SessionId =
-its stream), where LedgerIngest de-batches it; with --direct it de-batches it here, onto the
-orders queue. Prints one JSON line per ledger; an invalid ledger is refused with every
+its stream), where LedgerIngest de-batches it; with --direct it de-batches it here, each
+entry onto its domain's queue (orders, accounts, …). Prints one JSON line per ledger; an invalid ledger is refused with every
 problem named, and nothing of it is sent.
 
 flags:
-  --direct         de-batch here, onto the orders queue (needs StateStorage)
+  --direct         de-batch here, onto the domains' queues (needs StateStorage)
   --stream NAME    the ledger's stream, replacing the document's own
   --settings FILE  file whose Values fill in settings missing from the environment
 
 settings:
 ` + settingsServiceBus + settingsStorage + `                                        (optional without --direct: then publish cannot check
                                         the ledger's record and says so)
-  LedgersQueueName (` + settings.DefaultLedgersQueue + `), OrdersQueueName (` + settings.DefaultOrdersQueue + `), LedgersTableName (` + settings.DefaultLedgersTable + `),
-  MaxLedgerTransactions, OrdersMaxMessageBytes, OrdersQueuePartitioned, TransientRetrySeconds
+  LedgersQueueName (` + settings.DefaultLedgersQueue + `), OrdersQueueName (orders), AccountsQueueName (accounts),
+  LedgersTableName (` + settings.DefaultLedgersTable + `), MaxLedgerTransactions, <Domain>MaxMessageBytes,
+  <Domain>QueuePartitioned, TransientRetrySeconds
 ` + settingsSource,
-	"replay": `usage: convoy replay [--settings FILE] ORDERID...
-       convoy replay --all [--max N] [--settings FILE]
+	"replay": `usage: convoy replay [--domain NAME] [--settings FILE] ID...
+       convoy replay --all [--domain NAME] [--max N] [--settings FILE]
 
 Does what POST /api/orders/{orderId}/replay does, with the same code: re-sends the order's
 dead-lettered messages in seq order with a new MessageId and completes each dead-lettered copy
@@ -83,38 +91,79 @@ processor cannot read them: no seq, a bad body) are left dead-lettered and liste
 with why: skip their gap instead (convoy skip). Prints the report as JSON; exits 1 when the
 replay failed or could not see every dead letter of the order ("incomplete": run again).
 
---all replays every placeable dead letter of the orders queue, N per round (default 500), a
+With --domain NAME it replays keys of that domain, from its queue (POST /api/NAME/{id}/replay).
+--all replays every placeable dead letter of the domain's queue, N per round (default 500), a
 progress line per round on stderr and the last round's JSON on stdout.
 
 flags:
-  --all            every order, instead of named orders
+` + domainFlagHelp + `  --all            every key, instead of named keys
   --max N          with --all: dead letters received per round (1 to ReplayScanLimit)
   --settings FILE  file whose Values fill in settings missing from the environment
 
 settings (StateStorage is required: without the orders' appliedSeq a replay would re-send
 messages already applied or skipped):
-` + settingsServiceBus + settingsStorage + `  OrdersQueueName (` + settings.DefaultOrdersQueue + `), OrdersTableName (` + settings.DefaultOrdersTable + `), ReplayScanLimit (` + strconv.Itoa(settings.DefaultReplayScanLimit) + `)
+` + settingsServiceBus + settingsStorage + `  OrdersQueueName (orders), OrdersTableName (ConvoyOrders), AccountsQueueName (accounts),
+  AccountsTableName (ConvoyAccounts), ReplayScanLimit (` + strconv.Itoa(settings.DefaultReplayScanLimit) + `)
 ` + settingsSource,
-	"skip": `usage: convoy skip [--settings FILE] ORDERID SEQ
+	"skip": `usage: convoy skip [--domain NAME] [--settings FILE] ID SEQ
 
 Does what POST /api/orders/{orderId}/skip?seq=SEQ does, with the same code: records seq SEQ,
 which must be the order's first missing seq (its appliedSeq + 1, with later seqs parked), as
 rejected with reason "skipped by operator", then applies the parked messages that follow it.
 Any other SEQ is refused and changes nothing. Prints the result (skipped, drained, the order)
 as JSON. Use it for a message that can never be applied (a poison message, one never sent);
-the skipped message's effect is lost for good.
+the skipped message's effect is lost for good. With --domain NAME, a key of that domain
+(POST /api/NAME/{id}/skip).
 
 flags:
-  --settings FILE  file whose Values fill in settings missing from the environment
+` + domainFlagHelp + `  --settings FILE  file whose Values fill in settings missing from the environment
 
 settings:
-` + settingsStorage + `  OrdersTableName (` + settings.DefaultOrdersTable + `), TransientRetrySeconds (` + strconv.Itoa(int(settings.DefaultRetryBudget/time.Second)) + `)
+` + settingsStorage + `  OrdersTableName (ConvoyOrders), AccountsTableName (ConvoyAccounts), TransientRetrySeconds (` + strconv.Itoa(int(settings.DefaultRetryBudget/time.Second)) + `)
   (Service Bus is not used: a dead-lettered copy of the skipped seq stays dead-lettered,
   and a replay later completes it as a duplicate)
 ` + settingsSource,
 }
 
-func init() { helps["help"] = usage }
+const domainFlagHelp = `  --domain NAME    the domain of the keys: orders (the default), accounts, or another registered one
+`
+
+func init() {
+	helps["help"] = usage
+	helps["status"] = `usage: convoy status [--domain NAME] [--page-size N] [--settings FILE] ID...
+
+Prints each key's page as GET /api/<domain>/{id} answers it, read from the domain's table:
+its state, appliedSeq, parked and failing messages, and the first N rows of its history
+(default 20). The lag, which the HTTP answer adds, is not read.
+
+flags:
+` + domainFlagHelp + `  --page-size N    history rows shown (1 to 1000)
+  --settings FILE  file whose Values fill in settings missing from the environment
+
+settings:
+` + settingsStorage + `  <Domain>TableName: OrdersTableName (ConvoyOrders), AccountsTableName (ConvoyAccounts)
+` + settingsSource
+	helps["blocked"] = `usage: convoy blocked [--domain NAME] [--settings FILE]
+
+Prints every blocked key of the domain (a key whose next seq is missing, with later seqs
+parked), oldest first, as GET /api/<domain>?blocked=true lists them page after page:
+{"<domain>": [{"<noun>Id", "appliedSeq", "parked", "missingSeq", "blockedSince"}, ...]}. Replay a
+key's dead letters with convoy replay, or skip its gap with convoy skip.
+
+flags:
+` + domainFlagHelp + `  --settings FILE  file whose Values fill in settings missing from the environment
+
+settings:
+` + settingsStorage + `  <Domain>TableName: OrdersTableName (ConvoyOrders), AccountsTableName (ConvoyAccounts)
+` + settingsSource
+	helps["functions"] = `usage: convoy functions [--dir DIR]
+
+Writes, for every registered domain (handler/domains) that has none yet, its function folders
+under DIR (default functions): <Noun>Processor on the queue its <Domain>QueueName setting
+names, <Noun>Status, Blocked<Domain>, Replay<Noun> and Skip<Noun>Gap (docs/your-rules.md).
+Folders that exist are left as they are. Run it from the repository after registering a domain.
+`
+}
 
 // helpText is the help of topic ("" for the program's).
 func helpText(topic string) (string, bool) {

@@ -2,7 +2,9 @@
 // Convoy. Started by the Functions host (no arguments) it serves the
 // functions on 127.0.0.1:$FUNCTIONS_CUSTOMHANDLER_PORT (serve.go); `convoy
 // publish`, `convoy replay` and `convoy skip` are commands for users
-// (commands.go); the Azure clients and the one choice of transport are in
+// (commands.go), as are `convoy status` and `convoy blocked` (keys.go) and
+// `convoy functions`, which writes a new domain's function folders
+// (functions.go); the Azure clients and the one choice of transport are in
 // clients.go. `convoy help` and `-h`/`--help` anywhere print usage, exit 0
 // and start nothing (help.go).
 package main
@@ -57,6 +59,12 @@ func run(args []string) int {
 		err = replayOrders(rest)
 	case "skip":
 		err = skipGap(rest)
+	case "status":
+		err = keyStatus(rest)
+	case "blocked":
+		err = blockedKeys(rest)
+	case "functions":
+		err = writeFunctions(rest)
 	default:
 		fmt.Fprintf(os.Stderr, "convoy: unknown command %q\n%s\n", cmd, usage)
 		return 2

@@ -4,7 +4,6 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/operator"
-	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/settings"
 )
@@ -17,21 +16,21 @@ import (
 // appliedSeq read from the orders table, so that a dead letter already
 // applied (or skipped) is completed as a duplicate, never re-sent. It needs
 // StateStorage.
-func operatorReplayer(cfg settings.Settings, c *clients) (operator.QueueReplayer, error) {
+func operatorReplayer(d settings.Domain, cfg settings.Settings, c *clients) (operator.QueueReplayer, error) {
 	if c.tables == nil {
-		return operator.QueueReplayer{}, fault.Errorf(fault.Invalid, "StateStorage is not set: a replay reads each order's appliedSeq to tell duplicates")
+		return operator.QueueReplayer{}, fault.Errorf(fault.Invalid, "StateStorage is not set: a replay reads each %s's appliedSeq to tell duplicates", d.Rules.Noun())
 	}
-	return operator.QueueReplayer{Open: c.deadLetters(cfg.OrdersQueue),
-		Options: replay.Options{MaxScan: cfg.ReplayScanLimit, Orders: c.orderStore(cfg.OrdersTable)}}, nil
+	return operator.QueueReplayer{Domain: d.Rules, Open: c.deadLetters(d.Queue),
+		Options: replay.Options{MaxScan: cfg.ReplayScanLimit, Orders: c.orderStore(d.Table)}}, nil
 }
 
 // allReplayer is the replayer of `convoy replay --all`: it reads the
 // orders' appliedSeq (to complete duplicates without re-sending them) when
 // StateStorage is set.
-func allReplayer(cfg settings.Settings, c *clients) operator.QueueReplayer {
-	r := operator.QueueReplayer{Open: c.deadLetters(cfg.OrdersQueue), Options: replay.Options{MaxScan: cfg.ReplayScanLimit}}
+func allReplayer(d settings.Domain, cfg settings.Settings, c *clients) operator.QueueReplayer {
+	r := operator.QueueReplayer{Domain: d.Rules, Open: c.deadLetters(d.Queue), Options: replay.Options{MaxScan: cfg.ReplayScanLimit}}
 	if c.tables != nil {
-		r.Options.Orders = c.orderStore(cfg.OrdersTable)
+		r.Options.Orders = c.orderStore(d.Table)
 	}
 	return r
 }
@@ -40,9 +39,9 @@ func allReplayer(cfg settings.Settings, c *clients) operator.QueueReplayer {
 // one processor commit on the order's stored state (its cache is dropped
 // first), so a running handler's cached copy is refused by its version and
 // reloaded.
-func operatorProcessor(cfg settings.Settings, c *clients) *convoy.Processor {
-	store := c.orderStore(cfg.OrdersTable)
-	return convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain,
+func operatorProcessor(d settings.Domain, cfg settings.Settings, c *clients) *convoy.Processor {
+	store := c.orderStore(d.Table)
+	return convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: d.Rules,
 		CacheSize: 1,
 		Retry:     fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
 		Index:     store,

@@ -23,7 +23,6 @@ import (
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/metrics"
 	"github.com/convoy-dev/convoy/handler/operator"
-	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/settings"
 	"github.com/convoy-dev/convoy/handler/tablestore"
@@ -86,7 +85,7 @@ func serve() error {
 	defer signal.Stop(signals)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	log.Info("custom handler listening", "addr", ln.Addr().String(), "ordersQueue", cfg.OrdersQueue, "ordersTable", cfg.OrdersTable)
+	log.Info("custom handler listening", "addr", ln.Addr().String(), "domains", domainList(cfg))
 
 	var sig os.Signal
 	select {
@@ -106,6 +105,18 @@ func serve() error {
 	stop := signalStop{sig}
 	log.Info("stopped: in-flight invocations finished", "signal", sig.String(), "exitCode", stop.code())
 	return stop
+}
+
+// domainList names each domain with its queue and table, for the log.
+func domainList(cfg settings.Settings) string {
+	var b strings.Builder
+	for i, d := range cfg.Domains {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (queue %s, table %s)", d.Name(), d.Queue, d.Table)
+	}
+	return b.String()
 }
 
 // startTracing installs tracing from the standard OTEL_* settings of the
@@ -145,40 +156,60 @@ func startMetrics(warn func(error)) (r *metrics.Recorder, cfg metrics.Config, fl
 	}, nil
 }
 
-// newServer is the custom handler's echo server on clients c: the processor,
-// the publisher, replay and automatic replay on the orders table and queue.
+// newServer is the custom handler's echo server on clients c: for every
+// registered domain, its processor, replay and automatic replay on its own
+// table and queue; the publisher, which routes each ledger entry to its
+// domain's queue.
 //
-// The orders table has two stores, one per kind of caller (their retries are
-// tablestore.ProcessorRetry and OperatorRetry): the processor's (and so
-// SkipGap's, a commit of the processor under its lock, bounded by
-// SkipDeadline), and operators' (OrderStatus, BlockedOrders, HealthSummary,
-// the replays and AutoReplay), whose requests fail fast when storage hangs.
+// Each domain's table has two stores, one per kind of caller (their
+// retries are tablestore.ProcessorRetry and OperatorRetry): the
+// processor's (and so the skip's, a commit of the processor under its lock,
+// bounded by SkipDeadline), and operators' (the status page, the blocked
+// list, HealthSummary, the replays and AutoReplay), whose requests fail
+// fast when storage hangs.
 func newServer(cfg settings.Settings, c *clients, log *slog.Logger, meters *metrics.Recorder) (*echo.Echo, error) {
-	store := c.orderStore(cfg.OrdersTable)
-	processor := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain,
-		CacheSize: cfg.OrderCacheSize,
-		Retry:     fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
-		Index:     store,
-		LagWindow: cfg.LagWindow,
-		// Every order it receives, whoever sent it, in the active-orders
-		// index (on the processor's retry, as its commits).
-		Active: tablestore.NewLedgers(c.tables.NewClient(cfg.LedgersTable)),
-	})
 	publisher, err := c.publisher(cfg, nil)
 	if err != nil {
 		return nil, err
 	}
-	orders := c.operatorStore(cfg.OrdersTable)
-	open := c.deadLetters(cfg.OrdersQueue)
-	rep := operator.QueueReplayer{Open: open, Options: replay.Options{MaxScan: cfg.ReplayScanLimit, Orders: orders}}
-	ar := cfg.AutoReplay
-	ledgers := c.operatorLedgers(cfg.LedgersTable)
-	healer := heal.New(orders, orders, orders, open, heal.Options{Disabled: !ar.Enabled, BackoffBase: ar.BackoffBase, BackoffMax: ar.BackoffMax, BreakerBase: ar.BreakerBase,
-		MaxOrders: ar.MaxOrders, MaxScan: cfg.ReplayScanLimit,
-		PeekTimeout: handler.DeadLetterPeekDeadline, PassTimeout: handler.AutoReplayPassDeadline,
-		Active: ledgers, LagWindow: cfg.LagWindow, LagPerRun: cfg.LagPerRun, BlockedPerRun: ar.BlockedPerRun, Resume: processor.Resume})
-	return handler.New(handler.Deps{Processor: processor, Orders: orders, Ledgers: publisher, Blocked: orders,
-		Replay: rep, Heal: healer, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes,
-		Allocations: ledgers, LagWindow: cfg.LagWindow,
-		Metrics: meters, OrdersQueue: cfg.OrdersQueue, LedgersQueue: cfg.LedgersQueue}), nil
+	deps := handler.Deps{Ledgers: publisher, Logger: log, MaxRequestBytes: cfg.MaxRequestBytes,
+		LagWindow: cfg.LagWindow, Metrics: meters, LedgersQueue: cfg.LedgersQueue}
+	for _, d := range cfg.Domains {
+		deps.Domains = append(deps.Domains, servedDomain(cfg, c, d))
+	}
+	return handler.New(deps), nil
 }
+
+// servedDomain is domain d as the server serves it. AutoReplay surveys
+// every domain in each run: the budgets a run spends (AutoReplayMaxOrders,
+// AutoReplayBlockedPerRun, LagSurveyOrdersPerRun, ReplayScanLimit) are
+// split between the domains, so that a second domain does not double a
+// run's requests beyond the settings (the domains' runs go at once, each
+// until the invocation's deadline: handler.AutoReplayDeadline).
+func servedDomain(cfg settings.Settings, c *clients, d settings.Domain) handler.Domain {
+	store := c.orderStore(d.Table)
+	processor := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: d.Rules,
+		CacheSize: cfg.OrderCacheSize,
+		Retry:     fault.RetryPolicy{MaxElapsed: cfg.RetryBudget},
+		Index:     store,
+		LagWindow: cfg.LagWindow,
+		// Every key it receives, whoever sent it, in the domain's
+		// active-keys index (on the processor's retry, as its commits).
+		Active: tablestore.NewLedgers(c.tables.NewClient(cfg.LedgersTable)).Keys(d.Rules.Noun()),
+	})
+	keys := c.operatorStore(d.Table)
+	open := c.deadLetters(d.Queue)
+	rep := operator.QueueReplayer{Domain: d.Rules, Open: open, Options: replay.Options{MaxScan: cfg.ReplayScanLimit, Orders: keys}}
+	ar, share := cfg.AutoReplay, len(cfg.Domains)
+	ledgers := c.operatorLedgers(cfg.LedgersTable, d.Rules)
+	healer := heal.New(keys, keys, keys, open, heal.Options{Domain: d.Rules, Disabled: !ar.Enabled, BackoffBase: ar.BackoffBase, BackoffMax: ar.BackoffMax, BreakerBase: ar.BreakerBase,
+		MaxOrders: split(ar.MaxOrders, share), MaxScan: split(cfg.ReplayScanLimit, share),
+		PeekTimeout: handler.DeadLetterPeekDeadline, PassTimeout: handler.AutoReplayPassDeadline,
+		Active: ledgers, LagWindow: cfg.LagWindow, LagPerRun: split(cfg.LagPerRun, share), BlockedPerRun: split(ar.BlockedPerRun, share),
+		Resume: processor.Resume})
+	return handler.Domain{Rules: d.Rules, Processor: processor, Keys: keys, Blocked: keys, Replay: rep, Heal: healer,
+		Allocations: ledgers, Queue: d.Queue}
+}
+
+// split is one domain's share of a run's budget n: at least 1.
+func split(n, domains int) int { return max(1, (n+domains-1)/domains) }

@@ -12,12 +12,15 @@ package main
 // README tells the reader to: they carry the ports the run took), and for a
 // README placeholder such as practice-poison-<time> what the latest command
 // printed after that prefix, as a reader copies it. At the end it waits
-// until every order the heal commands name has no gap, nothing parked and
-// is off the blocked list. Should the README have no Break step, the test
-// breaks the order its heal commands name itself, as the end-to-end tests
-// do, and waits for it to be listed as blocked. It logs the time from the
-// clone to the healed orders, step by step (a logged figure, not a timed
-// assertion: a cold build cache alone can take a minute).
+// until every key the heal commands name (an order, an account: the domain
+// is the route's, /api/accounts/…, or the command's --domain) has no gap,
+// nothing parked and is off its domain's blocked list, and the walkthrough
+// must heal a key of every registered domain. Should the README have no
+// Break step, the test breaks the order its heal commands name itself, as
+// the end-to-end tests do, and waits for it to be listed as blocked. It
+// logs the time from the clone to the healed keys, step by step (a logged
+// figure, not a timed assertion: a cold build cache alone can take a
+// minute).
 //
 // The clone reuses the Azurite already installed in .tools/ (AZURITE_TABLE,
 // which the Makefile exports, or .tools/ here) by a symlink, so that make
@@ -43,6 +46,9 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/convoy-dev/convoy/handler/domains"
+	"github.com/convoy-dev/convoy/handler/settings"
 )
 
 // walkthroughHeading is the README section the test runs.
@@ -107,6 +113,29 @@ func TestDocsWalkthroughSteps(t *testing.T) {
 			t.Errorf("the walkthrough has no %s step with a code block: %+v", want, steps)
 		}
 	}
+	var healed []healedKey
+	for _, s := range steps {
+		for _, l := range s.lines {
+			if k, ok := healTargetOf(l); ok && s.name == "Heal" {
+				healed = append(healed, k)
+			}
+		}
+	}
+	if missing := unhealedDomains(healed); len(missing) > 0 {
+		t.Errorf("the walkthrough's Heal steps heal no key of %v (they heal %v)", missing, healed)
+	}
+}
+
+// unhealedDomains are the registered domains none of healed belongs to:
+// the walkthrough shows every domain broken and healed.
+func unhealedDomains(healed []healedKey) []string {
+	var missing []string
+	for _, d := range domains.All {
+		if !slices.ContainsFunc(healed, func(k healedKey) bool { return k.domain == d.Name() }) {
+			missing = append(missing, d.Name())
+		}
+	}
+	return missing
 }
 
 // devhostLine is the walkthrough's make devhost, settings before it or not.
@@ -115,8 +144,38 @@ var devhostLine = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*=\S*\s+)*make devh
 // publishLine is a convoy publish command.
 var publishLine = regexp.MustCompile(`^(convoy|go run \.|bin/convoy) publish `)
 
-// healTarget is the order the heal commands name.
-var healTarget = regexp.MustCompile(`/api/orders/([A-Za-z0-9._-]+)/(?:replay|skip)|(?:convoy|go run \.) (?:replay|skip) ([A-Za-z0-9._-]+)`)
+// healTarget is the key a heal command names: its route's domain and id,
+// or its command's --domain (none: the default domain) and id.
+var healTarget = regexp.MustCompile(`/api/([a-z]+)/([A-Za-z0-9._-]+)/(?:replay|skip)|(?:convoy|go run \.) (?:replay|skip)(?: --domain[ =]([a-z]+))? ([A-Za-z0-9._-]+)`)
+
+// healedKey is a key of a domain (its Name) the heal commands name.
+type healedKey struct{ domain, id string }
+
+func (k healedKey) String() string { return k.domain + "/" + k.id }
+
+// healTargetOf is the key the heal command l names, if it names one.
+func healTargetOf(l string) (healedKey, bool) {
+	m := healTarget.FindStringSubmatch(l)
+	if m == nil {
+		return healedKey{}, false
+	}
+	k := healedKey{domain: m[1] + m[3], id: m[2] + m[4]}
+	if k.domain == "" {
+		k.domain = domains.All[0].Name()
+	}
+	return k, true
+}
+
+// idName is the name of a key's id in domain's answers ("orderId").
+func idName(t *testing.T, domain string) string {
+	for _, d := range domains.All {
+		if d.Name() == domain {
+			return d.Noun() + "Id"
+		}
+	}
+	t.Fatalf("the walkthrough names domain %q, which is not registered", domain)
+	return ""
+}
 
 func TestDocsWalkthrough(t *testing.T) {
 	t.Parallel()
@@ -160,9 +219,9 @@ func TestDocsWalkthrough(t *testing.T) {
 			// order its heal commands name, as the end-to-end tests do (a
 			// message that cannot be read), and wait until it is listed.
 			for _, l := range s.lines {
-				if m := healTarget.FindStringSubmatch(l); m != nil {
-					w.breakOrder(m[1] + m[2])
-					w.waitBlocked(m[1] + m[2])
+				if k, ok := healTargetOf(l); ok {
+					w.breakOrder(k)
+					w.waitBlocked(k)
 					break
 				}
 			}
@@ -172,20 +231,23 @@ func TestDocsWalkthrough(t *testing.T) {
 			w.run(s.name, l)
 		}
 	}
-	if len(w.healed) == 0 {
-		t.Fatal("the walkthrough's heal commands name no order")
+	if missing := unhealedDomains(w.healed); len(missing) > 0 {
+		t.Fatalf("the walkthrough's heal commands heal no key of %v (they heal %v)", missing, w.healed)
 	}
-	for _, order := range w.healed {
-		w.waitHealed(order)
+	for _, k := range w.healed {
+		w.waitHealed(k)
 	}
 	healed := time.Now()
-	t.Logf("clone to healed blocked orders %v: %.1f s\n%s", w.healed, time.Since(began).Seconds(), strings.Join(w.timings, "\n"))
-	// Healed means nothing left behind: no dead letter (the replayed one
-	// completed, the skipped one settled by the skip) and so no alert.
-	if left := w.peekDeadLetters(); len(left) != 0 {
-		w.fatalf("the walkthrough left %d dead letters in the orders queue: %v", len(left), left)
+	t.Logf("clone to healed blocked keys %v: %.1f s\n%s", w.healed, time.Since(began).Seconds(), strings.Join(w.timings, "\n"))
+	// Healed means nothing left behind: no dead letter in any domain's
+	// queue (the replayed one completed, the skipped ones settled by the
+	// skip) and so no alert.
+	for _, d := range domains.All {
+		if left := w.peekDeadLetters(settings.DefaultQueue(d)); len(left) != 0 {
+			w.fatalf("the walkthrough left %d dead letters in the %s queue: %v", len(left), settings.DefaultQueue(d), left)
+		}
+		w.waitNoPermanentDeadLetters(d.Name(), healed)
 	}
-	w.waitNoPermanentDeadLetters(healed)
 }
 
 // toolsDir is the .tools directory holding Azurite.
@@ -236,7 +298,7 @@ type walker struct {
 	timings []string
 	began   time.Time
 	printed strings.Builder // what the commands printed, for placeholders
-	healed  []string        // the orders the heal commands name
+	healed  []healedKey     // the keys the heal commands name
 	port    int             // PORT= given to make, when the Makefile takes it
 }
 
@@ -289,24 +351,39 @@ func (w *walker) run(stepName, line string) {
 		if strings.HasPrefix(line, "make ") && w.port != 0 {
 			line += fmt.Sprintf(" PORT=%d", w.port)
 		}
-		if m := healTarget.FindStringSubmatch(line); m != nil && stepName == "Heal" && !slices.Contains(w.healed, m[1]+m[2]) {
-			w.healed = append(w.healed, m[1]+m[2])
+		if k, ok := healTargetOf(line); ok && stepName == "Heal" && !slices.Contains(w.healed, k) {
+			w.healed = append(w.healed, k)
 		}
 		ctx, cancel := context.WithTimeout(w.ctx, 4*time.Minute) // a go run compiles
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "bash", "-c", line)
-		cmd.Dir, cmd.Env = w.dir, w.env
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
+		// A look right after a publish may come before the key's first
+		// message is applied: the reader looks again a moment later.
+		var out []byte
+		for tries := 1; ; tries++ {
+			cmd := exec.CommandContext(ctx, "bash", "-c", line)
+			cmd.Dir, cmd.Env = w.dir, w.env
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			var err error
+			out, err = cmd.Output()
+			why := lookedTooSoon(line, out)
+			if err == nil && why != "" && time.Since(started) < 30*time.Second {
+				time.Sleep(250 * time.Millisecond)
+				continue
+			}
+			w.t.Logf("%s: $ %s   (run %d time(s))\n%s", stepName, line, tries, strings.TrimSpace(string(out)))
+			if err != nil {
+				w.fatalf("%s: %q: %v\n%s", stepName, line, err, stderr.String())
+			}
+			if strings.HasPrefix(line, "curl ") && !json.Valid(out) {
+				w.fatalf("%s: %q did not answer JSON", stepName, line)
+			}
+			if why != "" {
+				w.fatalf("%s: %q still answers %q after 30 s", stepName, line, why)
+			}
+			break
+		}
 		w.printed.Write(out)
-		w.t.Logf("%s: $ %s\n%s", stepName, line, strings.TrimSpace(string(out)))
-		if err != nil {
-			w.fatalf("%s: %q: %v\n%s", stepName, line, err, stderr.String())
-		}
-		if strings.HasPrefix(line, "curl ") && !json.Valid(out) {
-			w.fatalf("%s: %q did not answer JSON", stepName, line)
-		}
 		if publishLine.MatchString(line) {
 			// The reader looks the ledger up by the trace id it printed.
 			var answer struct{ TraceID string }
@@ -319,6 +396,22 @@ func (w *walker) run(stepName, line string) {
 		line = line[:70] + "…"
 	}
 	w.timings = append(w.timings, fmt.Sprintf("  %5.1f s  %s", time.Since(started).Seconds(), line))
+}
+
+// lookedTooSoon is the error a curl that reads (no -X) answered, or "": a
+// look at a key whose first message is not applied yet answers "has no
+// state" (404); the walkthrough never means to show an error.
+func lookedTooSoon(line string, out []byte) string {
+	if !strings.HasPrefix(line, "curl ") || strings.Contains(line, " -X ") {
+		return ""
+	}
+	var answer struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(out, &answer) != nil {
+		return ""
+	}
+	return answer.Error
 }
 
 // startDevhost starts `make devhost` and waits for its banner: the address
@@ -487,27 +580,27 @@ func (w *walker) get(path string, v any) int {
 	return resp.StatusCode
 }
 
-// blockedEntry is the blocked list's entry of the order, or nil.
-func (w *walker) blockedEntry(order string) map[string]any {
-	var page struct {
-		Orders []map[string]any `json:"orders"`
-	}
-	w.get("/api/orders?blocked=true&pageSize=500", &page)
-	for _, o := range page.Orders {
-		if o["orderId"] == order {
-			return o
+// blockedEntry is the entry of k in its domain's blocked list
+// ({"<domain>": [{"<noun>Id": …}]}), or nil.
+func (w *walker) blockedEntry(k healedKey) map[string]any {
+	var page map[string][]map[string]any
+	w.get("/api/"+k.domain+"?blocked=true&pageSize=500", &page)
+	id := idName(w.t, k.domain)
+	for _, e := range page[k.domain] {
+		if e[id] == k.id {
+			return e
 		}
 	}
 	return nil
 }
 
 // waitBlocked waits, as a reader looking at the blocked list would, until
-// the order is listed with its missing message dead-lettered.
-func (w *walker) waitBlocked(order string) {
+// the key is listed with its missing message dead-lettered.
+func (w *walker) waitBlocked(k healedKey) {
 	w.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		e := w.blockedEntry(order)
+		e := w.blockedEntry(k)
 		if e != nil {
 			if m, _ := e["missing"].(map[string]any); m != nil && m["where"] == "deadLetter" {
 				w.t.Logf("blocked: %v", e)
@@ -515,26 +608,26 @@ func (w *walker) waitBlocked(order string) {
 			}
 		}
 		if time.Now().After(deadline) {
-			w.fatalf("order %s is not listed as blocked by a dead letter after 60 s: %v", order, e)
+			w.fatalf("%s is not listed as blocked by a dead letter after 60 s: %v", k, e)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
-// waitHealed waits until the order has no gap and nothing parked, and is
-// off the blocked list.
-func (w *walker) waitHealed(order string) {
+// waitHealed waits until the key has no gap and nothing parked, and is
+// off its domain's blocked list.
+func (w *walker) waitHealed(k healedKey) {
 	w.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var v map[string]any
-		code := w.get("/api/orders/"+order, &v)
-		if code == 200 && v["missingSeq"] == nil && v["parked"] == 0.0 && w.blockedEntry(order) == nil {
-			w.t.Logf("healed: %v", v)
+		code := w.get("/api/"+k.domain+"/"+k.id, &v)
+		if code == 200 && v["missingSeq"] == nil && v["parked"] == 0.0 && w.blockedEntry(k) == nil {
+			w.t.Logf("healed %s: %v", k, v)
 			return
 		}
 		if time.Now().After(deadline) {
-			w.fatalf("order %s not healed 60 s after the heal commands: %d %v", order, code, v)
+			w.fatalf("%s not healed 60 s after the heal commands: %d %v", k, code, v)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -557,13 +650,13 @@ func (w *walker) serviceBus() *azservicebus.Client {
 	return client
 }
 
-// peekDeadLetters reads the orders queue's dead-letter sub-queue with the
-// real client, locked or not, locking none: "messageId (session, reason)".
-func (w *walker) peekDeadLetters() []string {
+// peekDeadLetters reads a queue's dead-letter sub-queue with the real
+// client, locked or not, locking none: "messageId (session, reason)".
+func (w *walker) peekDeadLetters(queue string) []string {
 	w.t.Helper()
 	client := w.serviceBus()
 	defer client.Close(w.ctx)
-	r, err := client.NewReceiverForQueue("orders", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+	r, err := client.NewReceiverForQueue(queue, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
 	if err != nil {
 		w.fatalf("dead letters: %v", err)
 	}
@@ -591,12 +684,12 @@ func (w *walker) peekDeadLetters() []string {
 }
 
 // waitNoPermanentDeadLetters waits for the first AutoReplay run that read
-// the dead-letter queue after since (every minute, also with
-// AutoReplayEnabled=false: it then only looks) and checks the summary's
-// dead letters of a permanent cause, the figure the "dead letters of a
-// permanent cause" alert queries (deadLettersPermanent of the run's
+// the domain's dead-letter queue after since (every minute, also with
+// AutoReplayEnabled=false: it then only looks) and checks the domain's
+// summary's dead letters of a permanent cause, the figure the "dead letters
+// of a permanent cause" alert queries (deadLettersPermanent of the run's
 // metrics line, infra/modules/alerts.bicep): 0, and none at all.
-func (w *walker) waitNoPermanentDeadLetters(since time.Time) {
+func (w *walker) waitNoPermanentDeadLetters(domain string, since time.Time) {
 	w.t.Helper()
 	deadline := time.Now().Add(100 * time.Second)
 	for {
@@ -607,16 +700,16 @@ func (w *walker) waitNoPermanentDeadLetters(since time.Time) {
 				Permanent int `json:"permanent"`
 			} `json:"deadLetters"`
 		}
-		w.get("/api/summary", &sum)
+		w.get("/api/summary?domain="+domain, &sum)
 		if sum.FiguresAt.After(since) {
 			if sum.DeadLetters == nil || sum.DeadLetters.Permanent != 0 || sum.DeadLetters.Total != 0 {
-				w.fatalf("the summary after the heal (figures at %s): dead letters %+v, want none, none of a permanent cause", sum.FiguresAt, sum.DeadLetters)
+				w.fatalf("the %s summary after the heal (figures at %s): dead letters %+v, want none, none of a permanent cause", domain, sum.FiguresAt, sum.DeadLetters)
 			}
-			w.t.Logf("summary after the heal (figures at %s): no dead letter", sum.FiguresAt.Format(time.RFC3339))
+			w.t.Logf("%s summary after the heal (figures at %s): no dead letter", domain, sum.FiguresAt.Format(time.RFC3339))
 			return
 		}
 		if time.Now().After(deadline) {
-			w.fatalf("no AutoReplay run read the dead-letter queue in the 100 s after the heal (figures at %s)", sum.FiguresAt)
+			w.fatalf("no AutoReplay run read the %s dead-letter queue in the 100 s after the heal (figures at %s)", domain, sum.FiguresAt)
 		}
 		time.Sleep(time.Second)
 	}
@@ -624,12 +717,14 @@ func (w *walker) waitNoPermanentDeadLetters(since time.Time) {
 
 // breakOrder sends an order whose second message cannot be read (its amount
 // is a string), as TestPoisonMessage does: it is delivered ten times, then
-// dead-lettered, and the third message waits parked behind it.
-func (w *walker) breakOrder(order string) {
+// dead-lettered, and the third message waits parked behind it. It breaks
+// orders only: a README that heals another domain's key breaks it first.
+func (w *walker) breakOrder(k healedKey) {
 	w.t.Helper()
-	if order == "" {
-		w.fatalf("no order to break: the heal commands name none")
+	if k.id == "" || k.domain != "orders" {
+		w.fatalf("no order to break: the heal commands name %s (and the README has no Break step)", k)
 	}
+	order := k.id
 	client := w.serviceBus()
 	defer client.Close(w.ctx)
 	sender, err := client.NewSender("orders", nil)

@@ -39,7 +39,7 @@ func TestAutoReplayInvocation(t *testing.T) {
 				StalledTwoWindows: 1, SurveyedThisPeriod: 7, PeriodSeconds: 240,
 				At: time.Date(2026, 11, 25, 19, 0, 0, 0, time.UTC), OldestSurveyAt: time.Date(2026, 11, 25, 18, 56, 30, 0, time.UTC), OldestHeads: []heal.OldestHead{{OrderID: "o-9", HeadAgeSeconds: 912.7}, {OrderID: "o-8", HeadAgeSeconds: 30}},
 				CriticalTime: &heal.CriticalTimeFigures{Count: 40, P50Ms: 120, P99Ms: 2300, MaxMs: 4100}}}}
-	e := handler.New(handler.Deps{Heal: fakeHealer{run: run}})
+	e := handler.New(handler.OrdersDeps(handler.Deps{}, handler.Domain{Heal: fakeHealer{run: run}}))
 	body := `{"Data":{"timer":{"Schedule":{"AdjustForDST":true},"ScheduleStatus":null,"IsPastDue":false}},"Metadata":{"sys":{"MethodName":"AutoReplay"}}}`
 	rec := httptest.NewRecorder()
 	e.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/AutoReplay", strings.NewReader(body)))
@@ -48,12 +48,12 @@ func TestAutoReplayInvocation(t *testing.T) {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 	want := []string{
-		`auto-replay replayed orderId=o-1 seqs="4 5" attempt=2 left=0 nextWait=2m0s`,
-		`auto-replay failed orderId=o-2 error="send: down"`,
-		`auto-replay failed more=4990 error="and 4990 more orders, not listed (a run lists at most AutoReplayMaxOrders)"`,
-		`auto-replay paused reason="a replay failed"`,
-		`auto-replay unrecorded reason="the record could not be written (since 2026-11-25T18:00:00Z): too large"`,
-		"metrics blockedOrders=3 oldestBlockedSeconds=99 parkedMessages=0 deadLetters=4 deadLettersTransient=0 deadLettersPermanent=1 autoReplayPending=0 autoReplayRetrying=0 autoReplayed=0 autoReplayEnabled=false breakerOpen=false" +
+		`auto-replay replayed domain=orders orderId=o-1 seqs="4 5" attempt=2 left=0 nextWait=2m0s`,
+		`auto-replay failed domain=orders orderId=o-2 error="send: down"`,
+		`auto-replay failed domain=orders more=4990 error="and 4990 more orders, not listed (a run lists at most AutoReplayMaxOrders)"`,
+		`auto-replay paused domain=orders reason="a replay failed"`,
+		`auto-replay unrecorded domain=orders reason="the record could not be written (since 2026-11-25T18:00:00Z): too large"`,
+		"metrics domain=orders blockedOrders=3 oldestBlockedSeconds=99 parkedMessages=0 deadLetters=4 deadLettersTransient=0 deadLettersPermanent=1 autoReplayPending=0 autoReplayRetrying=0 autoReplayed=0 autoReplayEnabled=false breakerOpen=false" +
 			" lagOrders=12 lagOk=2 lagCatchingUp=6 lagStalled=3 lagBlocked=1 lagStalledTwoWindows=1 oldestHeadSeconds=912 criticalTimeP50Ms=120 criticalTimeP99Ms=2300 criticalTimeMaxMs=4100" +
 			" lagSurveyedThisPeriod=7 lagOldestSurveySeconds=210 lagPeriodSeconds=240",
 	}
@@ -63,7 +63,7 @@ func TestAutoReplayInvocation(t *testing.T) {
 	// Nothing applied in the recent window: no critical times (0 ms would
 	// read as instant).
 	idle := heal.LagFigures{Orders: 1, ByStatus: map[convoy.LagStatus]int{convoy.LagOK: 1}}
-	if line := handler.MetricsLine(heal.Summary{Lag: &idle}); strings.Contains(line, "criticalTime") || !strings.Contains(line, "lagOrders=1") {
+	if line := handler.MetricsLine("orders", heal.Summary{Lag: &idle}); strings.Contains(line, "criticalTime") || !strings.Contains(line, "lagOrders=1") {
 		t.Fatalf("metrics line with nothing applied: %s", line)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
+	"encoding/json"
 	"maps"
 	"net/http"
 	"net/url"
@@ -14,33 +15,46 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/operator"
 	"github.com/convoy-dev/convoy/handler/tracing"
 )
 
-// summary is HealthSummary: GET /api/summary.
+// summary is HealthSummary: GET /api/summary[?domain=<Name>], the summary
+// of a domain (default: the first), which it names.
 func (s *server) summary(ctx context.Context, r httpRequest) (int, any, error) {
-	if err := onlyFunctionKey(r.Query, "the summary"); err != nil {
+	if err := onlyDomainAndKey(r.Query, "the summary"); err != nil {
 		return 0, nil, err
 	}
-	if s.Heal == nil {
-		return 0, nil, fault.Errorf(fault.Internal, "the summary is not configured")
+	d, err := s.selected(r.Query)
+	if err != nil {
+		return 0, nil, err
 	}
-	sum, err := s.Heal.Summarize(ctx)
+	if d.Heal == nil {
+		return 0, nil, fault.Errorf(fault.Internal, "the summary of %s is not configured", d.fns.Name)
+	}
+	sum, err := d.Heal.Summarize(ctx)
 	if err != nil {
 		return 0, nil, fault.Wrap(fault.Unavailable, err, "storage is unavailable")
 	}
-	return http.StatusOK, sum, nil
+	return http.StatusOK, summaryAnswer{Domain: d.fns.Name, Summary: sum}, nil
 }
 
-// onlyFunctionKey refuses every query parameter but code: the function key
-// the host authenticated the call with (authLevel: function), which it
-// forwards to the handler. The dashboard is opened with it, and a client
-// may send it with every call.
-func onlyFunctionKey(q url.Values, what string) error {
+// summaryAnswer is HealthSummary's answer: the domain it sums up, then its
+// summary.
+type summaryAnswer struct {
+	Domain string `json:"domain"`
+	heal.Summary
+}
+
+// onlyDomainAndKey refuses every query parameter but domain and code: the
+// function key the host authenticated the call with (authLevel: function),
+// which it forwards to the handler. The dashboard is opened with it, and a
+// client may send it with every call.
+func onlyDomainAndKey(q url.Values, what string) error {
 	for k := range q {
-		if k != "code" {
-			return fault.Errorf(fault.Invalid, "%s takes no query parameter %q (only the function key, code)", what, cut(k))
+		if k != "code" && k != domainParam {
+			return fault.Errorf(fault.Invalid, "%s takes no query parameter %q (only domain, and the function key, code)", what, cut(k))
 		}
 	}
 	return nil
@@ -89,24 +103,75 @@ func inlineHashes(page, tag string) string {
 	return strings.Join(out, " ")
 }
 
-// dashboard is Dashboard: GET /api/dashboard, one self-contained page; with
-// ?parked=<orderId>, the order's parked window as JSON (parkedWindow).
+// dashboard is Dashboard: GET /api/dashboard[?domain=<Name>], one
+// self-contained page of a domain (default: the first), which links to the
+// others; with ?parked=<id>, the key's parked window as JSON
+// (parkedWindow).
 func (s *server) dashboard(ctx context.Context, r httpRequest) (int, any, error) {
 	if _, ok := r.Query["parked"]; ok {
 		return s.parkedWindow(ctx, r.Query)
 	}
-	if err := onlyFunctionKey(r.Query, "the dashboard"); err != nil {
+	if err := onlyDomainAndKey(r.Query, "the dashboard"); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, withHeaders{Body: htmlPage(dashboardPage), Headers: dashboardHeaders}, nil
+	d, err := s.selected(r.Query)
+	if err != nil {
+		return 0, nil, err
+	}
+	page, err := s.dashboardOf(d)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, withHeaders{Body: page, Headers: dashboardHeaders}, nil
+}
+
+// dashboardDomain is what the page knows of a domain: its names, and the
+// routes of its functions relative to the page (/api/dashboard: the host's
+// routes), with {id} for a key's id.
+type dashboardDomain struct {
+	Name    string `json:"name"`
+	Noun    string `json:"noun"`
+	IDName  string `json:"idName"`
+	Blocked string `json:"blocked"` // "orders"
+	Status  string `json:"status"`  // "orders/{id}"
+	Replay  string `json:"replay"`
+	Skip    string `json:"skip"`
+}
+
+// dashboardConfig is the page's data: the domains and the one shown.
+type dashboardConfig struct {
+	Domain  string            `json:"domain"`
+	Domains []dashboardDomain `json:"domains"`
+}
+
+// configMark is where the page takes its data: an element the server fills
+// (a script of type application/json, which nothing runs, so that the
+// page's Content-Security-Policy, which hashes the scripts run, holds).
+const configMark = `<script type="application/json" id="config">{}</script>`
+
+// dashboardOf is the page showing d, the domains it serves in its selector.
+func (s *server) dashboardOf(d *served) (htmlPage, error) {
+	cfg := dashboardConfig{Domain: d.fns.Name}
+	for _, x := range s.domains {
+		f := x.fns
+		page := func(route string) string { return strings.Replace(route, "{"+f.IDName+"}", "{id}", 1) }
+		cfg.Domains = append(cfg.Domains, dashboardDomain{Name: f.Name, Noun: f.Noun, IDName: f.IDName,
+			Blocked: page(f.BlockedRoute), Status: page(f.StatusRoute), Replay: page(f.ReplayRoute), Skip: page(f.SkipRoute)})
+	}
+	data, err := json.Marshal(cfg) // escapes <, > and &: it cannot end the element
+	if err != nil {
+		return "", err
+	}
+	return htmlPage(strings.Replace(dashboardPage, configMark, strings.Replace(configMark, "{}", string(data), 1), 1)), nil
 }
 
 // htmlPage is an httpFunc body sent as text/html rather than JSON.
 type htmlPage string
 
-// parkedAnswer is the parked window of an order, as the order's page shows
-// it: the lowest parked messages the store's Load reads with the head (at
-// most convoy.ParkedLoadSize, in seq order), and how many are parked in all.
+// parkedAnswer is the parked window of a key, as the key's page shows it:
+// the lowest parked messages the store's Load reads with the head (at most
+// convoy.ParkedLoadSize, in seq order), and how many are parked in all. Its
+// id is named as its domain names it ("orderId": operator.WithIDName).
 type parkedAnswer struct {
 	OrderID    string `json:"orderId"`
 	Parked     int    `json:"parked"` // in the window and beyond it
@@ -126,33 +191,38 @@ type parkedMessage struct {
 	TraceID    string `json:"traceId,omitempty"`
 }
 
-// parkedWindow is Dashboard's GET /api/dashboard?parked=<orderId>[&code=<key>]:
-// the order's parked window (parkedAnswer), one read of the order's head
-// and first parked rows. An order without state is a 404, an invalid id a
-// 400, as OrderStatus answers them. The JSON routes' answers stay as they
-// are (issue 43): the order's page reads this besides OrderStatus.
+// parkedWindow is Dashboard's GET
+// /api/dashboard?parked=<id>[&domain=<Name>][&code=<key>]: the key's parked
+// window (parkedAnswer), one read of the key's head and first parked rows.
+// A key without state is a 404, an invalid id a 400, as the status function
+// answers them. The JSON routes' answers stay as they are (issue 43): the
+// key's page reads this besides its status.
 func (s *server) parkedWindow(ctx context.Context, q url.Values) (int, any, error) {
 	for k := range q {
-		if k != "code" && k != "parked" {
-			return 0, nil, fault.Errorf(fault.Invalid, "the parked window takes no query parameter %q (only parked and the function key, code)", cut(k))
+		if k != "code" && k != "parked" && k != domainParam {
+			return 0, nil, fault.Errorf(fault.Invalid, "the parked window takes no query parameter %q (only parked, domain and the function key, code)", cut(k))
 		}
 	}
-	if n := len(q["parked"]); n != 1 {
-		return 0, nil, fault.Errorf(fault.Invalid, "parked is given %d times: want one order id", n)
-	}
-	id := q.Get("parked")
-	if err := operator.CheckOrderID(id); err != nil {
+	d, err := s.selected(q)
+	if err != nil {
 		return 0, nil, err
 	}
-	if s.Orders == nil {
+	if n := len(q["parked"]); n != 1 {
+		return 0, nil, fault.Errorf(fault.Invalid, "parked is given %d times: want one %s id", n, d.fns.Noun)
+	}
+	id := q.Get("parked")
+	if err := operator.CheckID(d.Rules, id); err != nil {
+		return 0, nil, err
+	}
+	if d.Keys == nil {
 		return 0, nil, fault.Errorf(fault.Internal, "the parked window is not configured")
 	}
-	o, err := s.Orders.Load(ctx, id)
+	o, err := d.Keys.Load(ctx, id)
 	if err != nil {
 		return 0, nil, err
 	}
 	if o.Version == 0 {
-		return 0, nil, fault.Errorf(fault.NotFound, "order %q has no state", id)
+		return 0, nil, fault.Errorf(fault.NotFound, "%s %q has no state", d.fns.Noun, id)
 	}
 	seqs := slices.Sorted(maps.Keys(o.Parked))
 	seqs = seqs[:min(len(seqs), convoy.ParkedLoadSize)]
@@ -169,5 +239,9 @@ func (s *server) parkedWindow(ctx context.Context, q url.Values) (int, any, erro
 		}
 		a.Messages = append(a.Messages, p)
 	}
-	return http.StatusOK, a, nil
+	body, err := operator.WithIDName(a, d.fns.IDName)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, json.RawMessage(body), nil
 }

@@ -18,7 +18,7 @@ import (
 // dashboard is HTML, forwarded or through the host's envelope, and takes
 // only the function key.
 func TestSummaryAndDashboard(t *testing.T) {
-	e := handler.New(handler.Deps{Heal: fakeHealer{}})
+	e := handler.New(handler.OrdersDeps(handler.Deps{}, handler.Domain{Heal: fakeHealer{}}))
 	get := func(path string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
@@ -61,8 +61,8 @@ func TestSummaryAndDashboard(t *testing.T) {
 // The functions the page calls accept it, forwarded or through the
 // envelope; the summary still refuses any other parameter.
 func TestDashboardDataTakesTheFunctionKey(t *testing.T) {
-	e := handler.New(handler.Deps{Heal: fakeHealer{}, Blocked: memstore.New(),
-		Replay: replayFunc(func(_ context.Context, id string) (replay.Report, error) { return replay.Report{OrderID: id}, nil })})
+	e := handler.New(handler.OrdersDeps(handler.Deps{}, handler.Domain{Heal: fakeHealer{}, Blocked: memstore.New(),
+		Replay: replayFunc(func(_ context.Context, id string) (replay.Report, error) { return replay.Report{OrderID: id}, nil })}))
 	for path, want := range map[string]int{
 		"/api/summary?code=abc":                          200,
 		"/api/orders?blocked=true&code=abc":              200,
@@ -101,7 +101,7 @@ func TestDashboardDataTakesTheFunctionKey(t *testing.T) {
 // (clickjacking of its replay and skip buttons), forwarded or through the
 // envelope, and its policy still lets the page's own script and style run.
 func TestDashboardCannotBeFramed(t *testing.T) {
-	e := handler.New(handler.Deps{Heal: fakeHealer{}})
+	e := handler.New(handler.OrdersDeps(handler.Deps{}, handler.Domain{Heal: fakeHealer{}}))
 	check := func(how string, h func(string) string) {
 		t.Helper()
 		if got := h("X-Frame-Options"); got != "DENY" {

@@ -13,10 +13,10 @@ import (
 // Storage and Service Bus call such a call makes ends by then, well inside
 // the host's functionTimeout (host.json: 2 minutes, after which the host
 // kills the handler and fails every call in flight). The queue-triggered
-// functions (OrderProcessor, LedgerIngest) have none here: their Table and
+// functions (<Noun>Processor, LedgerIngest) have none here: their Table and
 // Service Bus calls retry within TransientRetrySeconds (fault.RetryPolicy).
 const (
-	// ReadDeadline: OrderStatus, BlockedOrders, HealthSummary (and so the
+	// ReadDeadline: <Noun>Status, Blocked<Name>, HealthSummary (and so the
 	// dashboard's data), reads of Table Storage only (what AutoReplay
 	// learnt of the dead-letter queue is stored). Healthy, these answer in
 	// well under a second; with storage accepting connections and never
@@ -29,20 +29,25 @@ const (
 	// or silent, a run pauses in about this long and records why, which the
 	// blocked list, the summary and the dashboard then say.
 	DeadLetterPeekDeadline = 3 * time.Second
-	// SkipDeadline: SkipGap, one read and one processor commit (tens of
-	// milliseconds when healthy), retried within this deadline rather than
-	// TransientRetrySeconds: an operator waits, and calls again after a 503
-	// (a skip already recorded is then refused, changing nothing). The skip
-	// runs on the processor's store (tablestore.ProcessorRetry, under the
-	// order's lock); this deadline alone bounds it.
+	// SkipDeadline: SkipGap (Skip<Noun>Gap), one read and one processor
+	// commit (tens of milliseconds when healthy), retried within this
+	// deadline rather than TransientRetrySeconds: an operator waits, and
+	// calls again after a 503 (a skip already recorded is then refused,
+	// changing nothing). The skip runs on the processor's store
+	// (tablestore.ProcessorRetry, under the key's lock); this deadline alone
+	// bounds it.
 	SkipDeadline = 5 * time.Second
-	// ReplayDeadline: ReplayOrder and ReplayDeadLetters (a few seconds per
-	// hundred dead letters re-sent, plus a 5 s wait for the last receive).
+	// ReplayDeadline: ReplayOrder (Replay<Noun>) and ReplayDeadLetters (a
+	// few seconds per hundred dead letters re-sent, plus a 5 s wait for the
+	// last receive).
 	ReplayDeadline = 60 * time.Second
-	// AutoReplayDeadline: one AutoReplay run; its reads of the dead-letter
-	// queue, the index and the states end AutoReplayPassDeadline before it,
-	// which its one replay pass keeps; what it does not reach waits for the
-	// next run, counted. With storage hung, its first read fails within about 6 s
+	// AutoReplayDeadline: one AutoReplay invocation, which runs every
+	// domain's automatic replay at once, each until this deadline. A run's
+	// reads of the dead-letter queue, the index and the states end its
+	// PassTimeout (AutoReplayPassDeadline) before the deadline, which its
+	// one replay pass keeps; what it does not reach waits for the next run,
+	// counted.
+	// With storage hung, its first read fails within about 6 s
 	// (tablestore.OperatorRetry) and the run pauses.
 	AutoReplayDeadline = 60 * time.Second
 	// AutoReplayPassDeadline is what a run keeps for its replay pass
@@ -63,17 +68,26 @@ const (
 	UploadDeadline = 90 * time.Second
 )
 
-// deadlines are the functions' deadlines by name.
+// deadlines are the deadlines of the functions every domain shares, by name.
 var deadlines = map[string]time.Duration{
-	FnOrderStatus:   ReadDeadline,
-	FnBlockedOrders: ReadDeadline,
-	FnSummary:       ReadDeadline,
-	FnDashboard:     ReadDeadline, // the page, and an order's parked window (one read); its other data are HealthSummary, BlockedOrders and OrderStatus
-	FnSkipGap:       SkipDeadline,
-	FnReplayOrder:   ReplayDeadline,
-	FnReplayAll:     ReplayDeadline,
-	FnAutoReplay:    AutoReplayDeadline,
-	FnLedgerUpload:  UploadDeadline,
+	FnSummary:      ReadDeadline,
+	FnDashboard:    ReadDeadline, // the page, and a key's parked window (one read); its other data are the summary, the blocked list and the status
+	FnReplayAll:    ReplayDeadline,
+	FnAutoReplay:   AutoReplayDeadline,
+	FnLedgerUpload: UploadDeadline,
+}
+
+// domainDeadlines are the deadlines of a domain's functions, by name: each
+// role's, whatever the domain (the order domain's OrderStatus, BlockedOrders,
+// SkipGap and ReplayOrder are those of the account domain's AccountStatus,
+// BlockedAccounts, SkipAccountGap and ReplayAccount).
+func domainDeadlines(f Functions) map[string]time.Duration {
+	return map[string]time.Duration{
+		f.Status:  ReadDeadline,
+		f.Blocked: ReadDeadline,
+		f.Skip:    SkipDeadline,
+		f.Replay:  ReplayDeadline,
+	}
 }
 
 // withDeadline bounds ctx by the deadline of function name, if it has one.

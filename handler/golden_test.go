@@ -41,8 +41,8 @@ func TestGoldenHTTPAnswers(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	tick := func() { mu.Lock(); defer mu.Unlock(); now = now.Add(time.Minute) }
 	p := convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Now: clock, Index: store})
-	srv := handler.New(handler.Deps{
-		Processor: p, Orders: store, Blocked: store,
+	srv := handler.New(handler.OrdersDeps(handler.Deps{MaxRequestBytes: 1 << 16}, handler.Domain{
+		Processor: p, Keys: store, Blocked: store,
 		Replay: replayFunc(func(_ context.Context, id string) (replay.Report, error) {
 			rep := replay.Report{OrderID: id, Replayed: []replay.Replayed{{Seq: 2, MessageID: "L-1:1", NewMessageID: "L-1:1#replay-9", Reason: "MaxDeliveryCountExceeded"}}, Scanned: 3,
 				Duplicates: []replay.Duplicate{{Seq: 1, MessageID: "L-1:0"}}}
@@ -51,8 +51,7 @@ func TestGoldenHTTPAnswers(t *testing.T) {
 			}
 			return rep, nil
 		}),
-		MaxRequestBytes: 1 << 16,
-	})
+	}))
 	amount := func(n int64) *int64 { return &n }
 	process := func(order string, seq int64, tx orders.Transaction) {
 		t.Helper()

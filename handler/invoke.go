@@ -31,6 +31,10 @@ type call struct {
 	// invocation was given.
 	metrics  *metrics.Consumer
 	consumed int
+	// processor is the domain's functions of a processor's invocation,
+	// whose messages get spans and trace fields (message_spans.go); nil
+	// for other functions.
+	processor *Functions
 }
 
 // logAt logs a line with the invocation's attributes first, and the trace
@@ -68,6 +72,9 @@ func (s *server) invocation(name string, fn invocationFunc) echo.HandlerFunc {
 		r := ec.Request()
 		c := &call{log: s.Logger, attrs: []any{"function", name, "invocationId", r.Header.Get("X-Azure-Functions-InvocationId")},
 			metrics: s.consumers[name]}
+		if d, ok := s.processors[name]; ok {
+			c.processor = &d.fns
+		}
 		var start time.Time
 		if c.metrics != nil {
 			start = time.Now()
@@ -113,6 +120,6 @@ func (s *server) decodeAndRun(ctx context.Context, ec echo.Context, c *call, nam
 	if c.req, err = invocation.Parse(body); err != nil {
 		return nil, fault.Wrap(fault.Invalid, err, "unreadable invocation")
 	}
-	c.startMessageSpans(ctx, name)
+	c.startMessageSpans(ctx)
 	return fn(ctx, c)
 }

@@ -153,7 +153,7 @@ func TestOutcomeLinesQuoteSenderValues(t *testing.T) {
 	quotedID, _ := json.Marshal(string(id)) // Metadata.MessageId is JSON text in a JSON string
 	body = bytes.Replace(body, []byte(`"\"L-1:2\""`), quotedID, 1)
 	store := memstore.New()
-	srv := New(Deps{Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store})})
+	srv := New(OrdersDeps(Deps{}, Domain{Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store})}))
 	rec := httptest.NewRecorder()
 	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/OrderProcessor", bytes.NewReader(body)))
 	var out struct{ Logs []string }

@@ -13,25 +13,26 @@ import (
 	"github.com/convoy-dev/convoy/handler/tracing"
 )
 
-// Trace context of the order messages an invocation carries (docs/tracing.md).
+// Trace context of the messages a processor's invocation carries
+// (docs/tracing.md).
 //
-// OrderProcessor continues the trace of each message: when the invocation is
-// decoded, a span starts per message, whose parent is the context the
-// message carries (traceparent, else Diagnostic-Id; none: a new trace). The
+// A domain's processor (OrderProcessor, AccountProcessor) continues the
+// trace of each message: when the invocation is decoded, a span ("order
+// message") starts per message, whose parent is the context the message
+// carries (traceparent, else Diagnostic-Id; none: a new trace). The
 // invocation's lines about a message (those naming its messageId, or its
-// sessionId and seq) get the message's orderId, seq, traceId and spanId
-// after their own fields, in the host's Logs and in the program's log alike;
-// the outcome line names the span ("apply" for an applied transaction, else
-// the outcome) and ends it. A parked message applied by this invocation
-// (drained) gets an apply span of its own under the context it carried when
-// it was received (kept with it while parked), linked to the span of the
-// message that drained it; one parked before its context was kept goes
-// under the drainer's. Spans still open when the invocation ends (it failed, or
-// a message was refused) end with its error.
+// sessionId and seq) get the message's key (orderId, accountId), seq,
+// traceId and spanId after their own fields, in the host's Logs and in the
+// program's log alike; the outcome line names the span ("apply" for an
+// applied message, else the outcome) and ends it. A parked message applied
+// by this invocation (drained) gets an apply span of its own under the
+// context it carried when it was received (kept with it while parked),
+// linked to the span of the message that drained it; one parked before its
+// context was kept goes under the drainer's. Spans still open when the
+// invocation ends (it failed, or a message was refused) end with its error.
 
-// tracedFunctions are the functions whose messages get spans and trace
-// fields, with the trigger's binding.
-var tracedFunctions = map[string]string{FnOrderProcessor: "message"}
+// tracedBinding is the trigger binding of a processor's messages.
+const tracedBinding = "message"
 
 // msgTrace is one message of the invocation and its span.
 type msgTrace struct {
@@ -42,14 +43,13 @@ type msgTrace struct {
 	ended              bool
 }
 
-// startMessageSpans starts a span per message of a traced function's
+// startMessageSpans starts a span per message of a processor's
 // invocation. A trace context that cannot be used is logged and ignored.
-func (c *call) startMessageSpans(ctx context.Context, name string) {
-	binding, ok := tracedFunctions[name]
-	if !ok {
+func (c *call) startMessageSpans(ctx context.Context) {
+	if c.processor == nil {
 		return
 	}
-	msgs, err := c.req.ServiceBusMessages(binding)
+	msgs, err := c.req.ServiceBusMessages(tracedBinding)
 	if err != nil {
 		return // the function reports it
 	}
@@ -63,9 +63,9 @@ func (c *call) startMessageSpans(ctx context.Context, name string) {
 			c.write(slog.LevelWarn, "trace context ignored", "sessionId", m.SessionID, "messageId", m.MessageID, "problem", p)
 		}
 		t.parent = tc.SpanContext
-		_, t.span = tracing.Start(ctx, "order message", tc.SpanContext, trace.WithSpanKind(trace.SpanKindConsumer))
+		_, t.span = tracing.Start(ctx, c.processor.Noun+" message", tc.SpanContext, trace.WithSpanKind(trace.SpanKindConsumer))
 		if t.span.IsRecording() { // tracing off: nothing built
-			t.span.SetAttributes(messageAttrs(c.invocationID(), m.SessionID, m.MessageID, t.seq, m.DeliveryCount)...)
+			t.span.SetAttributes(c.messageAttrs(m.SessionID, m.MessageID, t.seq, m.DeliveryCount)...)
 		}
 		c.msgs = append(c.msgs, t)
 	}
@@ -95,13 +95,15 @@ func (c *call) drainedContext(orderID string, seq int64, traceParent string) {
 	c.drained[drainedKey{orderID, seq}] = sc
 }
 
-func messageAttrs(invocationID, orderID, messageID string, seq, deliveryCount int64) []attribute.KeyValue {
+// messageAttrs are the span attributes of a message of key id: its key as
+// convoy.<noun>_id (convoy.order_id).
+func (c *call) messageAttrs(id, messageID string, seq, deliveryCount int64) []attribute.KeyValue {
 	a := []attribute.KeyValue{
 		attribute.String("messaging.system", "servicebus"),
 		attribute.String("messaging.operation.type", "process"),
 		attribute.String("messaging.message.id", messageID),
-		attribute.String("faas.invocation_id", invocationID),
-		attribute.String("convoy.order_id", orderID),
+		attribute.String("faas.invocation_id", c.invocationID()),
+		attribute.String("convoy."+c.processor.Noun+"_id", id),
 		attribute.Int64("convoy.seq", seq),
 	}
 	if deliveryCount > 0 {
@@ -137,10 +139,10 @@ func (c *call) invocationID() string {
 }
 
 // traceAttrs returns attrs with the fields of the message they are about
-// appended (orderId, seq, traceId, spanId); an outcome line also names and
-// ends the message's span. Lines about no message of the invocation are
-// returned as they are, but for a one-message invocation, whose every line
-// is about its message.
+// appended (its key under the domain's IDName, orderId; seq, traceId,
+// spanId); an outcome line also names and ends the message's span. Lines
+// about no message of the invocation are returned as they are, but for a
+// one-message invocation, whose every line is about its message.
 func (c *call) traceAttrs(msg string, attrs []any) []any {
 	if len(c.msgs) == 0 {
 		return attrs
@@ -194,7 +196,7 @@ func (c *call) traceAttrs(msg string, attrs []any) []any {
 		_, span = tracing.Start(context.Background(), "apply", parent, trace.WithSpanKind(trace.SpanKindConsumer),
 			trace.WithLinks(trace.Link{SpanContext: t.span.SpanContext()}))
 	}
-	out := append(attrs[:len(attrs):len(attrs)], "orderId", t.orderID)
+	out := append(attrs[:len(attrs):len(attrs)], c.processor.IDName, t.orderID)
 	if !hasSeq && t.seq > 0 && (messageID != "" || len(c.msgs) == 1) && sessionID == t.orderID {
 		out = append(out, "seq", t.seq)
 	}
@@ -204,7 +206,7 @@ func (c *call) traceAttrs(msg string, attrs []any) []any {
 	case outcome != "" && own && !span.IsRecording():
 		span.End()
 	case outcome != "" && own:
-		span.SetAttributes(messageAttrs(c.invocationID(), t.orderID, messageID, seq, 0)...)
+		span.SetAttributes(c.messageAttrs(t.orderID, messageID, seq, 0)...)
 		span.SetAttributes(attribute.String("convoy.outcome", outcome), attribute.Bool("convoy.drained", true))
 		span.End()
 	case outcome != "" && !t.ended:

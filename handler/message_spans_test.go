@@ -59,8 +59,8 @@ func tracedServer(t *testing.T, format string, out *bytes.Buffer) (http.Handler,
 	rec := tracetest.NewSpanRecorder()
 	t.Cleanup(tracing.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))))
 	store := memstore.New()
-	return New(Deps{Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store}),
-		Logger: NewLogger(format, "debug", out, out)}), rec
+	return New(OrdersDeps(Deps{Logger: NewLogger(format, "debug", out, out)},
+		Domain{Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store})})), rec
 }
 
 func invoke(t *testing.T, h http.Handler, body []byte) (int, []string) {
@@ -272,7 +272,7 @@ func hasAttr(s sdktrace.ReadOnlySpan, key string) bool {
 func TestTracingOffRecordsNothing(t *testing.T) {
 	store := memstore.New()
 	var out bytes.Buffer
-	h := New(Deps{Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store}), Logger: NewLogger("json", "info", &out, &out)})
+	h := New(OrdersDeps(Deps{Logger: NewLogger("json", "info", &out, &out)}, Domain{Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store})}))
 	_, logs := invoke(t, h, orderInvocation("o-off", "L:0", 1, map[string]string{"Diagnostic-Id": traceB}))
 	if len(logs) != 1 || !strings.HasSuffix(logs[0], " orderId=o-off traceId=4bf92f3577b34da6a3ce929d0e0e4736 spanId=00f067aa0ba902b7") {
 		t.Fatalf("Logs %q", logs)
@@ -306,7 +306,7 @@ func BenchmarkOrderInvocationNoTraceContext(b *testing.B) {
 
 func benchInvocations(b *testing.B, props map[string]string) {
 	store := memstore.New()
-	h := New(Deps{Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store})})
+	h := New(OrdersDeps(Deps{}, Domain{Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store})}))
 	bodies := make([][]byte, b.N)
 	for i := range bodies {
 		bodies[i] = orderInvocation(fmt.Sprintf("o-%d", i), "L:0", 1, props)

@@ -192,13 +192,13 @@ func TestMetricsAtAReceiver(t *testing.T) {
 	run := heal.Run{Replayed: []heal.Replay{{OrderID: "o-r1"}, {OrderID: "o-r2"}}, Failed: []heal.Failure{{OrderID: "o-f", Error: "down"}}, FailedMore: 2,
 		Summary: &heal.Summary{BlockedOrders: 3, ParkedMessages: 7, DeadLetters: &heal.DeadLetters{Total: 5, Transient: 4, Permanent: 1},
 			Lag: &heal.LagFigures{Orders: 15, ByStatus: map[convoy.LagStatus]int{convoy.LagOK: 9, convoy.LagCatchingUp: 2, convoy.LagStalled: 1, convoy.LagBlocked: 3}}}}
-	srv := handler.New(handler.Deps{
+	srv := handler.New(handler.OrdersDeps(handler.Deps{
+		Ledgers: ledgertest.Publisher(ledgers, sender, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}}),
+		Metrics: rec, LedgersQueue: "ledgers-q",
+	}, handler.Domain{
 		Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store}),
-		Blocked:   store, Orders: store,
-		Ledgers: ledger.NewPublisher(ledgers, sender, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}}),
-		Heal:    fakeHealer{run: run},
-		Metrics: rec, OrdersQueue: "orders-q", LedgersQueue: "ledgers-q",
-	})
+		Blocked:   store, Keys: store, Heal: fakeHealer{run: run}, Queue: "orders-q",
+	}))
 	post := func(path string, body []byte) int {
 		t.Helper()
 		w := httptest.NewRecorder()
@@ -268,12 +268,13 @@ func TestMetricsAtAReceiver(t *testing.T) {
 			"convoy.outcome=already published faas.name=LedgerIngest": 1,
 			"convoy.outcome=rejected faas.name=LedgerIngest":          1,
 			"convoy.outcome=rejected faas.name=LedgerUpload":          1}},
-		metrics.AutoReplays:    {"{order}", "sum", map[string]int64{"convoy.outcome=replayed": 2, "convoy.outcome=failed": 3}},
-		metrics.BlockedOrders:  {"{order}", "gauge", map[string]int64{"": 3}},
-		metrics.ParkedMessages: {"{message}", "gauge", map[string]int64{"": 7}},
-		metrics.DeadLetters:    {"{message}", "gauge", map[string]int64{"convoy.cause=transient": 4, "convoy.cause=permanent": 1}},
-		metrics.LagOrders: {"{order}", "gauge", map[string]int64{"convoy.lag.status=ok": 9, "convoy.lag.status=catching-up": 2,
-			"convoy.lag.status=stalled": 1, "convoy.lag.status=blocked": 3}},
+		metrics.AutoReplays:    {"{order}", "sum", map[string]int64{"convoy.domain=orders convoy.outcome=replayed": 2, "convoy.domain=orders convoy.outcome=failed": 3}},
+		metrics.BlockedOrders:  {"{order}", "gauge", map[string]int64{"convoy.domain=orders": 3}},
+		metrics.ParkedMessages: {"{message}", "gauge", map[string]int64{"convoy.domain=orders": 7}},
+		metrics.DeadLetters: {"{message}", "gauge", map[string]int64{"convoy.cause=transient convoy.domain=orders": 4,
+			"convoy.cause=permanent convoy.domain=orders": 1}},
+		metrics.LagOrders: {"{order}", "gauge", map[string]int64{"convoy.domain=orders convoy.lag.status=ok": 9, "convoy.domain=orders convoy.lag.status=catching-up": 2,
+			"convoy.domain=orders convoy.lag.status=stalled": 1, "convoy.domain=orders convoy.lag.status=blocked": 3}},
 	}
 	for name, w := range wants {
 		in := got[name]
@@ -341,7 +342,8 @@ func TestMetricsOff(t *testing.T) {
 			t.Fatalf("Setup: %v %+v %v, want nothing built", rec, cfg, err)
 		}
 		store := memstore.New()
-		srv := handler.New(handler.Deps{Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store}), Orders: store, Metrics: rec})
+		srv := handler.New(handler.OrdersDeps(handler.Deps{Metrics: rec},
+			handler.Domain{Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain, Index: store}), Keys: store}))
 		w := httptest.NewRecorder()
 		srv.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/OrderProcessor", strings.NewReader(string(orderInvocation("o-a", 1, time.Now())))))
 		if w.Code != 200 {

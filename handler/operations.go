@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -17,57 +18,84 @@ import (
 // decides what a replay or a skip does and answers; here its outcome
 // becomes a status (replayAnswer).
 
-// defaultBlockedPageSize is BlockedOrders' page when pageSize is not given:
-// a screenful for an operator, and two Table round trips with the orders'
-// causes (docs/performance.md, blocked_page_trips: about 14 ms on Azurite),
-// far inside ReadDeadline. pageSize asks for up to convoy.MaxBlockedPageSize.
+// defaultBlockedPageSize is a blocked list's page (BlockedOrders) when
+// pageSize is not given: a screenful for an operator, and two Table round
+// trips with the keys' causes (docs/performance.md, blocked_page_trips:
+// about 14 ms on Azurite), far inside ReadDeadline. pageSize asks for up to
+// convoy.MaxBlockedPageSize.
 const defaultBlockedPageSize = 100
 
-// blockedOrders is BlockedOrders: GET /api/orders?blocked=true.
-func (s *server) blockedOrders(ctx context.Context, r httpRequest) (int, any, error) {
-	if r.Query.Get("blocked") != "true" {
-		return 0, nil, fault.Errorf(fault.Invalid, "only blocked orders can be listed: add ?blocked=true")
-	}
-	size := defaultBlockedPageSize
-	if v := r.Query.Get("pageSize"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return 0, nil, fault.Errorf(fault.Invalid, "pageSize %q is not an integer", v)
+// blockedKeys is d's blocked list (BlockedOrders): GET
+// /api/<Name>?blocked=true, {"<Name>": [the blocked keys], "continuation": …}.
+func (s *server) blockedKeys(d *served) httpFunc {
+	return func(ctx context.Context, r httpRequest) (int, any, error) {
+		if r.Query.Get("blocked") != "true" {
+			return 0, nil, fault.Errorf(fault.Invalid, "only blocked %s can be listed: add ?blocked=true", d.fns.Name)
 		}
-		size = n
+		size := defaultBlockedPageSize
+		if v := r.Query.Get("pageSize"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return 0, nil, fault.Errorf(fault.Invalid, "pageSize %q is not an integer", v)
+			}
+			size = n
+		}
+		page, err := convoy.ListBlocked(ctx, d.Blocked, r.Query.Get("continuation"), size)
+		if err != nil {
+			return 0, nil, err
+		}
+		out := blockedAnswer{fns: d.fns, Continuation: page.Continuation}
+		if d.Heal == nil {
+			out.Keys = page.Orders
+			return http.StatusOK, out, nil
+		}
+		// Each key with where its missing message is, and why, as AutoReplay
+		// last learnt it (nothing of Service Bus is read per page).
+		if out.Keys, err = d.Heal.Explain(ctx, page.Orders); err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, out, nil
 	}
-	page, err := convoy.ListBlocked(ctx, s.Blocked, r.Query.Get("continuation"), size)
-	if err != nil {
-		return 0, nil, err
-	}
-	if s.Heal == nil {
-		return http.StatusOK, page, nil
-	}
-	// Each order with where its missing message is, and why, as AutoReplay
-	// last learnt it (nothing of Service Bus is read per page).
-	explained, err := s.Heal.Explain(ctx, page.Orders)
-	if err != nil {
-		return 0, nil, err
-	}
-	out := map[string]any{"orders": explained}
-	if page.Continuation != "" {
-		out["continuation"] = page.Continuation
-	}
-	return http.StatusOK, out, nil
 }
 
-// replayOrder is ReplayOrder: POST /api/orders/{orderId}/replay.
-func (s *server) replayOrder(ctx context.Context, r httpRequest) (int, any, error) {
-	id := r.Params["orderId"]
-	if err := operator.CheckOrderID(id); err != nil {
-		return 0, nil, err
+// blockedAnswer is a page of a blocked list: the keys under the domain's
+// Name, each with its id under the domain's IDName, then the continuation
+// when more follow (for orders, the answer BlockedOrders always gave).
+type blockedAnswer struct {
+	fns          Functions
+	Keys         any // []convoy.BlockedOrder, or []heal.BlockedWithCause
+	Continuation string
+}
+
+func (a blockedAnswer) MarshalJSON() ([]byte, error) {
+	keys, err := operator.WithIDName(a.Keys, a.fns.IDName)
+	if err != nil {
+		return nil, err
 	}
-	rep, err := operator.ReplayOrder(ctx, s.Replay, id)
-	s.Logger.Log(context.Background(), levelOf(err), "dead letters replayed by operator", "orderId", id, "replayed", len(rep.Replayed),
-		"duplicates", len(rep.Duplicates), "unplaceable", len(rep.Unplaceable), "left", len(rep.Left), "scanned", rep.Scanned,
-		"incomplete", rep.Incomplete != nil, "error", err)
-	status, body := replayAnswer(operator.AnswerOf(rep, rep.Incomplete, s.pastDeadline(ctx, FnReplayOrder, err)))
-	return status, body, nil
+	name, _ := json.Marshal(a.fns.Name)
+	out := append(append(append([]byte{'{'}, name...), ':'), keys...)
+	if a.Continuation != "" {
+		token, _ := json.Marshal(a.Continuation)
+		out = append(append(out, `,"continuation":`...), token...)
+	}
+	return append(out, '}'), nil
+}
+
+// replayKey is d's replay function (ReplayOrder): POST
+// /api/<Name>/{<noun>Id}/replay.
+func (s *server) replayKey(d *served) httpFunc {
+	return func(ctx context.Context, r httpRequest) (int, any, error) {
+		id := r.Params[d.fns.IDName]
+		if err := operator.CheckID(d.Rules, id); err != nil {
+			return 0, nil, err
+		}
+		rep, err := operator.ReplayOrder(ctx, d.Rules, d.Replay, id)
+		s.Logger.Log(context.Background(), levelOf(err), "dead letters replayed by operator", d.fns.IDName, id, "replayed", len(rep.Replayed),
+			"duplicates", len(rep.Duplicates), "unplaceable", len(rep.Unplaceable), "left", len(rep.Left), "scanned", rep.Scanned,
+			"incomplete", rep.Incomplete != nil, "error", err)
+		status, body := replayAnswer(operator.AnswerOf(rep, rep.Incomplete, s.pastDeadline(ctx, d.fns.Replay, err)))
+		return status, body, nil
+	}
 }
 
 // retryAfterSeconds is the Retry-After of a replay that found dead letters
@@ -114,17 +142,22 @@ func levelOf(err error) slog.Level {
 const maxReplayAllParam = 1_000_000
 
 // replayDeadLetters is ReplayDeadLetters: POST
-// /api/deadletters/replay[?max=N&continuation=T], one bounded call of
-// replay.All. 200 with "done": true when nothing placeable is left, 200 with
-// a continuation when more follows; 503 (Retry-After) or 409 when it could
-// not see everything (replayAnswer).
+// /api/deadletters/replay[?domain=D&max=N&continuation=T], one bounded call
+// of replay.All on the queue of domain D (default: the first). 200 with
+// "done": true when nothing placeable is left, 200 with a continuation when
+// more follows; 503 (Retry-After) or 409 when it could not see everything
+// (replayAnswer).
 func (s *server) replayDeadLetters(ctx context.Context, r httpRequest) (int, any, error) {
+	d, err := s.selected(r.Query)
+	if err != nil {
+		return 0, nil, err
+	}
 	max, token, err := replayAllParams(r.Query)
 	if err != nil {
 		return 0, nil, err
 	}
-	p, err := s.Replay.ReplayAll(ctx, max, token)
-	s.Logger.Log(context.Background(), levelOf(err), "dead letters replayed by operator (all orders)", "scanned", p.Scanned, "replayed", p.Replayed,
+	p, err := d.Replay.ReplayAll(ctx, max, token)
+	s.Logger.Log(context.Background(), levelOf(err), "dead letters replayed by operator (all "+d.fns.Name+")", "scanned", p.Scanned, "replayed", p.Replayed,
 		"orders", p.Orders, "duplicates", p.Duplicates, "unplaceable", p.Unplaceable, "done", p.Done,
 		"totalReplayed", p.Totals.Replayed, "incomplete", p.Incomplete != nil, "error", err)
 	status, body := replayAnswer(operator.AnswerOf(p, p.Incomplete, s.pastDeadline(ctx, FnReplayAll, err)))
@@ -158,18 +191,21 @@ func cut(s string) string {
 	return s
 }
 
-// skipGap is SkipGap: POST /api/orders/{orderId}/skip?seq=N. N must be the
-// order's missing seq; anything else changes nothing.
-func (s *server) skipGap(ctx context.Context, r httpRequest) (int, any, error) {
-	out, err := operator.SkipGap(ctx, s.Processor, r.Params["orderId"], r.Query.Get("seq"))
-	if err != nil {
-		return 0, nil, err
+// skipGap is d's skip function (SkipGap): POST
+// /api/<Name>/{<noun>Id}/skip?seq=N. N must be the key's missing seq;
+// anything else changes nothing.
+func (s *server) skipGap(d *served) httpFunc {
+	return func(ctx context.Context, r httpRequest) (int, any, error) {
+		out, err := operator.SkipGap(ctx, d.Rules, d.Processor, r.Params[d.fns.IDName], r.Query.Get("seq"))
+		if err != nil {
+			return 0, nil, err
+		}
+		if settler, ok := d.Replay.(operator.SkipSettler); ok {
+			// The skip stands, whatever the function's deadline: settling its
+			// dead letter has a deadline of its own (operator.SkipSettleDeadline).
+			operator.SettleSkipped(context.WithoutCancel(ctx), settler, &out)
+		}
+		s.Logger.Warn("gap skipped by operator", d.fns.IDName, out.ID, "seq", out.Skipped, "drained", len(out.Drained), "appliedSeq", out.AppliedSeq)
+		return http.StatusOK, out, nil
 	}
-	if settler, ok := s.Replay.(operator.SkipSettler); ok {
-		// The skip stands, whatever the function's deadline: settling its
-		// dead letter has a deadline of its own (operator.SkipSettleDeadline).
-		operator.SettleSkipped(context.WithoutCancel(ctx), settler, &out)
-	}
-	s.Logger.Warn("gap skipped by operator", "orderId", out.OrderID, "seq", out.Skipped, "drained", len(out.Drained), "appliedSeq", out.Order.AppliedSeq)
-	return http.StatusOK, out, nil
 }

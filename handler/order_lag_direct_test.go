@@ -29,7 +29,7 @@ func TestOrderStatusLagOfOrderFedDirectly(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &fixture{}
-	f.srv = handler.New(handler.Deps{Orders: store, Allocations: ledgers, LagWindow: time.Minute})
+	f.srv = handler.New(handler.OrdersDeps(handler.Deps{LagWindow: time.Minute}, handler.Domain{Keys: store, Allocations: ledgers}))
 	code, v := f.do(t, "GET", "/api/orders/d-1", nil)
 	lag, _ := v["lag"].(map[string]any)
 	if code != 200 || lag == nil || lag["status"] != "blocked" || lag["backlog"] != 1.0 {

@@ -61,7 +61,7 @@ func TestOrderStatusLag(t *testing.T) {
 		}},
 	} {
 		f := &fixture{}
-		f.srv = handler.New(handler.Deps{Orders: store, Allocations: c.alloc, LagWindow: time.Minute})
+		f.srv = handler.New(handler.OrdersDeps(handler.Deps{LagWindow: time.Minute}, handler.Domain{Keys: store, Allocations: c.alloc}))
 		code, v := f.do(t, "GET", "/api/orders/o-1", nil)
 		lag, _ := v["lag"].(map[string]any)
 		if code != 200 || v["appliedSeq"] != 1.0 || lag == nil || !c.check(lag) {

@@ -41,7 +41,7 @@ func (f fakeReplayer) ReplayAll(_ context.Context, _ int, token string) (replay.
 func serveReplay(t *testing.T, r operator.Replayer, method, path string) *httptest.ResponseRecorder {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	handler.New(handler.Deps{Replay: r}).ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+	handler.New(handler.OrdersDeps(handler.Deps{}, handler.Domain{Replay: r})).ServeHTTP(rec, httptest.NewRequest(method, path, nil))
 	return rec
 }
 
@@ -79,7 +79,7 @@ func TestReplayIncompleteStatus(t *testing.T) {
 	// Through the host's envelope (forwarding off): the same status and header.
 	env := []byte(`{"Data":{"req":{"Method":"POST","Params":{"orderId":"o-1"}}},"Metadata":{}}`)
 	rec := httptest.NewRecorder()
-	handler.New(handler.Deps{Replay: fakeReplayer{report: replay.Report{Incomplete: locked}}}).ServeHTTP(rec,
+	handler.New(handler.OrdersDeps(handler.Deps{}, handler.Domain{Replay: fakeReplayer{report: replay.Report{Incomplete: locked}}})).ServeHTTP(rec,
 		httptest.NewRequest(http.MethodPost, "/"+handler.FnReplayOrder, bytes.NewReader(env)))
 	var out struct {
 		Outputs struct {
@@ -169,7 +169,7 @@ func TestReplayFailureCarriesItsReport(t *testing.T) {
 	})
 	rec = httptest.NewRecorder()
 	start := time.Now()
-	handler.New(handler.Deps{Replay: stuck, Deadlines: map[string]time.Duration{handler.FnReplayOrder: 50 * time.Millisecond}}).
+	handler.New(handler.OrdersDeps(handler.Deps{Deadlines: map[string]time.Duration{handler.FnReplayOrder: 50 * time.Millisecond}}, handler.Domain{Replay: stuck})).
 		ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/orders/o-1/replay", nil))
 	body = nil
 	_ = json.Unmarshal(rec.Body.Bytes(), &body)

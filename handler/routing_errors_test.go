@@ -24,7 +24,7 @@ func TestRoutingErrorsAreJSON(t *testing.T) {
 		{"GET", "/api/orders/o-1/skip", 405, []string{"GET /api/orders/o-1/skip", "POST"}},
 	} {
 		rec := httptest.NewRecorder()
-		handler.New(handler.Deps{}).ServeHTTP(rec, httptest.NewRequest(c.method, c.path, nil))
+		handler.New(handler.OrdersDeps(handler.Deps{}, handler.Domain{})).ServeHTTP(rec, httptest.NewRequest(c.method, c.path, nil))
 		var body struct{ Error string }
 		err := json.Unmarshal(rec.Body.Bytes(), &body)
 		if rec.Code != c.status || err != nil || !strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {

@@ -6,7 +6,6 @@ package handler
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,60 +19,44 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/metrics"
-	"github.com/convoy-dev/convoy/handler/operator"
 )
 
 // Function names: folder names under functions/, and so invocation routes.
+// Those of each domain derive from it (FunctionsOf); the order domain's
+// are named here too, for the tests and tools that call them.
 const (
-	FnLedgerIngest   = "LedgerIngest"
-	FnLedgerUpload   = "LedgerUpload"
+	FnLedgerIngest = "LedgerIngest"
+	FnLedgerUpload = "LedgerUpload"
+	FnReplayAll    = "ReplayDeadLetters"
+	FnAutoReplay   = "AutoReplay"
+	FnSummary      = "HealthSummary"
+	FnDashboard    = "Dashboard"
+
 	FnOrderProcessor = "OrderProcessor"
 	FnOrderStatus    = "OrderStatus"
 	FnBlockedOrders  = "BlockedOrders"
 	FnReplayOrder    = "ReplayOrder"
 	FnSkipGap        = "SkipGap"
-	FnReplayAll      = "ReplayDeadLetters"
-	FnAutoReplay     = "AutoReplay"
-	FnSummary        = "HealthSummary"
-	FnDashboard      = "Dashboard"
 )
-
-// OrderProcessor applies order messages (convoy.Processor).
-type OrderProcessor interface {
-	Process(ctx context.Context, orderID string, msgs []convoy.Message) (convoy.Result, error)
-	Skip(ctx context.Context, orderID string, seq int64) (convoy.Result, convoy.View, error)
-	// Resume drains an order whose next seq is parked (a drain cut short).
-	Resume(ctx context.Context, orderID string) (convoy.Result, error)
-}
-
-// OrderReader reads an order's stored state (convoy.Store).
-type OrderReader interface {
-	Load(ctx context.Context, orderID string) (*convoy.Key, error)
-}
 
 // Deps are what the server needs; Logger and MaxRequestBytes have defaults.
 type Deps struct {
-	Processor       OrderProcessor
-	Orders          OrderReader
+	// Domains are the domains served, in their registered order: the first
+	// is the default of the functions that take ?domain=.
+	Domains         []Domain
 	Ledgers         LedgerPublisher
-	Blocked         convoy.BlockedIndex
-	Replay          operator.Replayer
-	Heal            Healer // automatic replay, the summary, the blocked orders' causes (optional)
 	Logger          *slog.Logger
-	MaxRequestBytes int64 // default DefaultMaxRequestBytes
-	// Allocations reads what publishing allocated to an order (the ledgers
-	// table), for the lag OrderStatus shows; nil: the lag says it is unknown.
-	Allocations convoy.Allocations
-	LagWindow   time.Duration // the lag status's window; default convoy.DefaultLagWindow
+	MaxRequestBytes int64         // default DefaultMaxRequestBytes
+	LagWindow       time.Duration // the lag status's window; default convoy.DefaultLagWindow
 	// Deadlines replace the deadlines of the functions they name (default:
 	// deadlines.go's, which serve uses).
 	Deadlines map[string]time.Duration
 	// Metrics records the OpenTelemetry instruments (docs/tracing.md,
 	// "Metrics"); nil: metrics are off, and nothing is recorded.
 	Metrics *metrics.Recorder
-	// OrdersQueue and LedgersQueue name the queues in the metrics'
-	// attributes; default "orders" and "ledgers".
-	OrdersQueue, LedgersQueue string
+	// LedgersQueue names the ledgers queue in the metrics' attributes;
+	// default "ledgers".
+	LedgersQueue string
 }
 
 // DefaultMaxRequestBytes bounds a request's body when Deps does not (the
@@ -85,6 +68,9 @@ const DefaultMaxRequestBytes = 64 << 20
 
 type server struct {
 	Deps
+	domains []*served // Deps.Domains, in order
+	// processors are the domains by their processor function's name.
+	processors map[string]*served
 	// consumers and publishers record the metrics of the functions they
 	// are keyed by (all nil when metrics are off).
 	consumers  map[string]*metrics.Consumer
@@ -102,25 +88,29 @@ func New(d Deps) *echo.Echo {
 	if d.LagWindow <= 0 {
 		d.LagWindow = convoy.DefaultLagWindow
 	}
-	all := make(map[string]time.Duration, len(deadlines))
-	maps.Copy(all, deadlines)
-	maps.Copy(all, d.Deadlines)
-	d.Deadlines = all
-	if d.OrdersQueue == "" {
-		d.OrdersQueue = "orders"
-	}
 	if d.LedgersQueue == "" {
 		d.LedgersQueue = "ledgers"
 	}
-	s := &server{Deps: d,
-		consumers: map[string]*metrics.Consumer{
-			FnOrderProcessor: d.Metrics.Consumer(FnOrderProcessor, d.OrdersQueue),
-			FnLedgerIngest:   d.Metrics.Consumer(FnLedgerIngest, d.LedgersQueue),
-		},
-		publishers: map[string]*metrics.Publisher{
-			FnLedgerIngest: d.Metrics.Publisher(FnLedgerIngest, d.OrdersQueue),
-			FnLedgerUpload: d.Metrics.Publisher(FnLedgerUpload, d.OrdersQueue),
-		},
+	s := &server{Deps: d, domains: servedDomains(d.Domains, d.Metrics), processors: map[string]*served{},
+		consumers: map[string]*metrics.Consumer{FnLedgerIngest: d.Metrics.Consumer(FnLedgerIngest, d.LedgersQueue)}}
+	all := make(map[string]time.Duration, len(deadlines))
+	maps.Copy(all, deadlines)
+	for _, sd := range s.domains {
+		maps.Copy(all, domainDeadlines(sd.fns))
+		s.processors[sd.fns.Processor] = sd
+		s.consumers[sd.fns.Processor] = sd.consumer
+	}
+	maps.Copy(all, d.Deadlines)
+	s.Deadlines = all
+	// A ledger's messages go to the queues of their domains: the publishers'
+	// metrics name the default domain's queue for all of them.
+	queue := ""
+	if len(s.domains) > 0 {
+		queue = s.domains[0].Queue
+	}
+	s.publishers = map[string]*metrics.Publisher{
+		FnLedgerIngest: d.Metrics.Publisher(FnLedgerIngest, queue),
+		FnLedgerUpload: d.Metrics.Publisher(FnLedgerUpload, queue),
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -138,17 +128,20 @@ func New(d Deps) *echo.Echo {
 	// The host's readiness probe: any response will do; answer JSON anyway.
 	e.GET("/", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ready"}) })
 
-	e.POST("/"+FnOrderProcessor, s.invocation(FnOrderProcessor, s.processOrders))
 	e.POST("/"+FnLedgerIngest, s.invocation(FnLedgerIngest, s.ingestLedger))
 	e.POST("/"+FnAutoReplay, s.invocation(FnAutoReplay, s.autoReplay))
 
 	// HTTP functions: invoked as POST /<Name> with an envelope, or, with
 	// enableForwardingHttpRequest, forwarded as the original request.
-	s.httpFunction(e, FnOrderStatus, http.MethodGet, "/api/orders/:orderId", s.orderStatus)
+	for _, d := range s.domains {
+		f := d.fns
+		e.POST("/"+f.Processor, s.invocation(f.Processor, s.processKeys(d)))
+		s.httpFunction(e, f.Status, http.MethodGet, echoRoute(f.StatusRoute), s.keyStatus(d))
+		s.httpFunction(e, f.Blocked, http.MethodGet, echoRoute(f.BlockedRoute), s.blockedKeys(d))
+		s.httpFunction(e, f.Replay, http.MethodPost, echoRoute(f.ReplayRoute), s.replayKey(d))
+		s.httpFunction(e, f.Skip, http.MethodPost, echoRoute(f.SkipRoute), s.skipGap(d))
+	}
 	s.httpFunction(e, FnLedgerUpload, http.MethodPost, "/api/ledgers", s.uploadLedger)
-	s.httpFunction(e, FnBlockedOrders, http.MethodGet, "/api/orders", s.blockedOrders)
-	s.httpFunction(e, FnReplayOrder, http.MethodPost, "/api/orders/:orderId/replay", s.replayOrder)
-	s.httpFunction(e, FnSkipGap, http.MethodPost, "/api/orders/:orderId/skip", s.skipGap)
 	s.httpFunction(e, FnReplayAll, http.MethodPost, "/api/deadletters/replay", s.replayDeadLetters)
 	s.httpFunction(e, FnSummary, http.MethodGet, "/api/summary", s.summary)
 	s.httpFunction(e, FnDashboard, http.MethodGet, "/api/dashboard", s.dashboard)

@@ -60,17 +60,18 @@ func viewOf(o *convoy.Key) orders.View {
 
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{store: memstore.New(), ledgers: memstore.NewLedgers(), sender: &ledgertest.Sender{}}
-	f.srv = handler.New(handler.Deps{
+	f.srv = handler.New(handler.OrdersDeps(handler.Deps{
+		Ledgers:         ledgertest.Publisher(f.ledgers, f.sender, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}}),
+		MaxRequestBytes: 1 << 16,
+	}, handler.Domain{
 		Processor: convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain, Index: f.store}),
 		Blocked:   f.store,
 		Replay: replayFunc(func(_ context.Context, id string) (replay.Report, error) {
 			f.replayed = append(f.replayed, id)
 			return replay.Report{OrderID: id, Replayed: []replay.Replayed{{Seq: 2, MessageID: "L:1", NewMessageID: "L:1#replay-9"}}}, nil
 		}),
-		Orders:          f.store,
-		Ledgers:         ledger.NewPublisher(f.ledgers, f.sender, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}}),
-		MaxRequestBytes: 1 << 16,
-	})
+		Keys: f.store,
+	}))
 	return f
 }
 
@@ -165,7 +166,7 @@ func TestLimitsAndPanics(t *testing.T) {
 	if code, _ := f.do(t, "POST", "/OrderProcessor", big); code < 300 {
 		t.Fatalf("oversized invocation: %d", code)
 	}
-	srv := handler.New(handler.Deps{Processor: panicker{}, Orders: memstore.New()})
+	srv := handler.New(handler.OrdersDeps(handler.Deps{}, handler.Domain{Processor: panicker{}, Keys: memstore.New()}))
 	pf := &fixture{srv: srv}
 	if code, _ := pf.do(t, "POST", "/OrderProcessor", golden(t, "servicebus-single.json")); code != 500 {
 		t.Fatalf("panicking invocation: %d, want 500", code)
@@ -332,9 +333,9 @@ func TestEveryErrorCodeHasAStatus(t *testing.T) {
 			t.Errorf("code %s has no status in the contract table of this test", code)
 			continue
 		}
-		srv := handler.New(handler.Deps{Replay: replayFunc(func(context.Context, string) (replay.Report, error) {
+		srv := handler.New(handler.OrdersDeps(handler.Deps{}, handler.Domain{Replay: replayFunc(func(context.Context, string) (replay.Report, error) {
 			return replay.Report{}, fault.Errorf(code, "failed as %s", code)
-		})})
+		})}))
 		f := &fixture{srv: srv}
 		if got, out := f.do(t, "POST", "/api/orders/o-1/replay", nil); got != status || out["error"] == nil {
 			t.Errorf("code %s: %d %v, want %d with an error", code, got, out, status)

@@ -26,7 +26,7 @@ func TestLedgerUploadAnswersItsTraceId(t *testing.T) {
 	t.Cleanup(tracing.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))))
 	var logs bytes.Buffer
 	srv := handler.New(handler.Deps{
-		Ledgers: ledger.NewPublisher(memstore.NewLedgers(), &ledgertest.Sender{}, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}}),
+		Ledgers: ledgertest.Publisher(memstore.NewLedgers(), &ledgertest.Sender{}, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}}),
 		Logger:  handler.NewLogger("text", "info", &logs, &logs), MaxRequestBytes: 1 << 16,
 	})
 	doc := golden(t, "ledger-contract-example.json")

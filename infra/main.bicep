@@ -45,8 +45,22 @@ param instanceMemoryMB int = 2048
 param alertEmail string = ''
 
 @minValue(1)
-@description('Alert when an order has been blocked longer than this many minutes.')
+@description('Alert when a key (an order, an account, …) has been blocked longer than this many minutes.')
 param blockedAlertMinutes int = 30
+
+// The domains the app runs, as handler/domains.All registers them, in its
+// order: the first is the default (a line or a ledger entry that names no
+// domain is its). Each gets its own queue (its name), table (Convoy<Name>,
+// first letter upper-cased), app settings (<Name>QueueName, <Name>TableName,
+// <Name>MaxMessageBytes), data roles on them, and its own alert instances:
+// a new domain is one more name here (handler/internal/infracheck holds this
+// list to the registered domains and their functions).
+@minLength(1)
+@description('Names of the registered domains (handler/domains.All), the default first: one queue, table, settings and alerts each.')
+param domains array = [
+  'orders'
+  'accounts'
+]
 
 var tags = { 'azd-env-name': environmentName, app: 'convoy' }
 
@@ -75,6 +89,7 @@ module resources 'modules/resources.bicep' = {
     instanceMemoryMB: instanceMemoryMB
     alertEmail: alertEmail
     blockedAlertMinutes: blockedAlertMinutes
+    domains: domains
   }
 }
 

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"regexp"
 	"testing"
 
 	"github.com/convoy-dev/convoy/handler/accounts"
+	"github.com/convoy-dev/convoy/handler/internal/convoytest"
 	"github.com/convoy-dev/convoy/handler/keyed/keyedtest"
 )
 
@@ -80,7 +80,7 @@ func genAccount(rng *rand.Rand, id string) []accounts.Command {
 		case k < 94:
 			c = accounts.Command{AccountID: id, Kind: accounts.Close}
 		default: // empty it, then close
-			switch b := foldAccount(cmds).Balance; { // at most MaxAmount: it may not empty it
+			switch b := convoytest.FoldAccount(cmds).Balance; { // at most MaxAmount: it may not empty it
 			case b > 0:
 				cmds = append(cmds, accounts.Command{AccountID: id, Kind: accounts.Withdraw, Amount: min(b, accounts.MaxAmount), Reference: ref})
 			case b < 0:
@@ -94,80 +94,6 @@ func genAccount(rng *rand.Rand, id string) []accounts.Command {
 	return cmds
 }
 
-// foldAccount is the oracle, written apart from Decide: it replays the
-// commands on a plain record of the account (every reference made, what it
-// moved, whether it was reversed), checking each rule in the words of the
-// account's contract, and keeps what passes.
-func foldAccount(cmds []accounts.Command) accounts.State {
-	type made struct {
-		signed   int64 // what it added to the balance
-		reversal bool
-		reversed bool
-	}
-	var (
-		status   = "new"
-		currency string
-		limit    int64
-		ledger   []int64 // the signed amount of every entry, in order
-		refs     = map[string]*made{}
-	)
-	balance := func() int64 {
-		var sum int64
-		for _, e := range ledger {
-			sum += e
-		}
-		return sum
-	}
-	isID := regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`).MatchString
-	isCurrency := regexp.MustCompile(`^[A-Z]{3}$`).MatchString
-	for _, c := range cmds {
-		if c.Kind == accounts.Open {
-			if status == "new" && isCurrency(c.Currency) && c.Limit >= 0 && c.Limit <= accounts.MaxBalance {
-				status, currency, limit = "open", c.Currency, c.Limit
-			}
-			continue
-		}
-		if status != "open" {
-			continue // before the open, after the close: nothing happens
-		}
-		var signed int64
-		switch c.Kind {
-		case accounts.Close:
-			if balance() == 0 {
-				status = "closed"
-			}
-			continue
-		case accounts.Deposit, accounts.Withdraw:
-			if !isID(c.Reference) || refs[c.Reference] != nil || c.Amount < 1 || c.Amount > accounts.MaxAmount {
-				continue
-			}
-			signed = c.Amount
-			if c.Kind == accounts.Withdraw {
-				signed = -c.Amount
-			}
-		case accounts.Reverse:
-			of := refs[c.Reverses]
-			if !isID(c.Reference) || !isID(c.Reverses) || refs[c.Reference] != nil || of == nil || of.reversal || of.reversed {
-				continue
-			}
-			signed = -of.signed
-		default:
-			continue
-		}
-		after := balance() + signed
-		if after < -limit || after > accounts.MaxBalance || after < -accounts.MaxBalance {
-			continue
-		}
-		ledger = append(ledger, signed)
-		refs[c.Reference] = &made{signed: signed, reversal: c.Kind == accounts.Reverse}
-		if c.Kind == accounts.Reverse {
-			refs[c.Reverses].reversed = true
-		}
-	}
-	return accounts.State{Status: accounts.Status(status), Currency: currency, Limit: limit, Balance: balance(),
-		Entries: int64(len(ledger))}
-}
-
 func TestAccountRulesConform(t *testing.T) {
 	keyedtest.Conformance(t, accounts.Rules{}, genAccount, keyedtest.Options{})
 }
@@ -177,7 +103,7 @@ func TestAccountRulesSimulated(t *testing.T) {
 	if testing.Short() {
 		seeds = 10
 	}
-	keyedtest.Simulate(t, accounts.Rules{}, genAccount, foldAccount, keyedtest.Options{Seeds: seeds})
+	keyedtest.Simulate(t, accounts.Rules{}, genAccount, convoytest.FoldAccount, keyedtest.Options{Seeds: seeds})
 }
 
 // TestGeneratorMakesEveryMistake: the generated commands, folded by the
@@ -191,7 +117,7 @@ func TestGeneratorMakesEveryMistake(t *testing.T) {
 		kindOf := map[string]accounts.Kind{} // every reference made so far, by the kind of its command
 		reversed := map[string]bool{}        // references reversed by an applied reversal
 		for i, c := range cmds {
-			before, after := foldAccount(cmds[:i]), foldAccount(cmds[:i+1])
+			before, after := convoytest.FoldAccount(cmds[:i]), convoytest.FoldAccount(cmds[:i+1])
 			applied := before != after
 			if applied {
 				seen[string(c.Kind)+" applied"] = true

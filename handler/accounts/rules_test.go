@@ -296,7 +296,7 @@ func TestBudgetIsWhatADecisionWrites(t *testing.T) {
 func TestViewJSON(t *testing.T) {
 	at := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
 	s := accounts.State{Status: accounts.StatusOpen, Currency: "EUR", Limit: 500, Balance: 700, Entries: 2}
-	head := keyed.Head{ID: id, AppliedSeq: 4, Parked: 1, MissingSeq: 5, BlockedSince: at, UpdatedAt: at,
+	head := keyed.Head{ID: id, Complete: true, AppliedSeq: 4, Parked: 1, MissingSeq: 5, BlockedSince: at, UpdatedAt: at,
 		Failing: &keyed.Failure{Seq: 5, Why: "the rules panicked: boom", At: at}}
 	page := keyed.Page{
 		Rows: []keyed.Row{
@@ -313,7 +313,7 @@ func TestViewJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"accountId":"acc-1","status":"open","currency":"EUR","limit":500,"balance":700,"appliedSeq":4,"parked":1,` +
+	want := `{"accountId":"acc-1","status":"open","currency":"EUR","limit":500,"balance":700,"complete":true,"appliedSeq":4,"parked":1,` +
 		`"missingSeq":5,"blockedSince":"2026-11-29T08:00:00Z",` +
 		`"entries":[{"reference":"d-1","kind":"deposit","amount":1000,"balance":1000},` +
 		`{"reference":"v-1","kind":"reverse","amount":-300,"balance":700,"reverses":"w-1"}],` +
@@ -324,7 +324,7 @@ func TestViewJSON(t *testing.T) {
 		t.Errorf("view\n%s\nwant\n%s", got, want)
 	}
 	empty, _ := json.Marshal(accounts.Rules{}.View(keyed.Head{ID: "acc-2", UpdatedAt: at}, accounts.State{Status: accounts.StatusNew}, keyed.Page{}))
-	if want := `{"accountId":"acc-2","status":"new","limit":0,"balance":0,"appliedSeq":0,"parked":0,"entries":[],"rejected":[],"updatedAt":"2026-11-29T08:00:00Z"}`; string(empty) != want {
+	if want := `{"accountId":"acc-2","status":"new","limit":0,"balance":0,"complete":false,"appliedSeq":0,"parked":0,"entries":[],"rejected":[],"updatedAt":"2026-11-29T08:00:00Z"}`; string(empty) != want {
 		t.Errorf("a new account's view %s, want %s", empty, want)
 	}
 	if c, n := (accounts.Rules{}).History(s); c != "e" || n != 2 {

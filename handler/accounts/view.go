@@ -17,6 +17,7 @@ type View struct {
 	Currency     string      `json:"currency,omitempty"` // not before the open
 	Limit        int64       `json:"limit"`
 	Balance      int64       `json:"balance"`
+	Complete     bool        `json:"complete"` // a command marked last was applied or rejected: later seqs are refused
 	AppliedSeq   int64       `json:"appliedSeq"`
 	Parked       int         `json:"parked"`
 	MissingSeq   int64       `json:"missingSeq,omitempty"`
@@ -63,7 +64,7 @@ type Failing struct {
 func (Rules) View(h keyed.Head, s State, page keyed.Page) any {
 	v := View{
 		AccountID: h.ID, Status: s.Status, Currency: s.Currency, Limit: s.Limit, Balance: s.Balance,
-		AppliedSeq: h.AppliedSeq, Parked: h.Parked, MissingSeq: h.MissingSeq,
+		Complete: h.Complete, AppliedSeq: h.AppliedSeq, Parked: h.Parked, MissingSeq: h.MissingSeq,
 		Entries: make([]Entry, 0, len(page.Rows)), Rejected: make([]Rejection, 0, len(page.Rejected)),
 		UpdatedAt: timestamp(h.UpdatedAt), Continuation: page.Continuation,
 	}

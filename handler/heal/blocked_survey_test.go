@@ -10,6 +10,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -45,7 +46,7 @@ func TestBlockedSurveyGoesOnPastAnEntryItCannotVerify(t *testing.T) {
 	blocked := f.block(t, "o-1", "o-2", "o-3", "o-4") // oldest first: o-1 is the index's first entry
 	index := &headLog{Store: f.store, bad: blocked[0].OrderID, read: map[string]int{}}
 	h := heal.New(index, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) { return f.q, f.sender, func() {}, nil },
-		heal.Options{Now: f.clock.now, Disabled: true, Sequential: true, BlockedPerRun: 1})
+		heal.Options{Domain: orders.Domain, Now: f.clock.now, Disabled: true, Sequential: true, BlockedPerRun: 1})
 	for range 5 { // a pass of 4 entries, one a run, and one run more
 		h.RunOnce(ctx)
 		f.clock.add(time.Minute)

@@ -12,6 +12,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/operator"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -30,7 +31,7 @@ func TestFailuresBoundedByMaxOrders(t *testing.T) {
 	for i := range unreachable {
 		f.q.add(fmt.Sprintf("o-%04d", i), 2, operator.ReasonMaxDelivery, "")
 	}
-	r := f.healer(heal.Options{MaxOrders: 10, MaxScan: 10}).RunOnce(ctx)
+	r := f.healer(heal.Options{Domain: orders.Domain, MaxOrders: 10, MaxScan: 10}).RunOnce(ctx)
 	if len(r.Failed) != 10 || r.FailedMore != unreachable-10 || !strings.Contains(r.Failed[0].Error, "beyond the first 10") {
 		t.Fatalf("%d failures listed, %d more; want 10 listed and %d more", len(r.Failed), r.FailedMore, unreachable-10)
 	}
@@ -74,11 +75,11 @@ func (b *bodies) Abandon(context.Context, replay.DeadLetter) error          { re
 // measures a whole run.
 func TestReadDeadLettersKeepsNoBodies(t *testing.T) {
 	src := &bodies{n: 2000, size: 60 << 10}
-	if c := operator.Classify(src.letter(0), -1); c.Class != operator.Transient {
+	if c := operator.Classify(orders.Domain, src.letter(0), -1); c.Class != operator.Transient {
 		t.Fatalf("the fake's dead letter is %+v, want transient", c)
 	}
 	before := liveHeap()
-	d, err := heal.ReadDeadLetters(context.Background(), src, 0)
+	d, err := heal.ReadDeadLetters(context.Background(), orders.Domain, src, 0)
 	if err != nil || !d.Complete || d.Total != src.n || d.Transient != src.n {
 		t.Fatalf("read %+v, %v", d, err)
 	}
@@ -136,12 +137,12 @@ func TestMissingClassifiesAsClassify(t *testing.T) {
 		dl := replay.DeadLetter{SequenceNumber: 1, MessageID: "m", SessionID: c.session, Reason: c.reason, Body: []byte(c.body), Properties: props}
 		q := newDLQ()
 		q.msgs[1] = dl
-		d, err := heal.ReadDeadLetters(context.Background(), q, 0)
+		d, err := heal.ReadDeadLetters(context.Background(), orders.Domain, q, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, applied := range []int64{-1, 0, 2, far} {
-			want := operator.Classify(dl, applied)
+			want := operator.Classify(orders.Domain, dl, applied)
 			m := d.Missing(c.session, seq, applied)
 			if m.Where == heal.WhereNotDeadLettered || m.Cause != want.Class || m.Why != want.Why {
 				t.Errorf("%s, appliedSeq %d: %s %s %q, Classify says %s %q", c.name, applied, m.Where, m.Cause, m.Why, want.Class, want.Why)
@@ -164,7 +165,7 @@ func TestStatesBoundedWhenThePeekIsPartial(t *testing.T) {
 	f := newFixture()
 	src := &bodies{n: 50_001, size: 100} // o-00000 … o-50000: the peek reads 50,000
 	h := heal.New(f.store, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) { return src, f.sender, func() {}, nil },
-		heal.Options{Now: f.clock.now, BackoffMax: time.Hour, Disabled: true})
+		heal.Options{Domain: orders.Domain, Now: f.clock.now, BackoffMax: time.Hour, Disabled: true})
 	now := f.clock.now()
 	for id, next := range map[string]time.Time{
 		"gone-long-ago": now.Add(-time.Hour - time.Minute), // not in the peek, backoff over for more than BackoffMax
@@ -231,7 +232,7 @@ func TestPeekOfLargeDeadLettersOverASlowLink(t *testing.T) {
 	link := &slowLink{bodies: &bodies{n: 300, size: 256 << 10}, budget: 4 << 20}
 	h := heal.New(f.store, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) { return link, f.sender, func() {}, nil },
 		// PeekTimeout: what the run does with the pages that arrive takes well under it.
-		heal.Options{Now: f.clock.now, PeekTimeout: time.Second, Disabled: true})
+		heal.Options{Domain: orders.Domain, Now: f.clock.now, PeekTimeout: time.Second, Disabled: true})
 	r := h.RunOnce(ctx)
 	if r.Paused != "" || r.Summary == nil || r.Summary.DeadLetters == nil || r.Summary.DeadLetters.Total == 0 || r.Summary.DeadLetters.Complete {
 		t.Fatalf("run: paused %q, summary %+v; want the dead letters the link brought, incomplete, and no pause", r.Paused, r.Summary)

@@ -93,7 +93,7 @@ func (h *Healer) replayDue(ctx context.Context, dls *DeadLetters, blocked map[st
 	pass, perr := replay.All(ctx, src, sender, replay.AllOptions{Options: replay.Options{MaxScan: h.opts.MaxScan, Orders: h.orders,
 		Select: func(d replay.DeadLetter) bool {
 			_, ok := claims[d.SessionID]
-			return ok && operator.Classify(d, -1).Class == operator.Transient
+			return ok && operator.Classify(h.opts.Domain, d, -1).Class == operator.Transient
 		}}, Max: h.opts.MaxScan, NoClosingPeek: true, StopAt: dls.lastTransientOf(claims)})
 	var replayed int64
 	unreached := []string{}

@@ -11,6 +11,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -61,7 +62,7 @@ func TestSlowRunKeepsTheCursorsOfFasterOnes(t *testing.T) {
 	blocked := ids("b", 0, 8)
 	f.block(t, blocked...)
 	heads := &headsRead{Store: f.store}
-	opts := heal.Options{Now: f.clock.now, Active: index, LagPerRun: 2, BlockedPerRun: 2, Disabled: true, Sequential: true}
+	opts := heal.Options{Domain: orders.Domain, Now: f.clock.now, Active: index, LagPerRun: 2, BlockedPerRun: 2, Disabled: true, Sequential: true}
 	open := func() (replay.Source, convoy.Sender, func(), error) { return f.q, f.sender, func() {}, nil }
 	b := heal.New(heads, f.store, f.store, open, opts)
 	var meanwhile []string
@@ -102,7 +103,7 @@ func endsWith(key, orderID string) bool {
 func TestCloseClearsOnlyTheTripItSaw(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
-	opts := heal.Options{Now: f.clock.now, BreakerBase: time.Minute}
+	opts := heal.Options{Domain: orders.Domain, Now: f.clock.now, BreakerBase: time.Minute}
 	down := &dlq{msgs: map[int64]replay.DeadLetter{}, locked: map[int64]bool{}, peekFail: errors.New("service bus down")}
 	failing := heal.New(f.store, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) { return down, f.sender, func() {}, nil }, opts)
 	var tripped heal.Run

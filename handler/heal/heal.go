@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/operator"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
@@ -73,8 +74,12 @@ type StateStore interface {
 	PutTrends(ctx context.Context, t Trends, etag string) (string, error)
 }
 
-// Options tune a Healer; the zero value works (and replays).
+// Options tune a Healer; every field but Domain has a default.
 type Options struct {
+	// Domain is the domain whose keys and dead letters the Healer sees
+	// (required): it reads their bodies to tell a transient cause from a
+	// permanent one (operator.Classify).
+	Domain      keyed.Domain
 	Disabled    bool          // AutoReplayEnabled=false: figures only, no replay
 	BackoffBase time.Duration // wait after an order's first attempt (default 1 min); doubled per attempt
 	BackoffMax  time.Duration // the longest wait between attempts (default 1 h); also the breaker's
@@ -148,7 +153,7 @@ const (
 const indexPage = 1000
 
 // New returns a Healer.
-func New(blocked convoy.BlockedIndex, orders replay.OrderReader, states StateStore, open operator.Opener, opts Options) *Healer {
+func New(blocked convoy.BlockedIndex, keys replay.OrderReader, states StateStore, open operator.Opener, opts Options) *Healer {
 	if opts.BackoffBase <= 0 {
 		opts.BackoffBase = DefaultBackoffBase
 	}
@@ -174,7 +179,10 @@ func New(blocked convoy.BlockedIndex, orders replay.OrderReader, states StateSto
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Healer{blocked: blocked, orders: orders, states: states, open: open, opts: opts}
+	if opts.Domain == nil {
+		panic("heal.New: Options.Domain is required (the rules the dead letters are read with)")
+	}
+	return &Healer{blocked: blocked, orders: keys, states: states, open: open, opts: opts}
 }
 
 // Enabled reports whether runs replay.

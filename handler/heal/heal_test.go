@@ -154,7 +154,7 @@ func (f *fixture) sent() []string {
 func TestTransientOnlyWithBackoff(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
-	h := f.healer(heal.Options{BackoffMax: 3 * time.Minute})
+	h := f.healer(heal.Options{Domain: orders.Domain, BackoffMax: 3 * time.Minute})
 	f.q.add("o-1", 2, operator.ReasonMaxDelivery, "")
 	f.q.add("o-1", 5, operator.ReasonMaxDelivery, `{"transaction":{"orderId":"o-1","op":"AddTransaction","txId":"t","amount":"a lot"}}`)
 	r := h.RunOnce(ctx)
@@ -195,7 +195,7 @@ func TestTransientOnlyWithBackoff(t *testing.T) {
 func TestANewSeqDoesNotWaitOutTheLastOnesBackoff(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
-	h := f.healer(heal.Options{BackoffBase: time.Hour, BackoffMax: time.Hour})
+	h := f.healer(heal.Options{Domain: orders.Domain, BackoffBase: time.Hour, BackoffMax: time.Hour})
 	f.q.add("o-1", 2, operator.ReasonMaxDelivery, "")
 	if r := h.RunOnce(ctx); len(r.Replayed) != 1 || fmt.Sprint(r.Replayed[0].Seqs) != "[2]" {
 		t.Fatalf("first run %+v", r)
@@ -213,7 +213,7 @@ func TestANewSeqDoesNotWaitOutTheLastOnesBackoff(t *testing.T) {
 func TestBreaker(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
-	h := f.healer(heal.Options{})
+	h := f.healer(heal.Options{Domain: orders.Domain})
 	f.q.add("o-1", 2, operator.ReasonMaxDelivery, "")
 	f.q.peekFail = errors.New("service bus down")
 	if r := h.RunOnce(ctx); r.Paused == "" || len(r.Replayed) != 0 {
@@ -238,7 +238,7 @@ func TestBreaker(t *testing.T) {
 func TestDisabled(t *testing.T) {
 	f := newFixture()
 	f.q.add("o-1", 2, operator.ReasonMaxDelivery, "")
-	r := f.healer(heal.Options{Disabled: true}).RunOnce(context.Background())
+	r := f.healer(heal.Options{Domain: orders.Domain, Disabled: true}).RunOnce(context.Background())
 	if r.Summary == nil || r.Summary.AutoReplay.Pending != 1 || len(f.sent()) != 0 {
 		t.Fatalf("disabled run %+v, sent %v", r, f.sent())
 	}
@@ -253,7 +253,7 @@ func TestTwoRunsAtOnce(t *testing.T) {
 	for i := range 20 {
 		f.q.add(fmt.Sprintf("o-%d", i), 2, operator.ReasonMaxDelivery, "")
 	}
-	a, b := f.healer(heal.Options{}), f.healer(heal.Options{})
+	a, b := f.healer(heal.Options{Domain: orders.Domain}), f.healer(heal.Options{Domain: orders.Domain})
 	var wg sync.WaitGroup
 	for _, h := range []*heal.Healer{a, b} {
 		wg.Add(1)
@@ -322,7 +322,7 @@ func TestDeadLettersWithinPeekTimeout(t *testing.T) {
 	src := &stalling{dlq: f.q}
 	h := heal.New(f.store, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) {
 		return src, f.sender, func() {}, nil
-	}, heal.Options{PeekTimeout: 100 * time.Millisecond, Now: f.clock.now})
+	}, heal.Options{Domain: orders.Domain, PeekTimeout: 100 * time.Millisecond, Now: f.clock.now})
 	within := func(what string, fn func()) {
 		t.Helper()
 		start := time.Now()
@@ -375,7 +375,7 @@ func TestDeadLettersWithinPeekTimeout(t *testing.T) {
 	h = heal.New(f.store, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) {
 		<-stuck
 		return f.q, f.sender, func() {}, nil
-	}, heal.Options{PeekTimeout: 100 * time.Millisecond, Now: f.clock.now})
+	}, heal.Options{Domain: orders.Domain, PeekTimeout: 100 * time.Millisecond, Now: f.clock.now})
 	f.clock.add(time.Hour)
 	within("RunOnce with a stuck opener", func() {
 		if r := h.RunOnce(ctx); !strings.Contains(r.Paused, "did not answer within 100ms") {
@@ -390,7 +390,7 @@ func TestDeadLettersWithinPeekTimeout(t *testing.T) {
 func TestRunKeepsItsPassTime(t *testing.T) {
 	f := newFixture()
 	f.q.add("o-1", 2, operator.ReasonMaxDelivery, "")
-	h := f.healer(heal.Options{PassTimeout: time.Minute})
+	h := f.healer(heal.Options{Domain: orders.Domain, PassTimeout: time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if r := h.RunOnce(ctx); len(r.Replayed) != 0 || r.Paused != "" || len(f.sent()) != 0 || len(r.Failed) != 0 || r.Deferred != 1 {
@@ -458,10 +458,10 @@ func (c *counting) reset() {
 func TestRunIsBounded(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
-	const orders, each = 1000, 5
+	const keys, each = 1000, 5
 	fill := func(prefix string) {
 		for seq := int64(2); seq < 2+each; seq++ {
-			for o := range orders {
+			for o := range keys {
 				f.q.add(fmt.Sprintf("%s-%04d", prefix, o), seq, operator.ReasonMaxDelivery, "")
 			}
 		}
@@ -470,7 +470,7 @@ func TestRunIsBounded(t *testing.T) {
 	run := func(maxOrders int) (runs, abandons int) {
 		h := heal.New(f.store, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) {
 			return src, f.sender, func() {}, nil
-		}, heal.Options{Now: f.clock.now, MaxOrders: maxOrders})
+		}, heal.Options{Domain: orders.Domain, Now: f.clock.now, MaxOrders: maxOrders})
 		for ; len(f.q.msgs) > 0 && runs < 100; runs++ {
 			src.reset()
 			left := len(f.q.msgs)
@@ -502,15 +502,15 @@ func TestRunIsBounded(t *testing.T) {
 		for _, s := range f.sent() {
 			sent[s]++
 		}
-		if len(sent) != orders*each || len(f.sender.Messages()) != orders*each {
-			t.Fatalf("%s: re-sent %d distinct of %d messages (%d sends), want each once", what, len(sent), orders*each, len(f.sender.Messages()))
+		if len(sent) != keys*each || len(f.sender.Messages()) != keys*each {
+			t.Fatalf("%s: re-sent %d distinct of %d messages (%d sends), want each once", what, len(sent), keys*each, len(f.sender.Messages()))
 		}
 	}
 	fill("a")
 	if runs, _ := run(400); runs != 3 {
-		t.Errorf("400 orders a run: %d runs, want 3", runs)
+		t.Errorf("400 keys a run: %d runs, want 3", runs)
 	}
-	check("400 orders a run")
+	check("400 keys a run")
 	f.sender = &ledgertest.Sender{}
 	fill("b")
 	if runs, abandons := run(0); runs != 1 || abandons != 0 {
@@ -530,16 +530,16 @@ func TestUnreachedIsAFailure(t *testing.T) {
 		f.q.add(fmt.Sprintf("p-%d", i), 2, "OperatorMoved", "")
 	}
 	f.q.add("o-1", 2, operator.ReasonMaxDelivery, "")
-	r := f.healer(heal.Options{MaxScan: 10}).RunOnce(ctx)
+	r := f.healer(heal.Options{Domain: orders.Domain, MaxScan: 10}).RunOnce(ctx)
 	if len(r.Failed) != 1 || r.Failed[0].OrderID != "o-1" || !strings.Contains(r.Failed[0].Error, "beyond the first 10") || r.Elsewhere != 0 ||
 		r.Summary.AutoReplay.Unreached != 1 {
 		t.Fatalf("run %+v (summary %+v), want o-1 failed: beyond the first 10", r, r.Summary)
 	}
-	if s, _ := f.healer(heal.Options{}).Summarize(ctx); s.AutoReplay.Unreached != 1 {
+	if s, _ := f.healer(heal.Options{Domain: orders.Domain}).Summarize(ctx); s.AutoReplay.Unreached != 1 {
 		t.Errorf("summary %+v, want 1 unreached", s.AutoReplay)
 	}
 	f.clock.add(time.Hour)
-	if r := f.healer(heal.Options{MaxScan: 20}).RunOnce(ctx); len(r.Replayed) != 1 || len(r.Failed) != 0 {
+	if r := f.healer(heal.Options{Domain: orders.Domain, MaxScan: 20}).RunOnce(ctx); len(r.Replayed) != 1 || len(r.Failed) != 0 {
 		t.Fatalf("run with room: %+v", r)
 	}
 }
@@ -554,7 +554,7 @@ func TestSharedAcrossInstances(t *testing.T) {
 	f := newFixture()
 	f.block(t, "o-1")
 	f.q.add("o-1", 1, "OperatorMoved", "")
-	timer := f.healer(heal.Options{})
+	timer := f.healer(heal.Options{Domain: orders.Domain})
 	if r := timer.RunOnce(ctx); r.Paused != "" {
 		t.Fatalf("run %+v", r)
 	}
@@ -562,7 +562,7 @@ func TestSharedAcrossInstances(t *testing.T) {
 	web := heal.New(f.store, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) {
 		opened++
 		return f.q, f.sender, func() {}, nil
-	}, heal.Options{Now: f.clock.now})
+	}, heal.Options{Domain: orders.Domain, Now: f.clock.now})
 	page, _ := convoy.ListBlocked(ctx, f.store, "", 10)
 	got, err := web.Explain(ctx, page.Orders)
 	if err != nil || len(got) != 1 || got[0].Missing.Where != heal.WhereDeadLetter || got[0].Missing.Cause != operator.Permanent {
@@ -581,7 +581,7 @@ func TestSharedAcrossInstances(t *testing.T) {
 	}
 	f.q.peekFail = nil
 	f.q.add("o-2", 1, operator.ReasonMaxDelivery, "")
-	if r := f.healer(heal.Options{}).RunOnce(ctx); !strings.Contains(r.Paused, "circuit breaker open") || len(f.sent()) != 0 {
+	if r := f.healer(heal.Options{Domain: orders.Domain}).RunOnce(ctx); !strings.Contains(r.Paused, "circuit breaker open") || len(f.sent()) != 0 {
 		t.Fatalf("a run on a third instance within the pause: %+v", r)
 	}
 }
@@ -593,7 +593,7 @@ func TestStatesCleanedUp(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
 	f.q.add("o-1", 2, operator.ReasonMaxDelivery, "")
-	h := f.healer(heal.Options{})
+	h := f.healer(heal.Options{Domain: orders.Domain})
 	if r := h.RunOnce(ctx); len(r.Replayed) != 1 {
 		t.Fatalf("run %+v", r)
 	}
@@ -622,7 +622,7 @@ func TestEveryStateCounted(t *testing.T) {
 		}
 		f.q.add(fmt.Sprintf("o-%05d", i), 2, operator.ReasonMaxDelivery, "")
 	}
-	r := f.healer(heal.Options{MaxScan: 20_000}).RunOnce(ctx)
+	r := f.healer(heal.Options{Domain: orders.Domain, MaxScan: 20_000}).RunOnce(ctx)
 	if r.Summary == nil || r.Summary.AutoReplay.Retrying != 10_001 || r.Waiting != 10_001 {
 		t.Fatalf("run: waiting %d, summary %+v; want all 10,001 orders retrying and waiting", r.Waiting, r.Summary)
 	}
@@ -635,12 +635,12 @@ func TestPeekAtItsLimit(t *testing.T) {
 	for i := range 500 {
 		q.add(fmt.Sprintf("o-%d", i), 2, operator.ReasonMaxDelivery, "")
 	}
-	d, err := heal.ReadDeadLetters(context.Background(), q, 500)
+	d, err := heal.ReadDeadLetters(context.Background(), orders.Domain, q, 500)
 	if err != nil || !d.Complete || d.Total != 500 {
 		t.Fatalf("500 dead letters, limit 500: %+v, %v; want read whole", d, err)
 	}
 	q.add("o-x", 2, operator.ReasonMaxDelivery, "")
-	if d, err = heal.ReadDeadLetters(context.Background(), q, 500); err != nil || d.Complete || d.Total != 500 {
+	if d, err = heal.ReadDeadLetters(context.Background(), orders.Domain, q, 500); err != nil || d.Complete || d.Total != 500 {
 		t.Fatalf("501 dead letters, limit 500: complete %v, total %d, %v; want 500 read, not whole", d.Complete, d.Total, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/operator"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
@@ -48,29 +49,30 @@ type letter struct {
 	qseq   int64
 	id     string
 	reason string
-	// cause is operator.Classify's without the order's appliedSeq;
-	// addressed says the letter names its order and seq, so that an
+	// cause is operator.Classify's without the key's appliedSeq;
+	// addressed says the letter names its key and seq, so that an
 	// appliedSeq can only add that the seq is too far ahead
 	// (operator.WithAppliedSeq).
 	cause     operator.Cause
 	addressed bool
 }
 
-// newLetter keeps what a run needs of m; strs interns its repeated strings.
-func newLetter(m replay.DeadLetter, strs interned) letter {
+// newLetter keeps what a run needs of m, a dead letter of domain d; strs
+// interns its repeated strings.
+func newLetter(d keyed.Domain, m replay.DeadLetter, strs interned) letter {
 	seq, ok := convoy.IntProperty(m.Properties[convoy.PropSeq])
 	if !ok || seq < 1 {
 		seq = 0
 	}
-	c := operator.Classify(m, -1)
+	c := operator.Classify(d, m, -1)
 	c.Why = strs.of(clip(c.Why, maxWhyBytes)) // it quotes the reason: a note is a Table property too
 	return letter{seq: seq, qseq: m.SequenceNumber, id: strings.Clone(m.MessageID), reason: strs.of(clip(m.Reason, maxReasonBytes)),
 		cause: c, addressed: operator.Addressed(m)}
 }
 
-// classify is operator.Classify(the dead letter, appliedSeq).
-func (l letter) classify(appliedSeq int64) operator.Cause {
-	return operator.WithAppliedSeq(l.cause, l.addressed, l.seq, appliedSeq)
+// classify is operator.Classify(d, the dead letter, appliedSeq).
+func (l letter) classify(d keyed.Domain, appliedSeq int64) operator.Cause {
+	return operator.WithAppliedSeq(d, l.cause, l.addressed, l.seq, appliedSeq)
 }
 
 // interned shares the strings many dead letters repeat (a reason, a cause),
@@ -92,6 +94,7 @@ func (m interned) of(s string) string {
 
 // DeadLetters is what one peek of the dead-letter sub-queue saw, by order.
 type DeadLetters struct {
+	domain  keyed.Domain // whose dead letters they are
 	byOrder map[string][]letter
 	// Counts.
 	Total    int            `json:"total"`
@@ -109,14 +112,15 @@ type DeadLetters struct {
 	qseqs []int64
 }
 
-// ReadDeadLetters peeks the whole sub-queue (locking nothing), up to limit
-// messages. When ctx ends after at least one page was read, what was read is
-// returned, not Complete; an error means nothing could be read.
-func ReadDeadLetters(ctx context.Context, src replay.Source, limit int) (*DeadLetters, error) {
+// ReadDeadLetters peeks the whole sub-queue of domain dom's queue (locking
+// nothing), up to limit messages. When ctx ends after at least one page was
+// read, what was read is returned, not Complete; an error means nothing
+// could be read.
+func ReadDeadLetters(ctx context.Context, dom keyed.Domain, src replay.Source, limit int) (*DeadLetters, error) {
 	if limit <= 0 {
 		limit = defaultPeekLimit
 	}
-	d := &DeadLetters{byOrder: map[string][]letter{}, ByReason: map[string]int{}}
+	d := &DeadLetters{domain: dom, byOrder: map[string][]letter{}, ByReason: map[string]int{}}
 	strs := interned{}
 	var from int64
 	largest := 0
@@ -151,7 +155,7 @@ func ReadDeadLetters(ctx context.Context, src replay.Source, limit int) (*DeadLe
 			} else {
 				d.ByReason["(other)"]++
 			}
-			l := newLetter(m, strs)
+			l := newLetter(dom, m, strs)
 			if l.cause.Class == operator.Transient {
 				d.Transient++
 			} else {
@@ -173,7 +177,7 @@ func (d *DeadLetters) Missing(orderID string, seq, appliedSeq int64) Missing {
 	var noSeq *letter
 	for i, l := range d.byOrder[orderID] {
 		if l.seq == seq {
-			c := l.classify(appliedSeq)
+			c := l.classify(d.domain, appliedSeq)
 			return Missing{Where: WhereDeadLetter, MessageID: l.id, DeadLetterReason: l.reason, Cause: c.Class, Why: c.Why}
 		}
 		if l.seq == 0 && noSeq == nil {
@@ -181,7 +185,7 @@ func (d *DeadLetters) Missing(orderID string, seq, appliedSeq int64) Missing {
 		}
 	}
 	if noSeq != nil {
-		c := noSeq.classify(appliedSeq)
+		c := noSeq.classify(d.domain, appliedSeq)
 		return Missing{Where: WhereDeadLetterNoSeq, MessageID: noSeq.id, DeadLetterReason: noSeq.reason, Cause: c.Class, Why: c.Why}
 	}
 	if !d.Complete {

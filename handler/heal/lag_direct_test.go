@@ -71,7 +71,7 @@ func TestLagSurveyOfOrdersFedDirectly(t *testing.T) {
 
 	// 10:11
 	f.clock.add(11 * time.Minute)
-	h := f.healer(heal.Options{Active: ledgers, LagWindow: window, Disabled: true})
+	h := f.healer(heal.Options{Domain: orders.Domain, Active: ledgers, LagWindow: window, Disabled: true})
 	lag := h.RunOnce(ctx).Summary.Lag
 	want := map[convoy.LagStatus]int{convoy.LagOK: 1, convoy.LagCatchingUp: 0, convoy.LagStalled: 1, convoy.LagBlocked: 2}
 	if lag == nil || lag.Orders != 4 || !lag.Complete || !equalCounts(lag.ByStatus, want) || lag.StalledTwoWindows != 1 {
@@ -113,7 +113,7 @@ func TestLagSurveyBetweenIndexWriteAndCommit(t *testing.T) {
 	ledgers.Now = f.clock.now
 	const window = 5 * time.Minute
 	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain, Index: f.store, Now: f.clock.now, LagWindow: window, Active: ledgers})
-	h := f.healer(heal.Options{Active: ledgers, LagWindow: window, Disabled: true})
+	h := f.healer(heal.Options{Domain: orders.Domain, Active: ledgers, LagWindow: window, Disabled: true})
 	create := convoy.Message{Seq: 1, MessageID: "d-race:1", Command: orders.Transaction{OrderID: "d-race", Op: orders.CreateOrder, Currency: "EUR"}}
 	if _, err := p.Process(ctx, "d-race", []convoy.Message{create}); err != nil {
 		t.Fatal(err)
@@ -167,7 +167,7 @@ func TestLagSurveyDuringASlowCommit(t *testing.T) {
 	ledgers.Now = f.clock.now
 	const window = 5 * time.Minute
 	p := convoy.NewProcessor(f.store, convoy.ProcessorOptions{Domain: orders.Domain, Index: f.store, Now: f.clock.now, LagWindow: window, Active: ledgers})
-	h := f.healer(heal.Options{Active: ledgers, LagWindow: window, Disabled: true})
+	h := f.healer(heal.Options{Domain: orders.Domain, Active: ledgers, LagWindow: window, Disabled: true})
 	create := convoy.Message{Seq: 1, MessageID: "d-slow:1", Command: orders.Transaction{OrderID: "d-slow", Op: orders.CreateOrder, Currency: "EUR"}}
 	if _, err := p.Process(ctx, "d-slow", []convoy.Message{create}); err != nil {
 		t.Fatal(err)

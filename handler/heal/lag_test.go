@@ -81,7 +81,7 @@ func TestLagSurvey(t *testing.T) {
 	apply("o-busy", 2, 3*time.Second)
 	publish("o-new", 2)
 
-	h := f.healer(heal.Options{Active: ledgers, LagWindow: 5 * time.Minute, Disabled: true})
+	h := f.healer(heal.Options{Domain: orders.Domain, Active: ledgers, LagWindow: 5 * time.Minute, Disabled: true})
 	run := h.RunOnce(ctx)
 	lag := run.Summary.Lag
 	if lag == nil {
@@ -123,7 +123,7 @@ func TestLagSurvey(t *testing.T) {
 	}
 
 	// Another instance's summary: the same figures, from the record.
-	sum, err := f.healer(heal.Options{}).Summarize(ctx)
+	sum, err := f.healer(heal.Options{Domain: orders.Domain}).Summarize(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestLagSurveyStopsAtFirstFailure(t *testing.T) {
 		}
 		return nil
 	}
-	lag := f.healer(heal.Options{Active: ledgers, Disabled: true}).RunOnce(ctx).Summary.Lag
+	lag := f.healer(heal.Options{Domain: orders.Domain, Active: ledgers, Disabled: true}).RunOnce(ctx).Summary.Lag
 	if lag.Complete || !strings.Contains(lag.Unread, "storage is down") || lag.Orders >= 100 || reads.Load() >= 100 || lag.UnreadOrders != 0 {
 		t.Errorf("lag %+v after %d reads; want incomplete, saying why, stopped after its first failures, none skipped", lag, reads.Load())
 	}
@@ -230,7 +230,7 @@ func TestLagSurveySkipsAnOrderItCannotRead(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture()
 	index := &unreadable{surveyed: activeOrders(t, f, 6), bad: "o-002"}
-	h := f.healer(heal.Options{Active: index, LagPerRun: 2, Disabled: true, Sequential: true})
+	h := f.healer(heal.Options{Domain: orders.Domain, Active: index, LagPerRun: 2, Disabled: true, Sequential: true})
 	var lag *heal.LagFigures
 	why := ""
 	for range 3 {

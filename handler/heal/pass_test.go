@@ -82,7 +82,7 @@ func TestLagSurveyGoesOnFromWhereTheLastRunStopped(t *testing.T) {
 	start := f.clock.now()
 	run := func(perRun int) *heal.LagFigures {
 		t.Helper()
-		lag := f.healer(heal.Options{Active: index, LagWindow: 5 * time.Minute, LagPerRun: perRun, Disabled: true}).RunOnce(ctx).Summary.Lag
+		lag := f.healer(heal.Options{Domain: orders.Domain, Active: index, LagWindow: 5 * time.Minute, LagPerRun: perRun, Disabled: true}).RunOnce(ctx).Summary.Lag
 		f.clock.add(time.Minute)
 		return lag
 	}
@@ -176,7 +176,7 @@ func TestStalledOrderReportedWithinPeriodAndTwoWindows(t *testing.T) {
 			if err := ledgers.Activate(ctx, others); err != nil {
 				t.Fatal(err)
 			}
-			h := f.healer(heal.Options{Active: ledgers, LagWindow: window, LagPerRun: perRun, Disabled: true})
+			h := f.healer(heal.Options{Domain: orders.Domain, Active: ledgers, LagWindow: window, LagPerRun: perRun, Disabled: true})
 			for range runsBefore { // wherever the survey stands
 				h.RunOnce(ctx)
 				f.clock.add(every)
@@ -267,7 +267,7 @@ func TestBlockedSurveyGoesOnFromWhereTheLastRunStopped(t *testing.T) {
 	}
 	idx := &headsRead{Store: f.store}
 	h := heal.New(idx, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) { return f.q, f.sender, func() {}, nil },
-		heal.Options{Now: f.clock.now, BlockedPerRun: 100, Disabled: true})
+		heal.Options{Domain: orders.Domain, Now: f.clock.now, BlockedPerRun: 100, Disabled: true})
 	staleListed := func() bool {
 		entries, _, _ := f.store.ScanBlocked(ctx, "", 1000)
 		return slices.ContainsFunc(entries, func(e convoy.BlockedEntry) bool { return e.OrderID == "stale" })
@@ -324,7 +324,7 @@ func TestCutRunLeavesTheBlockedSurveyWhereItStopped(t *testing.T) {
 	}
 	idx := &cutAt{Store: f.store}
 	h := heal.New(idx, f.store, f.store, func() (replay.Source, convoy.Sender, func(), error) { return f.q, f.sender, func() {}, nil },
-		heal.Options{Now: f.clock.now, BlockedPerRun: 100, Disabled: true, Sequential: true})
+		heal.Options{Domain: orders.Domain, Now: f.clock.now, BlockedPerRun: 100, Disabled: true, Sequential: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	idx.n, idx.cancel = 10, cancel
 	s := h.RunOnce(ctx).Summary
@@ -379,7 +379,7 @@ func TestLagSurveyGoesOnBeforeItsFirstFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	index := &readsFailing{Ledgers: ledgers, failFrom: 10}
-	h := f.healer(heal.Options{Active: index, LagPerRun: 100, Disabled: true, Sequential: true})
+	h := f.healer(heal.Options{Domain: orders.Domain, Active: index, LagPerRun: 100, Disabled: true, Sequential: true})
 	if lag := h.RunOnce(ctx).Summary.Lag; lag.Complete || len(index.read) >= 100 {
 		t.Fatalf("a survey failing at its 10th read: %d read, %+v; want it stopped there, incomplete", len(index.read), lag)
 	}

@@ -37,7 +37,7 @@ func (h *Healer) deadLetters(ctx context.Context) (*DeadLetters, error) {
 			return
 		}
 		defer close()
-		d, err := ReadDeadLetters(ctx, src, peekPerScan*max(h.opts.MaxScan, replay.DefaultMaxScan))
+		d, err := ReadDeadLetters(ctx, h.opts.Domain, src, peekPerScan*max(h.opts.MaxScan, replay.DefaultMaxScan))
 		done <- result{d, err}
 	}()
 	var r result

@@ -11,6 +11,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -105,7 +106,7 @@ func TestHealthRecordWorstCaseFits(t *testing.T) {
 	for i := range 5 * maxReasonsInSummaries {
 		q[int64(i+1)] = replay.DeadLetter{SequenceNumber: int64(i + 1), SessionID: nasty(i), MessageID: nasty(i), Reason: nasty(i)}
 	}
-	dls, err := ReadDeadLetters(context.Background(), mapSource(q), 0)
+	dls, err := ReadDeadLetters(context.Background(), orders.Domain, mapSource(q), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

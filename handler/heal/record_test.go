@@ -14,6 +14,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -88,7 +89,7 @@ func TestLongReasonsDoNotFreezeTheRecord(t *testing.T) {
 	heads := &headsRead{Store: f.store}
 	store := &tableLimits{Store: f.store, limit: 64 << 10}
 	h := heal.New(heads, f.store, store, func() (replay.Source, convoy.Sender, func(), error) { return f.q, f.sender, func() {}, nil },
-		heal.Options{Now: f.clock.now, Active: lagRead, LagPerRun: 2, BlockedPerRun: 2, Disabled: true, Sequential: true})
+		heal.Options{Domain: orders.Domain, Now: f.clock.now, Active: lagRead, LagPerRun: 2, BlockedPerRun: 2, Disabled: true, Sequential: true})
 	var lagSeen []string
 	for run := range 3 {
 		r := h.RunOnce(ctx)
@@ -124,8 +125,8 @@ func TestUnwrittenRecordIsVisible(t *testing.T) {
 	f.q.add("o-1", 2, "OperatorMoved", "")
 	store := &tableLimits{Store: f.store, limit: 64 << 10}
 	open := func() (replay.Source, convoy.Sender, func(), error) { return f.q, f.sender, func() {}, nil }
-	h := heal.New(f.store, f.store, store, open, heal.Options{Now: f.clock.now, Disabled: true})
-	other := heal.New(f.store, f.store, store, open, heal.Options{Now: f.clock.now, Disabled: true}) // another instance
+	h := heal.New(f.store, f.store, store, open, heal.Options{Domain: orders.Domain, Now: f.clock.now, Disabled: true})
+	other := heal.New(f.store, f.store, store, open, heal.Options{Domain: orders.Domain, Now: f.clock.now, Disabled: true}) // another instance
 
 	if r := h.RunOnce(ctx); r.Unrecorded != "" { // a record to stand
 		t.Fatal(r.Unrecorded)

@@ -28,7 +28,7 @@ func TestRunResumesACutDrain(t *testing.T) {
 	if page, _ := convoy.ListBlocked(ctx, f.store, "", 10); len(page.Orders) != 1 {
 		t.Fatalf("the cut drain's order is not listed blocked: %+v", page.Orders)
 	}
-	r := f.healer(heal.Options{Resume: p.Resume}).RunOnce(ctx)
+	r := f.healer(heal.Options{Domain: orders.Domain, Resume: p.Resume}).RunOnce(ctx)
 	if r.Summary == nil || r.Summary.BlockedOrders != 0 {
 		t.Fatalf("the run counts the drained order blocked: %+v", r.Summary)
 	}
@@ -74,7 +74,7 @@ func TestSurveySaysADecisionFails(t *testing.T) {
 	if err := f.store.NoteFailure(ctx, "o-1", keyed.Failure{Seq: 1, Why: "the rules panicked: index out of range", At: f.clock.now()}); err != nil {
 		t.Fatal(err)
 	}
-	h := f.healer(heal.Options{Disabled: true})
+	h := f.healer(heal.Options{Domain: orders.Domain, Disabled: true})
 	h.RunOnce(ctx)
 	page, err := convoy.ListBlocked(ctx, f.store, "", 10)
 	if err != nil {

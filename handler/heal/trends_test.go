@@ -8,6 +8,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/operator"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // TestTrendsOfRuns: each run adds its point to the series the summary
@@ -20,7 +21,7 @@ func TestTrendsOfRuns(t *testing.T) {
 	f.block(t, "o-1", "o-2")
 	f.q.add("o-1", 1, operator.ReasonMaxDelivery, "")
 	f.q.add("o-2", 1, "unreadable", "not json")
-	h := f.healer(heal.Options{Disabled: true})
+	h := f.healer(heal.Options{Domain: orders.Domain, Disabled: true})
 	f.q.peekFail = errors.New("service bus down")
 	start := f.clock.now()
 	h.RunOnce(ctx)
@@ -52,8 +53,8 @@ func TestTrendsOfRuns(t *testing.T) {
 	g := newFixture()
 	g.block(t, "o-1")
 	g.q.peekFail = errors.New("service bus down")
-	g.healer(heal.Options{}).RunOnce(ctx)
-	sum, err = g.healer(heal.Options{}).Summarize(ctx)
+	g.healer(heal.Options{Domain: orders.Domain}).RunOnce(ctx)
+	sum, err = g.healer(heal.Options{Domain: orders.Domain}).Summarize(ctx)
 	if err != nil || sum.Trends == nil || len(sum.Trends.Points) != 1 {
 		t.Fatalf("after a failing run: %+v, %v", sum.Trends, err)
 	}

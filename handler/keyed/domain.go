@@ -1,6 +1,11 @@
 package keyed
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/convoy-dev/convoy/handler/fault"
+)
 
 // Domain is a domain's Rules with their types erased: what the engine holds,
 // one value for every domain (Erase makes it). A panic of the rules in any
@@ -22,6 +27,13 @@ type Domain interface {
 	// History and View: the Viewer's, if the rules have one.
 	History(s any) (string, int64)
 	View(head Head, s any, page Page) any
+	// Publishes tells whether the rules are a Publisher: whether a ledger
+	// may carry the domain's commands. ReadEntry and Body are the
+	// Publisher's; of rules that are none, ReadEntry answers a problem and
+	// Body an error. A panic of ReadEntry is a problem of the entry.
+	Publishes() bool
+	ReadEntry(index int, raw []byte, extra ...string) (key string, c any, extras map[string]json.RawMessage, problems []fault.Problem)
+	Body(c any) ([]byte, error)
 }
 
 // Erase returns r as a Domain.
@@ -148,4 +160,32 @@ func (e erased[S, C]) View(head Head, s any, page Page) (v any) {
 		Head  Head  `json:"head"`
 		State Props `json:"state"`
 	}{head, e.r.EncodeState(s.(S))}
+}
+
+func (e erased[S, C]) Publishes() bool {
+	_, ok := e.r.(Publisher[C])
+	return ok
+}
+
+func (e erased[S, C]) ReadEntry(index int, raw []byte, extra ...string) (key string, c any, extras map[string]json.RawMessage, problems []fault.Problem) {
+	p, ok := e.r.(Publisher[C])
+	if !ok {
+		return "", nil, nil, []fault.Problem{{Index: index, Reason: "is a command of " + e.r.Name() + ", whose entries cannot be in a ledger"}}
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			key, c, extras, problems = "", nil, nil, []fault.Problem{{Index: index, Reason: "cannot be read: " + (&PanicError{Value: v}).Error()}}
+		}
+	}()
+	key, cmd, extras, problems := p.ReadEntry(index, raw, extra...)
+	return key, cmd, extras, problems
+}
+
+func (e erased[S, C]) Body(c any) (_ []byte, err error) {
+	defer recovered(&err)
+	p, ok := e.r.(Publisher[C])
+	if !ok {
+		return nil, fmt.Errorf("%s has no message body for a ledger entry: its rules are no Publisher", e.r.Name())
+	}
+	return p.Body(c.(C))
 }

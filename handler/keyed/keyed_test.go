@@ -1,10 +1,14 @@
 package keyed_test
 
 import (
+	"encoding/json"
+	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
@@ -88,5 +92,63 @@ func TestRejectIsARejection(t *testing.T) {
 	}
 	if _, ok := keyed.RejectionReason(nil); ok {
 		t.Fatal("nil is no rejection")
+	}
+}
+
+// publishes is panics with a ledger entry: an entry or a command of 0 panics.
+type publishes struct{ panics }
+
+func (publishes) ReadEntry(index int, raw []byte, extra ...string) (string, int, map[string]json.RawMessage, []fault.Problem) {
+	n, err := strconv.Atoi(string(raw))
+	if err != nil {
+		return "", 0, nil, []fault.Problem{{Index: index, Reason: "is no number"}}
+	}
+	if n == 0 {
+		panic("entry zero")
+	}
+	return "k-" + string(raw), n, map[string]json.RawMessage{"extra": json.RawMessage(strings.Join(extra, ","))}, nil
+}
+
+func (publishes) Body(c int) ([]byte, error) { return []byte(strconv.Itoa(10 / c)), nil }
+
+// TestErasePublisher: the erased domain reads a ledger entry and writes its
+// body through the rules' Publisher, a panic of either being a problem of
+// the entry or an error; rules that are no Publisher say so, and answer a
+// problem and an error instead of a command and a body.
+func TestErasePublisher(t *testing.T) {
+	d := keyed.Erase[int, int](publishes{})
+	if !d.Publishes() {
+		t.Fatal("a Publisher's rules do not publish")
+	}
+	key, c, extras, ps := d.ReadEntry(3, []byte("7"), "last")
+	if key != "k-7" || c != 7 || string(extras["extra"]) != "last" || ps != nil {
+		t.Fatalf("ReadEntry: %q, %v, %s, %v", key, c, extras, ps)
+	}
+	if _, _, _, ps := d.ReadEntry(4, []byte("x")); len(ps) != 1 || ps[0].Index != 4 || ps[0].Reason != "is no number" {
+		t.Fatalf("an unreadable entry: %+v", ps)
+	}
+	if _, c, _, ps := d.ReadEntry(5, []byte("0")); c != nil || len(ps) != 1 || ps[0].Index != 5 || !strings.Contains(ps[0].Reason, "entry zero") {
+		t.Fatalf("a panicking ReadEntry: %v, %+v; want a problem of entry 5 with the panic", c, ps)
+	}
+	if b, err := d.Body(5); err != nil || string(b) != "2" {
+		t.Fatalf("Body(5): %q, %v", b, err)
+	}
+	var p *keyed.PanicError
+	if _, err := d.Body(0); !errors.As(err, &p) || !strings.Contains(err.Error(), "divide by zero") {
+		t.Fatalf("a panicking Body: %v, want a PanicError", err)
+	}
+	if _, err := d.Body("7"); !errors.As(err, &p) {
+		t.Fatalf("Body of another type's command: %v, want a PanicError", err)
+	}
+
+	none := keyed.Erase[int, int](panics{})
+	if none.Publishes() {
+		t.Fatal("rules that are no Publisher publish")
+	}
+	if _, c, _, ps := none.ReadEntry(2, []byte("7")); c != nil || len(ps) != 1 || ps[0].Index != 2 || !strings.Contains(ps[0].Reason, "cannot be in a ledger") {
+		t.Fatalf("ReadEntry of rules that are no Publisher: %v, %+v", c, ps)
+	}
+	if _, err := none.Body(7); err == nil || !strings.Contains(err.Error(), "no Publisher") {
+		t.Fatalf("Body of rules that are no Publisher: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/ledger"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // A publisher turns a ledger into per-order messages, each order's seqs
@@ -15,7 +16,8 @@ import (
 func ExamplePublisher() {
 	ctx := context.Background()
 	sender := &ledgertest.Sender{}
-	p := ledger.NewPublisher(memstore.NewLedgers(), sender, ledger.PublisherOptions{})
+	store := memstore.NewLedgers() // the ledger records and the orders' seqs
+	p := ledger.NewPublisher(store, []ledger.Route{{Domain: ledger.Domain{Rules: orders.Domain}, Allocator: store, Sender: sender}}, ledger.PublisherOptions{})
 	sum, _ := p.Publish(ctx, []byte(`{"ledgerId": "L-1", "transactions": [
 		{"orderId": "o-1", "op": "CreateOrder", "currency": "EUR"},
 		{"orderId": "o-2", "op": "CreateOrder", "currency": "USD"},

@@ -62,7 +62,7 @@ func TestGoldenLedgerHashes(t *testing.T) {
 	}
 	var got []hash
 	for _, g := range goldenLedgers {
-		l, err := ledger.Parse([]byte(g.doc), ledger.Limits{})
+		l, err := ledger.Parse([]byte(g.doc), ledger.Limits{}, ledgertest.Orders)
 		if err != nil {
 			t.Fatalf("%s: %v", g.name, err)
 		}
@@ -77,7 +77,7 @@ func TestGoldenLedgerHashes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, p := range pinned {
-		l, _ := ledger.Parse([]byte(goldenLedgers[i].doc), ledger.Limits{})
+		l, _ := ledger.Parse([]byte(goldenLedgers[i].doc), ledger.Limits{}, ledgertest.Orders)
 		if !l.SameContent(p.Hash) {
 			t.Errorf("%s: the hash recorded today (%s) is not recognised as its own", p.Ledger, p.Hash)
 		}

@@ -1,7 +1,8 @@
-// Package ledger turns a ledger document (transactions of many orders,
-// interleaved) into per-order order messages: it validates the whole ledger,
-// allocates each order's sequence numbers idempotently and publishes with
-// resumable progress. Storage and sending sit behind Store and Sender.
+// Package ledger turns a ledger document (the commands of many keys of the
+// registered domains, interleaved: orders, accounts) into per-key messages,
+// each on its domain's queue: it validates the whole ledger, allocates each
+// key's sequence numbers idempotently and publishes with resumable progress.
+// Storage and sending sit behind Records, Allocator and convoy.Sender.
 package ledger
 
 import (
@@ -19,7 +20,6 @@ import (
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/keyed"
-	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // Defaults of Limits.
@@ -29,16 +29,19 @@ const (
 	DefaultMaxMessageBytes = 256 << 10
 )
 
-// Limits bound what Parse accepts; the zero value uses the defaults.
+// Limits bound what Parse accepts; the zero value uses the defaults. The
+// size of a message is bounded by its domain's queue: Domain.MaxMessageBytes.
 type Limits struct {
 	MaxTransactions int
-	MaxMessageBytes int // the orders queue's message size limit (Premium: up to 100 MiB)
 }
 
-// Entry is one transaction of a ledger with its end-of-sequence mark.
+// Entry is one transaction of a ledger: a command of one key of one domain,
+// with its end-of-sequence mark.
 type Entry struct {
-	orders.Transaction
-	Last bool
+	Domain  string // its domain's Name
+	Key     string // the key it is for: its messages' SessionId
+	Command any    // as its domain's ReadEntry read it (orders: an orders.Transaction)
+	Last    bool
 }
 
 // DefaultStream is the stream of a ledger that names none.
@@ -53,17 +56,23 @@ type Ledger struct {
 	Stream  string
 	Entries []Entry
 	Hash    string // of the canonical content (hashVersion): the idempotency check
+	// Default is the Name of the default domain (the first Parse was
+	// given): the one of the entries that name none.
+	Default string
 }
 
-// Parse validates a whole ledger document. Every problem is reported: the
-// error (fault.Invalid) carries one fault.Problem per fault in a transaction.
-// A ledger-level fault (no ledgerId, no transactions array) is in its message.
-func Parse(doc []byte, limits Limits) (*Ledger, error) {
+// Parse validates a whole ledger document whose entries are commands of
+// domains, the first being the default (an entry that names no "domain").
+// Every problem is reported: the error (fault.Invalid) carries one
+// fault.Problem per fault in a transaction. A ledger-level fault (no
+// ledgerId, no transactions array) is in its message.
+func Parse(doc []byte, limits Limits, domains []Domain) (*Ledger, error) {
 	if limits.MaxTransactions <= 0 {
 		limits.MaxTransactions = DefaultMaxTransactions
 	}
-	if limits.MaxMessageBytes <= 0 {
-		limits.MaxMessageBytes = DefaultMaxMessageBytes
+	r, err := newReader(domains)
+	if err != nil {
+		return nil, err
 	}
 	// A streaming decode: only one transaction's raw JSON exists at a time
 	// besides the document itself, which the caller holds anyway.
@@ -71,7 +80,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil, notObject(doc)
 	}
-	l := &Ledger{}
+	l := &Ledger{Default: r.domains[0].Rules.Name()}
 	var ledgerFaults []string
 	var problems []fault.Problem
 	var faulty []int // entries with problems (ascending), not worth measuring
@@ -84,7 +93,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 		}
 		key, _ := t.(string)
 		if seen[key] {
-			ledgerFaults = append(ledgerFaults, "field "+orders.Quote(key)+" appears twice")
+			ledgerFaults = append(ledgerFaults, "field "+keyed.Quote(key)+" appears twice")
 		}
 		seen[key] = true
 		switch key {
@@ -95,7 +104,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 			}
 			if json.Unmarshal(raw, &l.ID) != nil {
 				ledgerFaults = append(ledgerFaults, "ledgerId must be a string")
-			} else if why := orders.CheckID(l.ID); why != "" {
+			} else if why := keyed.CheckID(l.ID); why != "" {
 				ledgerFaults = append(ledgerFaults, "ledgerId "+why)
 			}
 		case "stream":
@@ -106,7 +115,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 			if json.Unmarshal(raw, &l.Stream) != nil {
 				ledgerFaults = append(ledgerFaults, "stream must be a string")
 			} else if why := CheckStream(l.Stream); why != "" {
-				ledgerFaults = append(ledgerFaults, "stream "+orders.Quote(l.Stream)+" "+why)
+				ledgerFaults = append(ledgerFaults, "stream "+keyed.Quote(l.Stream)+" "+why)
 			}
 		case "transactions":
 			t, err := dec.Token()
@@ -129,11 +138,11 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 				if dec.Decode(&item) != nil {
 					return nil, notObject(doc)
 				}
-				e, ps := parseEntry(i, item)
+				e, ps := r.entry(i, item)
 				if len(ps) > 0 {
 					faulty = append(faulty, i)
 				}
-				e.OrderID, e.Op = ids.get(e.OrderID), orders.Op(ids.get(string(e.Op)))
+				e.Key, e.Command = ids.share(e.Key, e.Command)
 				l.Entries = append(l.Entries, e)
 				problems = append(problems, ps...)
 			}
@@ -144,7 +153,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 				ledgerFaults = append(ledgerFaults, "transactions is empty")
 			}
 		default:
-			ledgerFaults = append(ledgerFaults, "unknown field "+orders.Quote(key))
+			ledgerFaults = append(ledgerFaults, "unknown field "+keyed.Quote(key))
 			var skip json.RawMessage
 			if dec.Decode(&skip) != nil {
 				return nil, notObject(doc)
@@ -173,7 +182,7 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 				faulty = faulty[1:]
 				continue
 			}
-			problems = append(problems, measure(l.ID, i, e, limits.MaxMessageBytes)...)
+			problems = append(problems, r.measure(l.ID, i, e)...)
 		}
 		slices.SortStableFunc(problems, func(a, b fault.Problem) int { return a.Index - b.Index })
 	}
@@ -187,31 +196,28 @@ func Parse(doc []byte, limits Limits) (*Ledger, error) {
 			msg += fmt.Sprintf(" (%d problem(s) in its transactions)", len(problems))
 		}
 		err := &fault.Error{Code: fault.Invalid, Message: msg, Problems: problems}
-		if l.ID != "" && orders.CheckID(l.ID) == "" {
+		if l.ID != "" && keyed.CheckID(l.ID) == "" {
 			return nil, &rejection{ledgerID: l.ID, err: err}
 		}
 		return nil, err
 	}
-	l.Hash = l.canonicalHash()
+	l.Hash = l.canonicalHash(r)
 	return l, nil
 }
 
-// measure: the transaction's message, exactly as it will be sent (whatever
-// its seq), must fit the orders queue. Checked before any seq is allocated,
+// measure: the entry's message, exactly as it will be sent (whatever its
+// seq), must fit its domain's queue. Checked before any seq is allocated,
 // so a refused ledger leaves no gap.
-func measure(ledgerID string, i int, e Entry, limit int) []fault.Problem {
-	body, err := entries.Body(e.Transaction)
+func (r *reader) measure(ledgerID string, i int, e Entry) []fault.Problem {
+	d := r.domain(e.Domain)
+	body, err := d.Rules.Body(e.Command)
 	if err != nil {
-		return []fault.Problem{{Index: i, Reason: "cannot be encoded as an order message"}}
+		return []fault.Problem{{Index: i, Reason: "cannot be encoded as its " + d.Rules.Noun() + " message: " + keyed.Cut(err.Error())}}
 	}
-	size := convoy.MeasureMessage(ledgerID, i, e.Last, e.OrderID, body)
-	if size > limit {
-		field := "data"
-		if len(e.Data) == 0 {
-			field = ""
-		}
-		return []fault.Problem{{Index: i, Field: field, Reason: fmt.Sprintf(
-			"its order message takes %d bytes as sent, more than the orders queue accepts (%d)", size, limit)}}
+	size := convoy.MeasureMessage(ledgerID, i, e.Last, e.Key, body)
+	if size > d.MaxMessageBytes {
+		return []fault.Problem{{Index: i, Field: sizeField(e), Reason: fmt.Sprintf(
+			"its %s message takes %d bytes as sent, more than the %s queue accepts (%d)", d.Rules.Noun(), size, d.Rules.Name(), d.MaxMessageBytes)}}
 	}
 	return nil
 }
@@ -260,8 +266,8 @@ func countItems(doc []byte) int {
 	return n
 }
 
-// interner shares one copy of each repeated string (order ids, ops): a large
-// ledger repeats each many times.
+// interner shares one copy of each repeated string (keys, an order's op):
+// a large ledger repeats each many times.
 type interner map[string]string
 
 func (in interner) get(s string) string {
@@ -272,73 +278,63 @@ func (in interner) get(s string) string {
 	return s
 }
 
-// entries reads a ledger's entries: those of the order domain.
-var entries keyed.Publisher[orders.Transaction] = orders.Rules{}
-
-// parseEntry reads the i-th transaction as the order domain reads an
-// order message's (the same problems on every path), with its "last".
-func parseEntry(i int, raw json.RawMessage) (Entry, []fault.Problem) {
-	_, t, extras, ps := entries.ReadEntry(i, raw, "last")
-	e := Entry{Transaction: t}
-	if v, ok := extras["last"]; ok && json.Unmarshal(v, &e.Last) != nil {
-		ps = append(ps, fault.Problem{Index: i, Field: "last", Reason: "must be true or false"})
-	}
-	return e, ps
-}
-
 // CheckStream returns why s is not a valid stream name ("" when it is): the
 // alphabet and length of every id (it becomes a SessionId).
-func CheckStream(s string) string { return orders.CheckID(s) }
+func CheckStream(s string) string { return keyed.CheckID(s) }
 
 // hashVersion prefixes the hash of canonicalHash. A record's hash without it
 // was written by an earlier version (legacyHash).
 const hashVersion = "v2:"
 
 // canonicalHash hashes the parsed content, so that whitespace, key order and
-// number spelling do not make the same ledger look different, in `data`
-// too; the stream is part of the content.
-func (l *Ledger) canonicalHash() string {
+// number spelling do not make the same ledger look different, in the
+// entries' data too (hashEntry); the stream is part of the content.
+func (l *Ledger) canonicalHash(r *reader) string {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
 	_ = enc.Encode(l.ID)
 	_ = enc.Encode(l.Stream)
 	var buf bytes.Buffer
 	for _, e := range l.Entries {
-		if len(e.Data) > 0 {
-			buf.Reset()
-			if err := canonicalJSON(json.NewDecoder(bytes.NewReader(e.Data)), &buf); err == nil {
-				e.Data = buf.Bytes()
-			}
-		}
-		_ = enc.Encode(e)
+		r.hashEntry(enc, &buf, e)
 	}
 	return hashVersion + hex.EncodeToString(h.Sum(nil))
 }
 
-// legacyHash is the hash earlier versions recorded: no stream, data as sent.
+// legacyHash is the hash earlier versions recorded: no stream, data as sent;
+// "" for a ledger with entries of other domains than orders, which no
+// earlier version took.
 func (l *Ledger) legacyHash() string {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
 	_ = enc.Encode(l.ID)
 	for _, e := range l.Entries {
-		_ = enc.Encode(e)
+		o, ok := asOrderEntry(e)
+		if !ok {
+			return ""
+		}
+		_ = enc.Encode(o)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
 // SameContent tells whether a record's hash is this ledger's: the current
 // hash, or for a record written before streams existed (no version prefix)
-// the earlier hash of a ledger of the default stream.
+// the earlier hash of an order ledger of the default stream.
 func (l *Ledger) SameContent(recorded string) bool {
 	if recorded == l.Hash {
 		return true
 	}
-	return !strings.HasPrefix(recorded, hashVersion) && l.Stream == DefaultStream && recorded == l.legacyHash()
+	if strings.HasPrefix(recorded, hashVersion) || l.Stream != DefaultStream {
+		return false
+	}
+	legacy := l.legacyHash()
+	return legacy != "" && recorded == legacy
 }
 
 // canonicalJSON writes the next JSON value of dec in a form that is the same
 // whatever the spelling of the value: object members sorted by key (a key
-// written twice is refused before: orders.ReadTransaction), numbers
+// written twice is refused before: each domain's reader), numbers
 // canonical, no space.
 func canonicalJSON(dec *json.Decoder, w *bytes.Buffer) error {
 	dec.UseNumber()
@@ -434,17 +430,41 @@ func canonicalNumber(s string) string {
 	return sign + trimmed + "e" + e.String()
 }
 
-// Orders returns the distinct order ids, in order of first appearance.
-func (l *Ledger) Orders() []string {
+// Keys returns the distinct keys of the entries of domain (a Name), in
+// order of first appearance.
+func (l *Ledger) Keys(domain string) []string {
 	seen := map[string]bool{}
 	var ids []string
 	for _, e := range l.Entries {
-		if !seen[e.OrderID] {
-			seen[e.OrderID] = true
-			ids = append(ids, e.OrderID)
+		if e.Domain == domain && !seen[e.Key] {
+			seen[e.Key] = true
+			ids = append(ids, e.Key)
 		}
 	}
 	return ids
+}
+
+// KeyCounts counts the distinct keys of the ledger's entries: those of the
+// default domain (Summary.Orders, which predates the other domains), and
+// those of each other domain the ledger holds entries of, by its Name (nil
+// when none).
+func (l *Ledger) KeyCounts() (defaults int, others map[string]int) {
+	seen := map[[2]string]bool{}
+	for _, e := range l.Entries {
+		if seen[[2]string{e.Domain, e.Key}] {
+			continue
+		}
+		seen[[2]string{e.Domain, e.Key}] = true
+		if e.Domain == l.Default {
+			defaults++
+			continue
+		}
+		if others == nil {
+			others = map[string]int{}
+		}
+		others[e.Domain]++
+	}
+	return defaults, others
 }
 
 // notObject says why doc, which the streaming decode gave up on, is not a
@@ -485,7 +505,7 @@ func contentHash(doc []byte) string {
 // its bytes and place. The result is a new document: parse it again.
 func WithStream(doc []byte, stream string) ([]byte, error) {
 	if why := CheckStream(stream); why != "" {
-		return nil, fault.Errorf(fault.Invalid, "stream %s %s", orders.Quote(stream), why)
+		return nil, fault.Errorf(fault.Invalid, "stream %s %s", keyed.Quote(stream), why)
 	}
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
-	"github.com/convoy-dev/convoy/handler/orders"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 // Status of a ledger record.
@@ -23,14 +23,15 @@ const (
 	StatusRejected   Status = "rejected"   // invalid; nothing was sent
 )
 
-// Record is what the Store keeps about one ledger.
+// Record is what Records keep about one ledger.
 type Record struct {
 	ID           string
 	Hash         string
 	Status       Status
 	Transactions int
-	Orders       int
-	Sent         int // messages sent, in plan order: the progress checkpoint
+	Orders       int            // keys of the default domain (KeyCounts)
+	Keys         map[string]int // keys of each other domain, by its Name (KeyCounts); nil when none
+	Sent         int            // messages sent, in plan order: the progress checkpoint
 	Error        string
 	Problems     []fault.Problem
 	UpdatedAt    time.Time
@@ -39,10 +40,11 @@ type Record struct {
 	ETag string
 }
 
-// Store keeps ledger records and per-order sequence counters. Records are
-// never written blindly: created only if absent, replaced only if unchanged
-// since read, so that no writer overwrites a record another is publishing.
-type Store interface {
+// Records keep one record per ledger, whatever the domains of its entries.
+// A record is never written blindly: created only if absent, replaced only
+// if unchanged since read, so that no writer overwrites a record another is
+// publishing.
+type Records interface {
 	// GetLedger returns the ledger's record, or nil if it has none.
 	GetLedger(ctx context.Context, id string) (*Record, error)
 	// CreateLedger stores a new record and sets r.ETag; ErrLedgerExists if
@@ -52,16 +54,30 @@ type Store interface {
 	// version r.ETag names, and sets r.ETag to the new one; ErrLedgerChanged
 	// if it was replaced (or removed) since.
 	SaveLedger(ctx context.Context, r *Record) error
-	// Allocate reserves count consecutive seqs of orderID for the ledger
+}
+
+// Allocator keeps the sequence counters of one domain's keys, and their
+// active index: each domain has its own, so that the same key id in two
+// domains names two keys, with their own seqs.
+type Allocator interface {
+	// Allocate reserves count consecutive seqs of key for the ledger
 	// ledgerID of content hash and returns the first. Idempotent: the same
 	// ledger always gets the same numbers back; two ledgers never share one
 	// and leave no hole between them. An allocation made for the same id
 	// with another count or hash is ErrAllocationMismatch (a Conflict).
-	Allocate(ctx context.Context, ledgerID, hash, orderID string, count int) (first int64, err error)
-	// Activate writes the orders' entries in the active-orders index
+	Allocate(ctx context.Context, ledgerID, hash, key string, count int) (first int64, err error)
+	// Activate writes the keys' entries in the active index
 	// (convoy.ActiveIndex), after their seqs are allocated and before they
 	// are sent, so that their lag is surveyed.
-	Activate(ctx context.Context, orderIDs []string) error
+	Activate(ctx context.Context, keys []string) error
+}
+
+// Store is Records and one domain's Allocator on one table, as
+// tablestore.Ledgers and memstore.Ledgers are (the order domain's keys
+// unless scoped to another's).
+type Store interface {
+	Records
+	Allocator
 }
 
 // ErrLedgerExists: CreateLedger found a record.
@@ -71,15 +87,16 @@ var ErrLedgerExists = errors.New("ledger record exists")
 // the one it was given (or none).
 var ErrLedgerChanged = errors.New("ledger record changed since it was read")
 
-// ErrAllocationMismatch: the seqs of an order were allocated to a ledger of
+// ErrAllocationMismatch: the seqs of a key were allocated to a ledger of
 // the same id but other content (count or hash). Wrapped in a fault.Conflict.
 var ErrAllocationMismatch = errors.New("seqs were allocated to this ledger id for other content")
 
-// AllocationMismatch is the error a Store returns for ErrAllocationMismatch.
-func AllocationMismatch(ledgerID, orderID string, count int, hash string, gotCount int, gotHash string) error {
+// AllocationMismatch is the error an Allocator of noun's keys ("order")
+// returns for ErrAllocationMismatch.
+func AllocationMismatch(noun, ledgerID, key string, count int, hash string, gotCount int, gotHash string) error {
 	return fault.Wrap(fault.Conflict, ErrAllocationMismatch, fmt.Sprintf(
-		"ledger %q: order %q holds an allocation of %d seq(s) for content %.16s…, not %d for %.16s…",
-		ledgerID, orderID, gotCount, gotHash, count, hash))
+		"ledger %q: %s %q holds an allocation of %d seq(s) for content %.16s…, not %d for %.16s…",
+		ledgerID, noun, key, gotCount, gotHash, count, hash))
 }
 
 // SameAllocation tells whether an allocation row recorded (count, hash)
@@ -98,27 +115,30 @@ const (
 
 // Summary reports what Publish did.
 type Summary struct {
-	LedgerID     string          `json:"ledgerId"`
-	Transactions int             `json:"transactions"`
-	Orders       int             `json:"orders"`
-	Messages     int             `json:"messages"`
-	Outcome      string          `json:"outcome"`
-	Error        string          `json:"error,omitempty"`
-	Problems     []fault.Problem `json:"problems,omitempty"`
+	LedgerID     string `json:"ledgerId"`
+	Transactions int    `json:"transactions"`
+	// Orders counts the keys of the default domain (orders, the only one
+	// before ledgers carried others), Keys those of each other domain the
+	// ledger holds entries of, by its Name: Ledger.KeyCounts.
+	Orders   int             `json:"orders"`
+	Keys     map[string]int  `json:"keys,omitempty"`
+	Messages int             `json:"messages"`
+	Outcome  string          `json:"outcome"`
+	Error    string          `json:"error,omitempty"`
+	Problems []fault.Problem `json:"problems,omitempty"`
 }
 
 // PublisherOptions tune a Publisher; the zero value works.
 type PublisherOptions struct {
 	Limits           Limits
 	Retry            fault.RetryPolicy
-	AllocParallelism int                   // concurrent per-order allocations; default DefaultAllocParallelism
-	BatchPerSession  bool                  // one session per batch (partitioned queues); default mixed
+	AllocParallelism int                   // concurrent per-key allocations; default DefaultAllocParallelism
 	Progress         func(sent, total int) // called after each sent batch
 	Now              func() time.Time
 }
 
-// DefaultAllocParallelism is how many orders' seqs a publish allocates at
-// once. Each allocation is one Table transaction on its own order's
+// DefaultAllocParallelism is how many keys' seqs a publish allocates at
+// once. Each allocation is one Table transaction on its own key's
 // partition, a round trip of milliseconds that waits on nothing the others
 // do, so a ledger's allocation time falls about in proportion: a ledger of
 // 1,000 orders de-batches in seconds (docs/publishing.md). More at once
@@ -126,22 +146,46 @@ type PublisherOptions struct {
 // publishes run at once (maxConcurrentSessions, 16).
 const DefaultAllocParallelism = 16
 
-// Publisher de-batches ledgers onto the orders queue.
-type Publisher struct {
-	store  Store
-	sender convoy.Sender
-	opts   PublisherOptions
+// Route is where the entries of one domain go: the seqs of its keys and
+// their active index (its Allocator, the domain's scope of the ledgers
+// table), and its queue.
+type Route struct {
+	Domain
+	Allocator Allocator
+	Sender    convoy.Sender
+	// BatchPerSession sends one session per batch (the queue is
+	// partitioned); default mixed.
+	BatchPerSession bool
 }
 
-// NewPublisher returns a Publisher.
-func NewPublisher(store Store, sender convoy.Sender, opts PublisherOptions) *Publisher {
+// Publisher de-batches ledgers onto the queues of their entries' domains.
+type Publisher struct {
+	records Records
+	routes  []Route
+	domains []Domain
+	byName  map[string]int // routes by domain Name
+	opts    PublisherOptions
+}
+
+// NewPublisher returns a Publisher of ledgers whose entries are of the
+// domains of routes, the first being the default (Parse); it panics
+// without a route, or with two of one domain (the registration is wrong).
+func NewPublisher(records Records, routes []Route, opts PublisherOptions) *Publisher {
 	if opts.AllocParallelism <= 0 {
 		opts.AllocParallelism = DefaultAllocParallelism
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Publisher{store: store, sender: sender, opts: opts}
+	p := &Publisher{records: records, routes: routes, byName: map[string]int{}, opts: opts}
+	for i, r := range routes {
+		p.domains = append(p.domains, r.Domain)
+		p.byName[r.Rules.Name()] = i
+	}
+	if _, err := newReader(p.domains); err != nil {
+		panic("ledger.NewPublisher: " + err.Error())
+	}
+	return p
 }
 
 // Publish validates doc and sends one message per transaction, resuming
@@ -158,11 +202,11 @@ func (p *Publisher) Publish(ctx context.Context, doc []byte) (Summary, error) {
 // session is what orders the stream's ledgers), else the ledger is Invalid.
 // An empty sessionID checks nothing.
 func (p *Publisher) PublishQueued(ctx context.Context, doc []byte, sessionID string) (Summary, error) {
-	l, err := Parse(doc, p.opts.Limits)
+	l, err := Parse(doc, p.opts.Limits, p.domains)
 	if err == nil && sessionID != "" && l.Stream != sessionID {
 		err = &rejection{ledgerID: l.ID, err: fault.Errorf(fault.Invalid, "the ledger's stream %s is not the SessionId %s it was queued with: "+
 			"send a ledger with its stream as SessionId (convoy publish does), or it is not ordered with its stream",
-			orders.Quote(l.Stream), orders.Quote(sessionID))}
+			keyed.Quote(l.Stream), keyed.Quote(sessionID))}
 	}
 	if err != nil {
 		return Summary{Outcome: OutcomeRejected, Error: fault.MessageOf(err), Problems: fault.ProblemsOf(err)}, err
@@ -171,7 +215,7 @@ func (p *Publisher) PublishQueued(ctx context.Context, doc []byte, sessionID str
 	if err := p.retry(ctx, func(ctx context.Context) (err error) { rec, err = p.begin(ctx, l); return err }); err != nil {
 		return Summary{LedgerID: l.ID}, err
 	}
-	sum := Summary{LedgerID: l.ID, Transactions: len(l.Entries), Orders: rec.Orders, Messages: len(l.Entries), Outcome: OutcomePublished}
+	sum := Summary{LedgerID: l.ID, Transactions: len(l.Entries), Orders: rec.Orders, Keys: rec.Keys, Messages: len(l.Entries), Outcome: OutcomePublished}
 	if rec.Status == StatusPublished {
 		sum.Outcome = OutcomeAlreadyPublished
 		return sum, nil
@@ -198,11 +242,11 @@ func (p *Publisher) PublishQueued(ctx context.Context, doc []byte, sessionID str
 func (p *Publisher) save(ctx context.Context, l *Ledger, rec *Record) error {
 	return p.retry(ctx, func(ctx context.Context) error {
 		for range 10 {
-			err := p.store.SaveLedger(ctx, rec)
+			err := p.records.SaveLedger(ctx, rec)
 			if !errors.Is(err, ErrLedgerChanged) {
 				return err
 			}
-			fresh, err := p.store.GetLedger(ctx, l.ID)
+			fresh, err := p.records.GetLedger(ctx, l.ID)
 			if err != nil {
 				return err
 			}
@@ -226,15 +270,15 @@ func (p *Publisher) RecordRejection(ctx context.Context, doc []byte, refused err
 	rec := &Record{ID: id, Hash: hash, Status: StatusRejected, Error: fault.MessageOf(refused),
 		Problems: fault.ProblemsOf(refused), UpdatedAt: p.opts.Now().UTC()}
 	return rec, p.retry(ctx, func(ctx context.Context) error {
-		existing, err := p.store.GetLedger(ctx, id)
+		existing, err := p.records.GetLedger(ctx, id)
 		if err != nil {
 			return err
 		}
 		if existing == nil {
-			err = p.store.CreateLedger(ctx, rec)
+			err = p.records.CreateLedger(ctx, rec)
 		} else if existing.Status == StatusRejected {
 			rec.ETag = existing.ETag
-			err = p.store.SaveLedger(ctx, rec)
+			err = p.records.SaveLedger(ctx, rec)
 		} else {
 			return nil // a valid ledger with this id exists: leave it alone
 		}
@@ -248,15 +292,19 @@ func (p *Publisher) RecordRejection(ctx context.Context, doc []byte, refused err
 
 // begin finds or creates the ledger's record and checks idempotency.
 func (p *Publisher) begin(ctx context.Context, l *Ledger) (*Record, error) {
-	rec, err := p.store.GetLedger(ctx, l.ID)
+	rec, err := p.records.GetLedger(ctx, l.ID)
 	if err != nil {
 		return nil, err
 	}
+	fresh := func(etag string) *Record {
+		defaults, others := l.KeyCounts()
+		return &Record{ID: l.ID, Hash: l.Hash, Status: StatusPublishing, Transactions: len(l.Entries),
+			Orders: defaults, Keys: others, UpdatedAt: p.opts.Now().UTC(), ETag: etag}
+	}
 	switch {
 	case rec == nil:
-		rec = &Record{ID: l.ID, Hash: l.Hash, Status: StatusPublishing, Transactions: len(l.Entries),
-			Orders: len(l.Orders()), UpdatedAt: p.opts.Now().UTC()}
-		if err := p.store.CreateLedger(ctx, rec); errors.Is(err, ErrLedgerExists) {
+		rec = fresh("")
+		if err := p.records.CreateLedger(ctx, rec); errors.Is(err, ErrLedgerExists) {
 			return nil, fault.Wrap(fault.Unavailable, err, "ledger "+l.ID+" was created concurrently")
 		} else if err != nil {
 			return nil, err
@@ -264,9 +312,8 @@ func (p *Publisher) begin(ctx context.Context, l *Ledger) (*Record, error) {
 	case rec.Status == StatusRejected:
 		// A corrected ledger may reuse the id of a rejected one, if the
 		// rejection is still what is recorded.
-		*rec = Record{ID: l.ID, Hash: l.Hash, Status: StatusPublishing, Transactions: len(l.Entries),
-			Orders: len(l.Orders()), UpdatedAt: p.opts.Now().UTC(), ETag: rec.ETag}
-		if err := p.store.SaveLedger(ctx, rec); errors.Is(err, ErrLedgerChanged) {
+		rec = fresh(rec.ETag)
+		if err := p.records.SaveLedger(ctx, rec); errors.Is(err, ErrLedgerChanged) {
 			return nil, fault.Wrap(fault.Unavailable, err, "ledger "+l.ID+" was written concurrently")
 		} else if err != nil {
 			return nil, err
@@ -277,27 +324,57 @@ func (p *Publisher) begin(ctx context.Context, l *Ledger) (*Record, error) {
 	return rec, nil
 }
 
-// plan is the send order: each order's messages together, orders in order
-// of first appearance, each order's transactions in ledger order. It is a
-// pure function of the ledger, so a checkpoint (a count) resumes it exactly.
+// plan is the send order: each domain's messages together, domains in
+// order of first appearance; within a domain each key's messages together,
+// keys in order of first appearance; each key's entries in ledger order (a
+// ledger of orders alone: each order's, as before other domains). It is a
+// pure function of the ledger, whatever the order the domains are
+// registered in, so a checkpoint (a count) resumes it exactly.
 type plan struct {
 	index []int   // ledger index of each message, in send order
 	seq   []int64 // its seq
 }
 
-func (p *Publisher) allocate(ctx context.Context, l *Ledger) (plan, error) {
-	byOrder := map[string][]int{}
-	orders := l.Orders()
+// keyEntries are the entries of one key of one domain, in ledger order.
+type keyEntries struct {
+	route   int
+	key     string
+	entries []int
+	first   int64 // its first seq, once allocated
+}
+
+// group returns the ledger's keys in plan order, each with its entries.
+func (p *Publisher) group(l *Ledger) []*keyEntries {
+	var domains []string                   // in order of first appearance
+	byDomain := map[string][]*keyEntries{} // keys in order of first appearance
+	byKey := map[[2]string]*keyEntries{}
 	for i, e := range l.Entries {
-		byOrder[e.OrderID] = append(byOrder[e.OrderID], i)
+		k := byKey[[2]string{e.Domain, e.Key}]
+		if k == nil {
+			if byDomain[e.Domain] == nil {
+				domains = append(domains, e.Domain)
+			}
+			k = &keyEntries{route: p.byName[e.Domain], key: e.Key}
+			byKey[[2]string{e.Domain, e.Key}] = k
+			byDomain[e.Domain] = append(byDomain[e.Domain], k)
+		}
+		k.entries = append(k.entries, i)
 	}
-	firsts := make([]int64, len(orders))
+	var keys []*keyEntries
+	for _, d := range domains {
+		keys = append(keys, byDomain[d]...)
+	}
+	return keys
+}
+
+func (p *Publisher) allocate(ctx context.Context, l *Ledger) (plan, error) {
+	keys := p.group(l)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(p.opts.AllocParallelism)
-	for k, id := range orders {
+	for _, k := range keys {
 		g.Go(func() error {
 			return p.retry(gctx, func(ctx context.Context) (err error) {
-				firsts[k], err = p.store.Allocate(ctx, l.ID, l.Hash, id, len(byOrder[id]))
+				k.first, err = p.routes[k.route].Allocator.Allocate(ctx, l.ID, l.Hash, k.key, len(k.entries))
 				return err
 			})
 		})
@@ -305,14 +382,21 @@ func (p *Publisher) allocate(ctx context.Context, l *Ledger) (plan, error) {
 	if err := g.Wait(); err != nil {
 		return plan{}, fmt.Errorf("allocate seqs for ledger %q: %w", l.ID, err)
 	}
-	if err := p.retry(ctx, func(ctx context.Context) error { return p.store.Activate(ctx, orders) }); err != nil {
-		return plan{}, fmt.Errorf("index the orders of ledger %q as active: %w", l.ID, err)
+	for from := 0; from < len(keys); { // a domain's keys are together
+		route := p.routes[keys[from].route]
+		var ids []string
+		for next := keys[from].route; from < len(keys) && keys[from].route == next; from++ {
+			ids = append(ids, keys[from].key)
+		}
+		if err := p.retry(ctx, func(ctx context.Context) error { return route.Allocator.Activate(ctx, ids) }); err != nil {
+			return plan{}, fmt.Errorf("index the %s of ledger %q as active: %w", route.Rules.Name(), l.ID, err)
+		}
 	}
 	pl := plan{index: make([]int, 0, len(l.Entries)), seq: make([]int64, 0, len(l.Entries))}
-	for k, id := range orders {
-		for j, i := range byOrder[id] {
+	for _, k := range keys {
+		for j, i := range k.entries {
 			pl.index = append(pl.index, i)
-			pl.seq = append(pl.seq, firsts[k]+int64(j))
+			pl.seq = append(pl.seq, k.first+int64(j))
 		}
 	}
 	return pl, nil
@@ -351,21 +435,29 @@ func (p *Publisher) send(ctx context.Context, l *Ledger, pl plan, rec *Record) e
 	return nil
 }
 
-// sendBatch fills one batch from position from and sends it; it returns the
-// position after the last message sent.
+// sendBatch fills one batch from position from and sends it to the queue
+// of that message's domain; it returns the position after the last message
+// sent. A batch holds one domain's messages (one queue's), and with
+// BatchPerSession one key's.
 func (p *Publisher) sendBatch(ctx context.Context, l *Ledger, pl plan, from int) (int, error) {
-	b, err := p.sender.NewBatch(ctx)
+	first := l.Entries[pl.index[from]]
+	route := p.routes[p.byName[first.Domain]]
+	b, err := route.Sender.NewBatch(ctx)
 	if err != nil {
 		return from, err
 	}
 	i := from
 	for ; i < len(pl.index); i++ {
-		m, err := l.message(pl.index[i], pl.seq[i])
+		e := l.Entries[pl.index[i]]
+		if e.Domain != first.Domain {
+			break
+		}
+		if route.BatchPerSession && i > from && l.Entries[pl.index[i-1]].Key != e.Key {
+			break
+		}
+		m, err := l.message(route, pl.index[i], pl.seq[i])
 		if err != nil {
 			return from, err
-		}
-		if p.opts.BatchPerSession && i > from && l.Entries[pl.index[i-1]].OrderID != m.SessionID {
-			break
 		}
 		if err := b.Add(m); errors.Is(err, convoy.ErrBatchFull) {
 			if b.Len() == 0 {
@@ -374,20 +466,24 @@ func (p *Publisher) sendBatch(ctx context.Context, l *Ledger, pl plan, from int)
 				// Not a rejection (the seqs are taken): fail, so that the delivery
 				// is retried and in the end dead-lettered, and the setting fixed.
 				return from, fault.Errorf(fault.Internal, "transaction %d of ledger %q (%d bytes as sent) does not fit an empty batch: "+
-					"the queue's message size limit is below the MaxMessageBytes it was measured against", pl.index[i], l.ID, m.Size())
+					"the %s queue's message size limit is below the MaxMessageBytes it was measured against", pl.index[i], l.ID, m.Size(), route.Rules.Name())
 			}
 			break
 		} else if err != nil {
 			return from, err
 		}
 	}
-	return i, p.sender.SendBatch(ctx, b)
+	return i, route.Sender.SendBatch(ctx, b)
 }
 
-// message builds the order message of the i-th transaction.
-func (l *Ledger) message(i int, seq int64) (convoy.Envelope, error) {
+// message builds the message of the i-th entry, for its domain's queue.
+func (l *Ledger) message(route Route, i int, seq int64) (convoy.Envelope, error) {
 	e := l.Entries[i]
-	return orders.NewOrderMessage(l.ID, i, seq, e.Last, e.Transaction)
+	body, err := route.Rules.Body(e.Command)
+	if err != nil {
+		return convoy.Envelope{}, fault.Wrap(fault.Internal, err, "encode message body")
+	}
+	return convoy.NewMessage(l.ID, i, seq, e.Last, e.Key, body), nil
 }
 
 func (p *Publisher) retry(ctx context.Context, fn func(context.Context) error) error {

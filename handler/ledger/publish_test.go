@@ -20,7 +20,7 @@ import (
 var noRetry = fault.RetryPolicy{MaxAttempts: 1}
 
 func publisher(store ledger.Store, sender convoy.Sender) *ledger.Publisher {
-	return ledger.NewPublisher(store, sender, ledger.PublisherOptions{Retry: noRetry})
+	return ledgertest.Publisher(store, sender, ledger.PublisherOptions{Retry: noRetry})
 }
 
 func TestPublishContractExample(t *testing.T) {
@@ -109,14 +109,17 @@ func TestInvalidLedgerSendsNothingAndIsRecorded(t *testing.T) {
 
 // TestCrashAtEveryStep runs the crash-recovery check on the memory store
 // (tablestore runs it on Azurite).
-func TestCrashAtEveryStep(t *testing.T) { ledgertest.CrashAtEveryStep(t, memstore.NewLedgers()) }
+func TestCrashAtEveryStep(t *testing.T) {
+	store := memstore.NewLedgers()
+	ledgertest.CrashAtEveryStep(t, store, store.Keys("account"))
+}
 
 // TestRacingLedgers: ledgers over the same orders published at once (as on
 // two instances) interleave their seqs without sharing or skipping one.
 func TestRacingLedgers(t *testing.T) {
 	ctx := context.Background()
 	store, sender := memstore.NewLedgers(), &ledgertest.Sender{}
-	p := ledger.NewPublisher(store, sender, ledger.PublisherOptions{})
+	p := ledgertest.Publisher(store, sender, ledger.PublisherOptions{})
 	orders := []string{"o-1", "o-2", "o-3", "o-4"}
 	var wg sync.WaitGroup
 	for i := range 8 {
@@ -159,8 +162,9 @@ func TestBatchesRespectTheSizeLimit(t *testing.T) {
 	const limit = 16 << 10
 	sender := &ledgertest.Sender{MaxBatchBytes: limit}
 	var checkpoints []int
-	p := ledger.NewPublisher(memstore.NewLedgers(), sender, ledger.PublisherOptions{Limits: ledger.Limits{MaxMessageBytes: limit},
-		Progress: func(sent, _ int) { checkpoints = append(checkpoints, sent) }})
+	store := memstore.NewLedgers()
+	p := ledger.NewPublisher(store, []ledger.Route{{Domain: ledger.Domain{Rules: orders.Domain, MaxMessageBytes: limit}, Allocator: store, Sender: sender}},
+		ledger.PublisherOptions{Progress: func(sent, _ int) { checkpoints = append(checkpoints, sent) }})
 	// 30 transactions of ~3.6 KiB each: four fit in 16 KiB, five do not.
 	if _, err := p.Publish(ctx, ledgertest.Doc("L-big", 30, []string{"o-1", "o-2"}, 3500)); err != nil {
 		t.Fatal(err)
@@ -183,7 +187,8 @@ func TestBatchesRespectTheSizeLimit(t *testing.T) {
 	}
 
 	perSession := &ledgertest.Sender{}
-	p = ledger.NewPublisher(memstore.NewLedgers(), perSession, ledger.PublisherOptions{BatchPerSession: true})
+	store = memstore.NewLedgers()
+	p = ledger.NewPublisher(store, []ledger.Route{{Domain: ledgertest.Orders[0], Allocator: store, Sender: perSession, BatchPerSession: true}}, ledger.PublisherOptions{})
 	if _, err := p.Publish(ctx, ledgertest.Doc("L-ps", 40, []string{"o-1", "o-2", "o-3"}, 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +223,7 @@ func TestHundredThousandTransactions(t *testing.T) {
 		runtime.ReadMemStats(&ms)
 		peak = max(peak, ms.HeapAlloc)
 	}
-	p := ledger.NewPublisher(memstore.NewLedgers(), sender, ledger.PublisherOptions{Progress: sample})
+	p := ledgertest.Publisher(memstore.NewLedgers(), sender, ledger.PublisherOptions{Progress: sample})
 	sum, err := p.Publish(ctx, doc)
 	if err != nil {
 		t.Fatal(err)

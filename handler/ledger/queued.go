@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/convoy-dev/convoy/handler/orders"
+	"github.com/convoy-dev/convoy/handler/keyed"
 )
 
 // QueueDuplicateWindow is the ledgers queue's
@@ -33,7 +33,7 @@ const outcomeSent = "sent"
 // already published is not sent again. A ledger whose id was rejected
 // less than a window ago is refused too: the queue would drop it.
 func DecideQueued(l *Ledger, rec *Record, checked bool, checkErr error, now time.Time) (Queued, error) {
-	id := orders.Quote(l.ID)
+	id := keyed.Quote(l.ID)
 	window := fmt.Sprintf("its duplicate-detection window (%s, as deployed)", minutes(QueueDuplicateWindow))
 	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	// Each note is one line: what happens to this copy.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
@@ -19,7 +20,7 @@ import (
 // the emulation and Azurite.)
 func TestDecideQueued(t *testing.T) {
 	parse := func(doc string) *ledger.Ledger {
-		l, err := ledger.Parse([]byte(doc), ledger.Limits{})
+		l, err := ledger.Parse([]byte(doc), ledger.Limits{}, ledgertest.Orders)
 		if err != nil {
 			t.Fatal(err)
 		}

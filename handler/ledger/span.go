@@ -33,6 +33,9 @@ func EndPublish(span trace.Span, sum Summary, err error) {
 	span.SetAttributes(attribute.String("convoy.ledger_id", sum.LedgerID), attribute.String("convoy.outcome", sum.Outcome),
 		attribute.Int("convoy.transactions", sum.Transactions), attribute.Int("convoy.orders", sum.Orders),
 		attribute.Int("messaging.batch.message_count", sum.Messages))
+	for name, n := range sum.Keys { // the keys of each other domain, as convoy.orders are the default's
+		span.SetAttributes(attribute.Int("convoy."+name, n))
+	}
 	if err != nil {
 		span.SetStatus(codes.Error, fault.MessageOf(err))
 	}

@@ -22,28 +22,28 @@ func withStream(raw string) []byte {
 // the usual alphabet, refused otherwise with a message naming it; it is part
 // of the content (another stream is another ledger for idempotency).
 func TestStream(t *testing.T) {
-	l, err := ledger.Parse([]byte(contractExample), ledger.Limits{})
+	l, err := ledger.Parse([]byte(contractExample), ledger.Limits{}, ledgertest.Orders)
 	if err != nil || l.Stream != "default" {
 		t.Fatalf("no stream: %q, %v; want default", l.Stream, err)
 	}
-	eu, err := ledger.Parse(withStream(`"erp-eu"`), ledger.Limits{})
+	eu, err := ledger.Parse(withStream(`"erp-eu"`), ledger.Limits{}, ledgertest.Orders)
 	if err != nil || eu.Stream != "erp-eu" {
 		t.Fatalf("stream erp-eu: %+v, %v", eu, err)
 	}
 	if eu.Hash == l.Hash {
 		t.Fatal("a ledger of another stream hashes the same")
 	}
-	def, _ := ledger.Parse(withStream(`"default"`), ledger.Limits{})
+	def, _ := ledger.Parse(withStream(`"default"`), ledger.Limits{}, ledgertest.Orders)
 	if def.Hash != l.Hash {
 		t.Fatal(`"stream": "default" is not the same content as no stream`)
 	}
 	for _, bad := range []string{`""`, `"erp eu"`, `"` + strings.Repeat("s", 101) + `"`, `"é"`, `7`, `null`, `["a"]`, `"a:b"`, `"a/b"`} {
-		_, err := ledger.Parse(withStream(bad), ledger.Limits{})
+		_, err := ledger.Parse(withStream(bad), ledger.Limits{}, ledgertest.Orders)
 		if fault.CodeOf(err) != fault.Invalid || !strings.Contains(fault.MessageOf(err), "stream") {
 			t.Errorf("stream %.20s: %v, want an invalid ledger naming the stream", bad, err)
 		}
 	}
-	_, err = ledger.Parse([]byte(strings.Replace(string(withStream(`"a"`)), "{\n", `{"stream":"b",`, 1)), ledger.Limits{})
+	_, err = ledger.Parse([]byte(strings.Replace(string(withStream(`"a"`)), "{\n", `{"stream":"b",`, 1)), ledger.Limits{}, ledgertest.Orders)
 	if !strings.Contains(fault.MessageOf(err), `field "stream" appears twice`) {
 		t.Errorf("stream given twice: %v", err)
 	}
@@ -83,18 +83,18 @@ func TestIdempotencyIgnoresSpelling(t *testing.T) {
 		strings.Replace(base, `"z":null,`, ``, 1),
 		strings.Replace(base, `1e3`, `1e4`, 1),
 	}
-	l, err := ledger.Parse([]byte(base), ledger.Limits{})
+	l, err := ledger.Parse([]byte(base), ledger.Limits{}, ledgertest.Orders)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, doc := range same {
-		s, err := ledger.Parse([]byte(doc), ledger.Limits{})
+		s, err := ledger.Parse([]byte(doc), ledger.Limits{}, ledgertest.Orders)
 		if err != nil || s.Hash != l.Hash {
 			t.Errorf("respelled ledger %d hashes differently (%v):\n%s", i, err, doc)
 		}
 	}
 	for i, doc := range other {
-		o, err := ledger.Parse([]byte(doc), ledger.Limits{})
+		o, err := ledger.Parse([]byte(doc), ledger.Limits{}, ledgertest.Orders)
 		if err != nil || o.Hash == l.Hash {
 			t.Errorf("changed ledger %d hashes the same (%v):\n%s", i, err, doc)
 		}
@@ -158,8 +158,8 @@ func TestRejectionNeverOverwritesAPublishingRecord(t *testing.T) {
 		return nil
 	}
 	bad := []byte(`{"ledgerId":"L-2026-11-21-0001","transactions":[{"orderId":"o-1","op":"Explode"}]}`)
-	_, perr := ledger.Parse(bad, ledger.Limits{})
-	p := ledger.NewPublisher(store, sender, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 3}})
+	_, perr := ledger.Parse(bad, ledger.Limits{}, ledgertest.Orders)
+	p := ledgertest.Publisher(store, sender, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 3}})
 	if _, err := p.RecordRejection(ctx, bad, perr); err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestReusedRejectedIDRace(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.NewLedgers()
 	bad := []byte(`{"ledgerId":"L-r","transactions":[{"orderId":"o","op":"Explode"}]}`)
-	_, perr := ledger.Parse(bad, ledger.Limits{})
+	_, perr := ledger.Parse(bad, ledger.Limits{}, ledgertest.Orders)
 	sender := &ledgertest.Sender{}
 	if _, err := publisher(store, sender).RecordRejection(ctx, bad, perr); err != nil {
 		t.Fatal(err)
@@ -193,7 +193,7 @@ func TestReusedRejectedIDRace(t *testing.T) {
 		}
 		return nil
 	}
-	p := ledger.NewPublisher(store, sender, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 3}})
+	p := ledgertest.Publisher(store, sender, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 3}})
 	_, err := p.Publish(ctx, a)
 	if fault.CodeOf(err) != fault.Conflict {
 		t.Fatalf("ledger a after b took the id: %v, want a conflict", err)
@@ -216,11 +216,11 @@ func TestWithStream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := ledger.Parse(out, ledger.Limits{})
+		got, err := ledger.Parse(out, ledger.Limits{}, ledgertest.Orders)
 		if err != nil || got.Stream != "erp-us" {
 			t.Fatalf("after WithStream: %+v, %v\n%s", got, err, out)
 		}
-		want, _ := ledger.Parse(withStream(`"erp-us"`), ledger.Limits{})
+		want, _ := ledger.Parse(withStream(`"erp-us"`), ledger.Limits{}, ledgertest.Orders)
 		if got.Hash != want.Hash {
 			t.Fatalf("WithStream changed more than the stream:\n%s", out)
 		}

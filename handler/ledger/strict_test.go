@@ -33,11 +33,11 @@ func wantProblem(t *testing.T, name string, err error, index int, field, mention
 func TestParseRefusesQuotedAmount(t *testing.T) {
 	for _, amount := range []string{`"100"`, `"-5"`, `"1e3"`, `""`, `"x"`} {
 		doc := inLedger(`{"orderId":"o","op":"AddTransaction","txId":"t-3","amount":` + amount + `}`)
-		_, err := ledger.Parse([]byte(doc), ledger.Limits{})
+		_, err := ledger.Parse([]byte(doc), ledger.Limits{}, ledgertest.Orders)
 		wantProblem(t, "amount "+amount, err, 1, "amount", "string")
 	}
 	sender := &ledgertest.Sender{}
-	p := ledger.NewPublisher(memstore.NewLedgers(), sender, ledger.PublisherOptions{Retry: noRetry})
+	p := ledgertest.Publisher(memstore.NewLedgers(), sender, ledger.PublisherOptions{Retry: noRetry})
 	_, err := p.Publish(context.Background(), []byte(inLedger(`{"orderId":"o","op":"AddTransaction","txId":"t-3","amount":"100"}`)))
 	if fault.CodeOf(err) != fault.Invalid || len(sender.Messages()) != 0 {
 		t.Errorf("Publish with a quoted amount: %v, %d messages sent", err, len(sender.Messages()))
@@ -59,12 +59,12 @@ func TestParseRefusesDuplicateKeys(t *testing.T) {
 		{`{"orderId":"o","op":"DeleteOrder","data":{"a":{"b":[{"c":1,"d":{},"c":2}]}}}`, "data", `"c"`},
 		{`{"orderId":"o","op":"DeleteOrder","data":{"k":1,"\u006b":2}}`, "data", `"k"`}, // the same key, spelled otherwise
 	} {
-		_, err := ledger.Parse([]byte(inLedger(tc.tx)), ledger.Limits{})
+		_, err := ledger.Parse([]byte(inLedger(tc.tx)), ledger.Limits{}, ledgertest.Orders)
 		wantProblem(t, tc.tx, err, 1, tc.field, tc.mention)
 	}
 	// The same key in different objects is no duplicate.
 	ok := inLedger(`{"orderId":"o","op":"DeleteOrder","data":{"items":[{"sku":"x","n":1},{"sku":"y","n":2}],"sku":"z","n":{"sku":0}}}`)
-	if _, err := ledger.Parse([]byte(ok), ledger.Limits{}); err != nil {
+	if _, err := ledger.Parse([]byte(ok), ledger.Limits{}, ledgertest.Orders); err != nil {
 		t.Errorf("keys repeated across objects: %v", err)
 	}
 }
@@ -80,11 +80,11 @@ func TestParseRefusesInvalidUTF8(t *testing.T) {
 		{"{\"orderId\":\"o\",\"op\":\"AddTransaction\",\"txId\":\"t\xc3\",\"amount\":1}", "txId"},
 		{"{\"orderId\":\"o\xff\",\"op\":\"DeleteOrder\"}", "orderId"},
 	} {
-		_, err := ledger.Parse([]byte(inLedger(tc.tx)), ledger.Limits{})
+		_, err := ledger.Parse([]byte(inLedger(tc.tx)), ledger.Limits{}, ledgertest.Orders)
 		wantProblem(t, fmt.Sprintf("%q", tc.tx), err, 1, tc.field, "UTF-8")
 	}
 	// A field name that is not UTF-8: a problem of the transaction, whatever else is said of it.
-	_, err := ledger.Parse([]byte(inLedger("{\"orderId\":\"o\",\"op\":\"DeleteOrder\",\"\xff\":1}")), ledger.Limits{})
+	_, err := ledger.Parse([]byte(inLedger("{\"orderId\":\"o\",\"op\":\"DeleteOrder\",\"\xff\":1}")), ledger.Limits{}, ledgertest.Orders)
 	found := false
 	for _, p := range fault.ProblemsOf(err) {
 		found = found || p.Index == 1 && strings.Contains(p.Reason, "UTF-8")
@@ -94,7 +94,7 @@ func TestParseRefusesInvalidUTF8(t *testing.T) {
 	}
 	// UTF-8 itself is welcome.
 	ok := inLedger(`{"orderId":"o","op":"DeleteOrder","data":{"note":"café € 日本 🚚","\u00e9":"\ud83d\ude9a"}}`)
-	if _, err := ledger.Parse([]byte(ok), ledger.Limits{}); err != nil {
+	if _, err := ledger.Parse([]byte(ok), ledger.Limits{}, ledgertest.Orders); err != nil {
 		t.Errorf("valid UTF-8: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -52,6 +53,9 @@ const (
 	AttrOutcome   = "convoy.outcome"
 	AttrCause     = "convoy.cause"
 	AttrLagStatus = "convoy.lag.status"
+	// AttrDomain names the domain ("orders", "accounts") of AutoReplay's
+	// figures: each domain's run sets its own.
+	AttrDomain = "convoy.domain"
 )
 
 // durationBuckets are the explicit bucket boundaries (s) the messaging
@@ -172,7 +176,9 @@ type Recorder struct {
 	critical        metric.Float64Histogram
 	ledgers         metric.Int64Counter
 	replays         metric.Int64Counter
-	figures         atomic.Pointer[Figures]
+	// figures are each domain's last figures, by domain (copied on write).
+	figures atomic.Pointer[map[string]Figures]
+	setMu   sync.Mutex // serializes SetFigures' copies
 }
 
 // NewRecorder makes the instruments with mp's meter: for tests that read
@@ -200,23 +206,27 @@ func newRecorder(mp metric.MeterProvider) (*Recorder, error) {
 		metric.WithDescription("Orders AutoReplay replayed, or failed to, by outcome (replayed, failed)."))
 	_, errs[7] = m.Int64ObservableGauge(BlockedOrders, metric.WithUnit("{order}"),
 		metric.WithDescription("Blocked orders, as the last AutoReplay run of this instance counted them."),
-		metric.WithInt64Callback(r.observe(func(f *Figures, o metric.Int64Observer) { o.Observe(f.BlockedOrders) })))
+		metric.WithInt64Callback(r.observe(func(f *Figures, o metric.Int64Observer, d attribute.KeyValue) {
+			o.Observe(f.BlockedOrders, metric.WithAttributes(d))
+		})))
 	_, errs[8] = m.Int64ObservableGauge(ParkedMessages, metric.WithUnit("{message}"),
 		metric.WithDescription("Messages parked behind a gap, as the last AutoReplay run of this instance counted them."),
-		metric.WithInt64Callback(r.observe(func(f *Figures, o metric.Int64Observer) { o.Observe(f.ParkedMessages) })))
+		metric.WithInt64Callback(r.observe(func(f *Figures, o metric.Int64Observer, d attribute.KeyValue) {
+			o.Observe(f.ParkedMessages, metric.WithAttributes(d))
+		})))
 	_, errs[9] = m.Int64ObservableGauge(DeadLetters, metric.WithUnit("{message}"),
 		metric.WithDescription("Dead letters of the orders queue by cause (transient, permanent), as the last AutoReplay run of this instance read them."),
-		metric.WithInt64Callback(r.observe(func(f *Figures, o metric.Int64Observer) {
+		metric.WithInt64Callback(r.observe(func(f *Figures, o metric.Int64Observer, d attribute.KeyValue) {
 			if f.DeadLettersRead {
-				o.Observe(f.DeadLettersTransient, metric.WithAttributes(attribute.String(AttrCause, "transient")))
-				o.Observe(f.DeadLettersPermanent, metric.WithAttributes(attribute.String(AttrCause, "permanent")))
+				o.Observe(f.DeadLettersTransient, metric.WithAttributes(d, attribute.String(AttrCause, "transient")))
+				o.Observe(f.DeadLettersPermanent, metric.WithAttributes(d, attribute.String(AttrCause, "permanent")))
 			}
 		})))
 	_, errs[10] = m.Int64ObservableGauge(LagOrders, metric.WithUnit("{order}"),
 		metric.WithDescription("Active orders by lag status (ok, catching-up, stalled, blocked), as the last AutoReplay run of this instance surveyed them."),
-		metric.WithInt64Callback(r.observe(func(f *Figures, o metric.Int64Observer) {
+		metric.WithInt64Callback(r.observe(func(f *Figures, o metric.Int64Observer, d attribute.KeyValue) {
 			for _, s := range f.Lag {
-				o.Observe(s.Orders, metric.WithAttributes(attribute.String(AttrLagStatus, s.Status)))
+				o.Observe(s.Orders, metric.WithAttributes(d, attribute.String(AttrLagStatus, s.Status)))
 			}
 		})))
 	if err := errors.Join(errs[:]...); err != nil {
@@ -225,17 +235,25 @@ func newRecorder(mp metric.MeterProvider) (*Recorder, error) {
 	return r, nil
 }
 
-func (r *Recorder) observe(fn func(*Figures, metric.Int64Observer)) metric.Int64Callback {
+// observe calls fn with each domain's figures and its attribute.
+func (r *Recorder) observe(fn func(*Figures, metric.Int64Observer, attribute.KeyValue)) metric.Int64Callback {
 	return func(_ context.Context, o metric.Int64Observer) error {
-		if f := r.figures.Load(); f != nil {
-			fn(f, o)
+		all := r.figures.Load()
+		if all == nil {
+			return nil
+		}
+		for _, d := range slices.Sorted(maps.Keys(*all)) {
+			f := (*all)[d]
+			fn(&f, o, attribute.String(AttrDomain, d))
 		}
 		return nil
 	}
 }
 
-// Figures are the gauges' values: the last AutoReplay run's summary.
+// Figures are the gauges' values: the last AutoReplay run's summary of one
+// domain.
 type Figures struct {
+	Domain                        string // its Name: the gauges' convoy.domain
 	BlockedOrders, ParkedMessages int64
 	// DeadLettersRead: the run read the dead-letter sub-queue (else the
 	// dead-letter gauge reports nothing).
@@ -250,22 +268,32 @@ type LagCount struct {
 	Orders int64
 }
 
-// SetFigures makes f what the gauges report from now on.
+// SetFigures makes f what the gauges report of f.Domain from now on.
 func (r *Recorder) SetFigures(f Figures) {
 	if r == nil {
 		return
 	}
-	kept := f // f itself does not escape: a nil Recorder's call allocates nothing
-	r.figures.Store(&kept)
+	r.setFigures(f) // f itself does not escape: a nil Recorder's call allocates nothing
 }
 
-// AutoReplayed counts an order AutoReplay replayed (outcome "replayed") or
-// failed to ("failed").
-func (r *Recorder) AutoReplayed(ctx context.Context, outcome string, orders int) {
-	if r == nil || orders == 0 {
+func (r *Recorder) setFigures(f Figures) {
+	r.setMu.Lock()
+	defer r.setMu.Unlock()
+	all := map[string]Figures{}
+	if old := r.figures.Load(); old != nil {
+		maps.Copy(all, *old)
+	}
+	all[f.Domain] = f
+	r.figures.Store(&all)
+}
+
+// AutoReplayed counts the keys of domain AutoReplay replayed (outcome
+// "replayed") or failed to ("failed").
+func (r *Recorder) AutoReplayed(ctx context.Context, domain, outcome string, keys int) {
+	if r == nil || keys == 0 {
 		return
 	}
-	r.replays.Add(ctx, int64(orders), metric.WithAttributes(attribute.String(AttrOutcome, outcome)))
+	r.replays.Add(ctx, int64(keys), metric.WithAttributes(attribute.String(AttrDomain, domain), attribute.String(AttrOutcome, outcome)))
 }
 
 // Consumer records what one function does with the messages of one queue.

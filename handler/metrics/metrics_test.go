@@ -2,9 +2,13 @@ package metrics_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/convoy-dev/convoy/handler/metrics"
 )
@@ -24,7 +28,7 @@ func TestOffCostsNothing(t *testing.T) {
 		c.Processed(ctx, 1, time.Millisecond, "")
 		c.Processed(ctx, 1, time.Millisecond, "invalid")
 		p.Ledger(ctx, "published", 5)
-		r.AutoReplayed(ctx, "replayed", 1)
+		r.AutoReplayed(ctx, "orders", "replayed", 1)
 		r.SetFigures(metrics.Figures{BlockedOrders: 1})
 	})
 	if allocs != 0 {
@@ -77,5 +81,38 @@ func BenchmarkRecordPerMessage(b *testing.B) {
 		c.Outcome(ctx, "applied")
 		c.CriticalTime(ctx, time.Second)
 		c.Processed(ctx, 1, time.Millisecond, "")
+	}
+}
+
+// TestFiguresByDomain: each domain's AutoReplay run sets its own figures,
+// which the gauges report side by side under convoy.domain; a domain's
+// next figures replace its own only.
+func TestFiguresByDomain(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	r, err := metrics.NewRecorder(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.SetFigures(metrics.Figures{Domain: "orders", BlockedOrders: 3})
+	r.SetFigures(metrics.Figures{Domain: "accounts", BlockedOrders: 5})
+	r.SetFigures(metrics.Figures{Domain: "orders", BlockedOrders: 4})
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != metrics.BlockedOrders {
+				continue
+			}
+			for _, p := range m.Data.(metricdata.Gauge[int64]).DataPoints {
+				d, _ := p.Attributes.Value(metrics.AttrDomain)
+				got[d.AsString()] = p.Value
+			}
+		}
+	}
+	if want := map[string]int64{"orders": 4, "accounts": 5}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("blocked keys by domain %v, want %v", got, want)
 	}
 }

@@ -1,10 +1,14 @@
 package operator_test
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/convoy-dev/convoy/handler/accounts"
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/operator"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -33,9 +37,51 @@ func TestClassify(t *testing.T) {
 		if c.seq != nil {
 			props["seq"] = c.seq
 		}
-		got := operator.Classify(replay.DeadLetter{SessionID: c.session, Reason: c.reason, Body: []byte(c.body), Properties: props}, c.applied)
+		got := operator.Classify(orders.Domain, replay.DeadLetter{SessionID: c.session, Reason: c.reason, Body: []byte(c.body), Properties: props}, c.applied)
 		if got.Class != c.want || got.Why == "" {
 			t.Errorf("%s: %+v, want %s", c.name, got, c.want)
 		}
+	}
+}
+
+// TestClassifyReadsTheBodyAsItsDomain: a dead letter's body is read as its
+// domain's processor reads it. An account's command, deadlettered by its
+// delivery count, is transient as an account's, and permanent as an
+// order's (an order's processor could not read it); an account body of
+// another account, or one an account's processor refuses (an amount as a
+// string), is permanent and says so in the account's words.
+func TestClassifyReadsTheBodyAsItsDomain(t *testing.T) {
+	letter := func(session, body string) replay.DeadLetter {
+		return replay.DeadLetter{SessionID: session, Reason: operator.ReasonMaxDelivery, Body: []byte(body), Properties: map[string]any{"seq": int64(2)}}
+	}
+	deposit := `{"command":{"accountId":"acc-1","kind":"deposit","amount":120000,"reference":"dep-1"}}`
+	for _, c := range []struct {
+		name   string
+		domain keyed.Domain
+		dl     replay.DeadLetter
+		want   string
+		says   string
+	}{
+		{"an account's deposit, as an account's", accounts.Domain, letter("acc-1", deposit), operator.Transient, "deliveries ran out"},
+		{"an account's deposit, as an order's", orders.Domain, letter("acc-1", deposit), operator.Permanent, "unreadable: "},
+		{"another account's deposit", accounts.Domain, letter("acc-2", deposit), operator.Permanent, "SessionId"},
+		{"an amount as a string", accounts.Domain, letter("acc-1", strings.Replace(deposit, "120000", `"120000"`, 1)), operator.Permanent, "amount"},
+		{"no session", accounts.Domain, letter("", deposit), operator.Permanent, "no SessionId (account id)"},
+	} {
+		got := operator.Classify(c.domain, c.dl, -1)
+		if got.Class != c.want || !strings.Contains(got.Why, c.says) {
+			t.Errorf("%s: %+v, want %s saying %q", c.name, got, c.want, c.says)
+		}
+	}
+	// Too far ahead, as the account's appliedSeq tells.
+	far := letter("acc-1", deposit)
+	far.Properties["seq"] = int64(convoy.MaxParkAhead + 5)
+	if got := operator.Classify(accounts.Domain, far, 3); got.Class != operator.Permanent || !strings.Contains(got.Why, "past the account's appliedSeq 3") {
+		t.Errorf("a seq too far ahead: %+v", got)
+	}
+	c := operator.Classify(accounts.Domain, far, -1)
+	if got := operator.WithAppliedSeq(accounts.Domain, c, operator.Addressed(far), convoy.MaxParkAhead+5, 3); got.Class != operator.Permanent ||
+		!strings.Contains(got.Why, "past the account's appliedSeq 3") {
+		t.Errorf("a seq too far ahead, from the cause without appliedSeq: %+v", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -14,13 +15,17 @@ import (
 type Opener func() (src replay.Source, sender convoy.Sender, close func(), err error)
 
 // QueueReplayer is the program's Replayer, ExplainingReplayer and
-// SkipSettler: replay.Order and replay.All on the dead letters Open opens,
-// a fresh source per run.
+// SkipSettler of one domain: replay.Order and replay.All on the dead
+// letters of its queue, which Open opens, a fresh source per run.
 type QueueReplayer struct {
-	Open Opener
-	// Options are every run's: MaxScan, and Orders, whose appliedSeq tells
-	// a dead letter already applied (or skipped), completed as a duplicate,
-	// never re-sent (nil: not known; SettleSkipped then refuses).
+	// Domain reads the dead letters' bodies, to tell those of a permanent
+	// cause (Classify); required by ReplayOrder.
+	Domain keyed.Domain
+	Open   Opener
+	// Options are every run's: MaxScan, and Orders (the domain's store),
+	// whose appliedSeq tells a dead letter already applied (or skipped),
+	// completed as a duplicate, never re-sent (nil: not known;
+	// SettleSkipped then refuses).
 	Options replay.Options
 }
 
@@ -45,13 +50,16 @@ func (r QueueReplayer) ReplayAll(ctx context.Context, max int, continuation stri
 	return replay.All(ctx, src, sender, replay.AllOptions{Options: r.Options, Max: max, Continuation: continuation})
 }
 
-// ReplayOrder is an operator's replay of one order: it re-sends the
-// order's dead letters of a transient cause and leaves those of a
-// permanent cause (Classify: the processor cannot read them, or another
-// tool dead-lettered them), saying why: re-sent, they would only burn their
-// deliveries and be dead-lettered again. Their gap is for SkipGap.
+// ReplayOrder is an operator's replay of one key: it re-sends the key's
+// dead letters of a transient cause and leaves those of a permanent cause
+// (Classify: the processor cannot read them, or another tool dead-lettered
+// them), saying why: re-sent, they would only burn their deliveries and be
+// dead-lettered again. Their gap is for SkipGap.
 func (r QueueReplayer) ReplayOrder(ctx context.Context, orderID string) (OrderReplay, error) {
 	empty := OrderReplay{Report: emptyReport(orderID)}
+	if r.Domain == nil {
+		return empty, fault.Errorf(fault.Internal, "the replayer has no domain to read its dead letters with")
+	}
 	// The order's appliedSeq: a dead letter at or below it is a duplicate
 	// (replay.Order completes it, whatever its cause: an operator may have
 	// skipped it); -1 when unknown (no store).
@@ -59,7 +67,7 @@ func (r QueueReplayer) ReplayOrder(ctx context.Context, orderID string) (OrderRe
 	if r.Options.Orders != nil {
 		o, err := r.Options.Orders.Load(ctx, orderID)
 		if err != nil {
-			return empty, fmt.Errorf("read order %q: %w", orderID, err)
+			return empty, fmt.Errorf("read %s %q: %w", r.Domain.Noun(), orderID, err)
 		}
 		applied = o.AppliedSeq
 	}
@@ -70,7 +78,7 @@ func (r QueueReplayer) ReplayOrder(ctx context.Context, orderID string) (OrderRe
 		if ok && seq >= 1 && seq <= applied {
 			return true // a duplicate: completed, never re-sent
 		}
-		c := Classify(d, applied)
+		c := Classify(r.Domain, d, applied)
 		if c.Class == Transient {
 			return true
 		}

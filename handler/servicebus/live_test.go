@@ -35,7 +35,7 @@ func runLive(t *testing.T, connectionString string) {
 	}
 	defer sender.Close(ctx)
 	order := fmt.Sprintf("live-%d", time.Now().UnixNano())
-	p := ledger.NewPublisher(memstore.NewLedgers(), sender, ledger.PublisherOptions{})
+	p := ledgertest.Publisher(memstore.NewLedgers(), sender, ledger.PublisherOptions{})
 	if _, err := p.Publish(ctx, ledgertest.Doc("L-"+order, 3, []string{order}, 0)); err != nil {
 		t.Fatal(err)
 	}

@@ -105,6 +105,18 @@ func (s *sdkSender) SendBatch(_ context.Context, b convoy.Batch) error {
 	return nil
 }
 
+// ordersUpTo are the domains of a ledger of orders sent to a queue whose
+// messages are at most limit bytes.
+func ordersUpTo(limit int) []ledger.Domain {
+	return []ledger.Domain{{Rules: orders.Domain, MaxMessageBytes: limit}}
+}
+
+// publisherUpTo is a publisher of orders, whose records and seqs are
+// store's, to sender, whose messages are at most limit bytes.
+func publisherUpTo(store ledger.Store, sender convoy.Sender, limit int) *ledger.Publisher {
+	return ledger.NewPublisher(store, []ledger.Route{{Domain: ordersUpTo(limit)[0], Allocator: store, Sender: sender}}, ledger.PublisherOptions{})
+}
+
 // TestLedgerMeasuredAsSent: a ledger whose data is HTML-heavy (json.Marshal
 // would make each '<', '>' and '&' six bytes) is measured exactly as the SDK
 // will count its messages, before any seq is allocated: at the limit it is
@@ -119,11 +131,11 @@ func TestLedgerMeasuredAsSent(t *testing.T) {
 	// above 127 (full-width, as Parse assumes before seqs are known) and
 	// the trace context the sender stamps (traceparent and Diagnostic-Id).
 	alone := &sdkSender{limit: 1 << 30}
-	l, err := ledger.Parse(doc, ledger.Limits{MaxMessageBytes: 1 << 30})
+	l, err := ledger.Parse(doc, ledger.Limits{}, ordersUpTo(1<<30))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := orders.NewOrderMessage(l.ID, 1, 300, false, l.Entries[1].Transaction)
+	m, _ := orders.NewOrderMessage(l.ID, 1, 300, false, l.Entries[1].Command.(orders.Transaction))
 	m.TraceParent, m.DiagnosticID = tracing.Stamp("", "", trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}}))
 	b, _ := alone.NewBatch(ctx)
 	if err := b.Add(m); err != nil {
@@ -134,10 +146,10 @@ func TestLedgerMeasuredAsSent(t *testing.T) {
 		t.Fatalf("the SDK counts %d bytes for %d bytes of data: HTML escaped?", limit, len(html))
 	}
 
-	if _, err := ledger.Parse(doc, ledger.Limits{MaxMessageBytes: limit}); err != nil {
+	if _, err := ledger.Parse(doc, ledger.Limits{}, ordersUpTo(limit)); err != nil {
 		t.Fatalf("at exactly the size the SDK counts: %v", err)
 	}
-	_, err = ledger.Parse(doc, ledger.Limits{MaxMessageBytes: limit - 1})
+	_, err = ledger.Parse(doc, ledger.Limits{}, ordersUpTo(limit-1))
 	if ps := fault.ProblemsOf(err); len(ps) != 1 || ps[0].Index != 1 || ps[0].Field != "data" {
 		t.Fatalf("one byte below: %v %+v, want one problem on transaction 1's data", err, ps)
 	}
@@ -150,12 +162,12 @@ func TestLedgerMeasuredAsSent(t *testing.T) {
 		}
 		return nil
 	}
-	_, err = ledger.NewPublisher(refusing, &sdkSender{limit: uint64(limit - 1)}, ledger.PublisherOptions{Limits: ledger.Limits{MaxMessageBytes: limit - 1}}).Publish(ctx, doc)
+	_, err = publisherUpTo(refusing, &sdkSender{limit: uint64(limit - 1)}, limit-1).Publish(ctx, doc)
 	if fault.CodeOf(err) != fault.Invalid || allocs != 0 {
 		t.Fatalf("refused ledger: %v after %d allocations, want invalid and none", err, allocs)
 	}
 	sent := &sdkSender{limit: uint64(limit)}
-	if _, err := ledger.NewPublisher(memstore.NewLedgers(), sent, ledger.PublisherOptions{Limits: ledger.Limits{MaxMessageBytes: limit}}).Publish(ctx, doc); err != nil {
+	if _, err := publisherUpTo(memstore.NewLedgers(), sent, limit).Publish(ctx, doc); err != nil {
 		t.Fatalf("at the limit: %v", err)
 	}
 }
@@ -166,7 +178,7 @@ func TestLedgerMeasuredAsSent(t *testing.T) {
 // taken.
 func TestTooLargeAfterAllocationFails(t *testing.T) {
 	doc := []byte(`{"ledgerId":"L-big","transactions":[{"orderId":"o-1","op":"DeleteOrder","data":{"x":"` + strings.Repeat("y", 3000) + `"}}]}`)
-	_, err := ledger.NewPublisher(memstore.NewLedgers(), &sdkSender{limit: 2000}, ledger.PublisherOptions{Limits: ledger.Limits{MaxMessageBytes: 1 << 20}}).Publish(context.Background(), doc)
+	_, err := publisherUpTo(memstore.NewLedgers(), &sdkSender{limit: 2000}, 1<<20).Publish(context.Background(), doc)
 	if fault.CodeOf(err) != fault.Internal {
 		t.Fatalf("got %v (%s), want an internal error", err, fault.CodeOf(err))
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/servicebus"
 )
@@ -98,7 +99,8 @@ func TestStalledReplayAnswersByItself(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = client.Close(context.Background()) })
 	r := &stalledReplayer{client: client}
-	h := handler.New(handler.Deps{Replay: r, Deadlines: map[string]time.Duration{handler.FnReplayOrder: handler.UnavailableAnswer}})
+	h := handler.New(handler.Deps{Domains: []handler.Domain{{Rules: orders.Domain, Replay: r}},
+		Deadlines: map[string]time.Duration{handler.FnReplayOrder: handler.UnavailableAnswer}})
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/orders/o-1/replay", nil))
 	var body map[string]any

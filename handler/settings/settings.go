@@ -21,8 +21,10 @@ import (
 
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/domains"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/heal"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/replay"
 	"github.com/convoy-dev/convoy/handler/schedule"
@@ -51,9 +53,8 @@ type Settings struct {
 	Port            int           // FUNCTIONS_CUSTOMHANDLER_PORT (legacy FUNCTIONS_HTTPWORKER_PORT); default 8080
 	ServiceBus      Connection    // ServiceBusConnection or ServiceBusConnection__fullyQualifiedNamespace
 	Storage         Connection    // StateStorage or StateStorage__tableServiceUri
-	OrdersQueue     string        // OrdersQueueName; default "orders"
+	Domains         []Domain      // one per registered domain (package domains), in its order
 	LedgersQueue    string        // LedgersQueueName; default "ledgers"
-	OrdersTable     string        // OrdersTableName; default "ConvoyOrders"
 	LedgersTable    string        // LedgersTableName; default "ConvoyLedgers"
 	MaxRequestBytes int64         // MaxRequestBytes; default 64 MiB
 	ShutdownTimeout time.Duration // ShutdownTimeoutSeconds; default 25s
@@ -62,9 +63,7 @@ type Settings struct {
 	LogFormat       string        // LogFormat: "json" or "text"; default json in Azure, text elsewhere
 	LogLevel        string        // LogLevel: debug, info, warn, error; default info
 
-	MaxMessageBytes  int  // OrdersMaxMessageBytes: the orders queue's message size limit; default 262144 (Standard)
-	QueuePartitioned bool // OrdersQueuePartitioned: send one session per batch; default false
-	MaxTransactions  int  // MaxLedgerTransactions: transactions per ledger; default 200000
+	MaxTransactions int // MaxLedgerTransactions: transactions per ledger; default 200000
 
 	ReplayScanLimit int // ReplayScanLimit: dead letters one replay receives (holds locked) at most; default 5000
 
@@ -73,6 +72,54 @@ type Settings struct {
 
 	AutoReplay AutoReplay
 }
+
+// Domain is where one registered domain lives: the names of its settings
+// derive from its Name, Prefix(d) ("Orders" for "orders").
+type Domain struct {
+	Rules            keyed.Domain
+	Queue            string // <Prefix>QueueName; default the domain's Name ("orders")
+	Table            string // <Prefix>TableName; default "Convoy"+Prefix ("ConvoyOrders")
+	MaxMessageBytes  int    // <Prefix>MaxMessageBytes: its queue's message size limit; default 262144 (Standard)
+	QueuePartitioned bool   // <Prefix>QueuePartitioned: send one session per batch; default false
+}
+
+// Name is the domain's name ("orders").
+func (d Domain) Name() string { return d.Rules.Name() }
+
+// Prefix is what the names of a domain's settings start with: its Name
+// with a capital first letter ("Orders": OrdersQueueName, OrdersTableName).
+func Prefix(d keyed.Domain) string {
+	name := d.Name()
+	if name == "" {
+		return ""
+	}
+	return strings.ToUpper(name[:1]) + name[1:]
+}
+
+// DefaultQueue and DefaultTable are a domain's queue and table when its
+// settings name none, as infra/ deploys them.
+func DefaultQueue(d keyed.Domain) string { return d.Name() }
+func DefaultTable(d keyed.Domain) string { return "Convoy" + Prefix(d) }
+
+// QueueSetting is the setting naming a domain's queue, which its processor
+// function's binding reads (%OrdersQueueName%).
+func QueueSetting(d keyed.Domain) string { return Prefix(d) + "QueueName" }
+
+// TableSetting is the setting naming a domain's table.
+func TableSetting(d keyed.Domain) string { return Prefix(d) + "TableName" }
+
+// Domain returns the settings of the domain called name.
+func (s Settings) Domain(name string) (Domain, bool) {
+	for _, d := range s.Domains {
+		if d.Name() == name {
+			return d, true
+		}
+	}
+	return Domain{}, false
+}
+
+// Default is the first registered domain's settings (orders).
+func (s Settings) Default() Domain { return s.Domains[0] }
 
 // AutoReplay are the settings of the AutoReplay timer function (package heal).
 type AutoReplay struct {
@@ -92,9 +139,7 @@ type AutoReplay struct {
 // import) applies.
 const (
 	DefaultPort            = 8080 // outside the host, which always sets FUNCTIONS_CUSTOMHANDLER_PORT
-	DefaultOrdersQueue     = "orders"
 	DefaultLedgersQueue    = "ledgers"
-	DefaultOrdersTable     = "ConvoyOrders"
 	DefaultLedgersTable    = "ConvoyLedgers"
 	DefaultShutdownTimeout = 25 * time.Second // SIGTERM's wait for in-flight invocations
 	// DefaultAutoReplaySchedule: every minute, as deployed; the host reads
@@ -120,37 +165,42 @@ const (
 	DefaultAutoReplayBlocked    = heal.DefaultBlockedPerRun
 )
 
-// Load reads and validates the handler's settings through lookup (os.LookupEnv).
-func Load(lookup func(string) (string, bool)) (Settings, error) { return load(lookup, true) }
+// Load reads and validates the handler's settings through lookup
+// (os.LookupEnv), for the registered domains (domains.All).
+func Load(lookup func(string) (string, bool)) (Settings, error) {
+	return load(lookup, true, domains.All)
+}
 
 // LoadForClient reads the settings of a command a user runs (publish):
 // Table Storage is needed only when the command writes state itself.
 func LoadForClient(lookup func(string) (string, bool), needStorage bool) (Settings, error) {
-	return load(lookup, needStorage)
+	return load(lookup, needStorage, domains.All)
 }
 
-func load(lookup func(string) (string, bool), needStorage bool) (Settings, error) {
+// LoadDomains is Load for the domains ds (tests of other registrations).
+func LoadDomains(lookup func(string) (string, bool), ds []keyed.Domain) (Settings, error) {
+	return load(lookup, true, ds)
+}
+
+func load(lookup func(string) (string, bool), needStorage bool, ds []keyed.Domain) (Settings, error) {
 	r := reader{lookup: lookup, storageOptional: !needStorage}
 	s := Settings{
-		Port:             r.port(),
-		ServiceBus:       r.serviceBus(),
-		Storage:          r.storage(),
-		OrdersQueue:      r.name("OrdersQueueName", DefaultOrdersQueue, validQueueName),
-		LedgersQueue:     r.name("LedgersQueueName", DefaultLedgersQueue, validQueueName),
-		OrdersTable:      r.name("OrdersTableName", DefaultOrdersTable, validTableName),
-		LedgersTable:     r.name("LedgersTableName", DefaultLedgersTable, validTableName),
-		MaxRequestBytes:  int64(r.positiveInt("MaxRequestBytes", DefaultMaxRequestBytes)),
-		ShutdownTimeout:  time.Duration(r.positiveInt("ShutdownTimeoutSeconds", int(DefaultShutdownTimeout/time.Second))) * time.Second,
-		OrderCacheSize:   r.positiveInt("OrderCacheSize", DefaultOrderCacheSize),
-		RetryBudget:      time.Duration(r.positiveInt("TransientRetrySeconds", int(DefaultRetryBudget/time.Second))) * time.Second,
-		LogFormat:        r.oneOf("LogFormat", defaultLogFormat(lookup), "json", "text"),
-		LogLevel:         r.oneOf("LogLevel", "info", "debug", "info", "warn", "error"),
-		MaxMessageBytes:  r.positiveInt("OrdersMaxMessageBytes", DefaultMaxMessageBytes),
-		QueuePartitioned: r.oneOf("OrdersQueuePartitioned", "false", "true", "false") == "true",
-		MaxTransactions:  r.positiveInt("MaxLedgerTransactions", DefaultMaxTransactions),
-		ReplayScanLimit:  r.positiveInt("ReplayScanLimit", DefaultReplayScanLimit),
-		LagWindow:        r.seconds("LagWindowSeconds", DefaultLagWindow),
-		LagPerRun:        r.positiveInt("LagSurveyOrdersPerRun", DefaultLagPerRun),
+		Port:            r.port(),
+		ServiceBus:      r.serviceBus(),
+		Storage:         r.storage(),
+		Domains:         r.domains(ds),
+		LedgersQueue:    r.name("LedgersQueueName", DefaultLedgersQueue, validQueueName),
+		LedgersTable:    r.name("LedgersTableName", DefaultLedgersTable, validTableName),
+		MaxRequestBytes: int64(r.positiveInt("MaxRequestBytes", DefaultMaxRequestBytes)),
+		ShutdownTimeout: time.Duration(r.positiveInt("ShutdownTimeoutSeconds", int(DefaultShutdownTimeout/time.Second))) * time.Second,
+		OrderCacheSize:  r.positiveInt("OrderCacheSize", DefaultOrderCacheSize),
+		RetryBudget:     time.Duration(r.positiveInt("TransientRetrySeconds", int(DefaultRetryBudget/time.Second))) * time.Second,
+		LogFormat:       r.oneOf("LogFormat", defaultLogFormat(lookup), "json", "text"),
+		LogLevel:        r.oneOf("LogLevel", "info", "debug", "info", "warn", "error"),
+		MaxTransactions: r.positiveInt("MaxLedgerTransactions", DefaultMaxTransactions),
+		ReplayScanLimit: r.positiveInt("ReplayScanLimit", DefaultReplayScanLimit),
+		LagWindow:       r.seconds("LagWindowSeconds", DefaultLagWindow),
+		LagPerRun:       r.positiveInt("LagSurveyOrdersPerRun", DefaultLagPerRun),
 		AutoReplay: AutoReplay{
 			Enabled:       r.oneOf("AutoReplayEnabled", "true", "true", "false") == "true",
 			Schedule:      r.schedule("AutoReplaySchedule", DefaultAutoReplaySchedule),
@@ -164,10 +214,65 @@ func load(lookup func(string) (string, bool), needStorage bool) (Settings, error
 	if a := s.AutoReplay; a.BackoffMax < a.BackoffBase {
 		r.fail("AutoReplayBackoffMaxSeconds", "%d is below AutoReplayBackoffSeconds (%d)", int(a.BackoffMax/time.Second), int(a.BackoffBase/time.Second))
 	}
-	if s.OrdersTable == s.LedgersTable && s.OrdersTable != "" {
-		r.fail("LedgersTableName", "must differ from OrdersTableName")
-	}
+	r.distinct(s)
 	return s, errors.Join(r.errs...)
+}
+
+// domains reads each domain's settings.
+func (r *reader) domains(ds []keyed.Domain) []Domain {
+	if len(ds) == 0 {
+		r.fail("domains", "no domain is registered (package domains)")
+	}
+	out := make([]Domain, 0, len(ds))
+	for _, d := range ds {
+		if why := badDomainName(d); why != "" {
+			r.fail("domains", "%s", why)
+			continue
+		}
+		p := Prefix(d)
+		out = append(out, Domain{Rules: d,
+			Queue:            r.name(QueueSetting(d), DefaultQueue(d), validQueueName),
+			Table:            r.name(TableSetting(d), DefaultTable(d), validTableName),
+			MaxMessageBytes:  r.positiveInt(p+"MaxMessageBytes", DefaultMaxMessageBytes),
+			QueuePartitioned: r.oneOf(p+"QueuePartitioned", "false", "true", "false") == "true",
+		})
+	}
+	return out
+}
+
+// badDomainName says why d's Name or Noun cannot name its resources: they
+// become its queue, its table ("Convoy"+Prefix), its settings, its
+// functions and routes, and the alerts read them back with \w+, so
+// lower-case letters and digits, starting with a letter; "" when they can.
+func badDomainName(d keyed.Domain) string {
+	for _, n := range []struct{ what, v string }{{"Name", d.Name()}, {"Noun", d.Noun()}} {
+		ok := n.v != "" && len(n.v) <= 40 && n.v[0] >= 'a' && n.v[0] <= 'z'
+		for _, c := range n.v {
+			ok = ok && (c >= 'a' && c <= 'z' || c >= '0' && c <= '9')
+		}
+		if !ok {
+			return fmt.Sprintf("domain %q: its %s %q must be 1 to 40 lower-case letters and digits, starting with a letter "+
+				"(it names the domain's queue, table, settings, functions and routes)", d.Name(), n.what, n.v)
+		}
+	}
+	return ""
+}
+
+// distinct: every domain has a queue and a table of its own, neither the
+// ledgers'. Table names are case-insensitive.
+func (r *reader) distinct(s Settings) {
+	queues := map[string]string{s.LedgersQueue: "LedgersQueueName"}
+	tables := map[string]string{strings.ToLower(s.LedgersTable): "LedgersTableName"}
+	for _, d := range s.Domains {
+		if other, ok := queues[d.Queue]; ok {
+			r.fail(QueueSetting(d.Rules), "must differ from %s (%q)", other, d.Queue)
+		}
+		queues[d.Queue] = QueueSetting(d.Rules)
+		if other, ok := tables[strings.ToLower(d.Table)]; ok {
+			r.fail(TableSetting(d.Rules), "must differ from %s (%q)", other, d.Table)
+		}
+		tables[strings.ToLower(d.Table)] = TableSetting(d.Rules)
+	}
 }
 
 // In Azure logs are parsed, so JSON (the Bicep templates also set LogFormat).

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/convoy-dev/convoy/handler/accounts"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/settings"
 )
 
@@ -19,7 +21,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Port != 8080 || s.OrdersQueue != "orders" || s.LedgersQueue != "ledgers" || s.OrdersTable != "ConvoyOrders" ||
+	if s.Port != 8080 || s.Default().Queue != "orders" || s.LedgersQueue != "ledgers" || s.Default().Table != "ConvoyOrders" ||
 		s.MaxRequestBytes != 64<<20 || s.ShutdownTimeout != 25*time.Second || s.LogFormat != "text" || s.RetryBudget != 20*time.Second {
 		t.Fatalf("defaults: %+v", s)
 	}
@@ -97,11 +99,11 @@ func TestEmulatorConnection(t *testing.T) {
 func TestPublisherSettings(t *testing.T) {
 	base := map[string]string{"ServiceBusConnection": sbConn, "StateStorage": "UseDevelopmentStorage=true"}
 	s, err := settings.Load(env(base))
-	if err != nil || s.MaxMessageBytes != 256<<10 || s.QueuePartitioned || s.MaxTransactions != 200_000 {
+	if err != nil || s.Default().MaxMessageBytes != 256<<10 || s.Default().QueuePartitioned || s.MaxTransactions != 200_000 {
 		t.Fatalf("publisher defaults: %+v, %v", s, err)
 	}
 	base["OrdersMaxMessageBytes"], base["OrdersQueuePartitioned"], base["MaxLedgerTransactions"] = "1048576", "true", "5000"
-	if s, err = settings.Load(env(base)); err != nil || s.MaxMessageBytes != 1<<20 || !s.QueuePartitioned || s.MaxTransactions != 5000 {
+	if s, err = settings.Load(env(base)); err != nil || s.Default().MaxMessageBytes != 1<<20 || !s.Default().QueuePartitioned || s.MaxTransactions != 5000 {
 		t.Fatalf("publisher settings: %+v, %v", s, err)
 	}
 	base["OrdersQueuePartitioned"] = "yes"
@@ -190,6 +192,60 @@ func TestLagWindowSetting(t *testing.T) {
 		base["LagWindowSeconds"] = bad
 		if _, err := settings.Load(env(base)); err == nil || !strings.Contains(err.Error(), "setting LagWindowSeconds") {
 			t.Errorf("LagWindowSeconds %q: error %v, want one that names the setting", bad, err)
+		}
+	}
+}
+
+// Every registered domain reads its own settings, named after it, with
+// defaults named after it, and no two share a queue or a table.
+func TestDomainSettings(t *testing.T) {
+	base := map[string]string{"ServiceBusConnection": sbConn, "StateStorage": "UseDevelopmentStorage=true"}
+	s, err := settings.Load(env(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	accounts, ok := s.Domain("accounts")
+	if !ok || accounts.Queue != "accounts" || accounts.Table != "ConvoyAccounts" || accounts.MaxMessageBytes != 256<<10 {
+		t.Fatalf("accounts' defaults: %+v (found %v)", accounts, ok)
+	}
+	base["AccountsQueueName"], base["AccountsTableName"], base["AccountsMaxMessageBytes"] = "acc-q", "Accounts2", "1048576"
+	if s, err = settings.Load(env(base)); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := s.Domain("accounts"); a.Queue != "acc-q" || a.Table != "Accounts2" || a.MaxMessageBytes != 1<<20 || s.Default().MaxMessageBytes != 256<<10 {
+		t.Fatalf("accounts' settings: %+v; orders': %+v", a, s.Default())
+	}
+	base["AccountsQueueName"], base["AccountsTableName"] = "orders", "convoyorders"
+	_, err = settings.Load(env(base))
+	for _, want := range []string{"setting AccountsQueueName: must differ from OrdersQueueName", "setting AccountsTableName: must differ from OrdersTableName"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a queue and a table shared with orders: %v, want %q", err, want)
+		}
+	}
+}
+
+// named is a domain whose Name and Noun are given (the rest is the
+// accounts').
+type named struct {
+	keyed.Domain
+	name, noun string
+}
+
+func (n named) Name() string { return n.name }
+func (n named) Noun() string { return n.noun }
+
+// A domain's Name and Noun name its resources: anything but lower-case
+// letters and digits is refused at once, naming the rule.
+func TestDomainNames(t *testing.T) {
+	base := env(map[string]string{"ServiceBusConnection": sbConn, "StateStorage": "UseDevelopmentStorage=true"})
+	if _, err := settings.LoadDomains(base, []keyed.Domain{named{accounts.Domain, "meters2", "meter"}}); err != nil {
+		t.Fatalf("meters2/meter: %v", err)
+	}
+	for _, bad := range []named{{accounts.Domain, "smart-meters", "meter"}, {accounts.Domain, "Parcels", "parcel"},
+		{accounts.Domain, "2fa", "code"}, {accounts.Domain, "parcels", ""}, {accounts.Domain, "parcels", "par cel"}} {
+		_, err := settings.LoadDomains(base, []keyed.Domain{bad})
+		if err == nil || !strings.Contains(err.Error(), "must be 1 to 40 lower-case letters and digits") {
+			t.Errorf("%s/%s: %v, want the naming rule", bad.name, bad.noun, err)
 		}
 	}
 }

@@ -109,7 +109,7 @@ func TestGoldenRows(t *testing.T) {
 
 	// Publishing: the ledger's record, its allocations, the active entries.
 	sender := &ledgertest.Sender{}
-	pub := ledger.NewPublisher(ledgers, sender, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}, Now: clock.Now})
+	pub := ledgertest.Publisher(ledgers, sender, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}, Now: clock.Now})
 	if _, err := pub.Publish(ctx, []byte(goldenLedger)); err != nil {
 		t.Fatal(err)
 	}

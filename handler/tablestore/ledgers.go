@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -15,34 +16,61 @@ import (
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
-// Ledgers is a ledger.Store on one table:
+// Ledgers is a ledger.Store on one table, its keys those of one domain
+// (the order domain's; Keys: another's), whose Noun ("order", "account")
+// prefixes their partitions:
 //
-//	PK ledger:<ledgerId>  RK record           the ledger's record (status, hash, progress)
-//	PK order:<orderId>    RK counter          the last seq allocated to the order, the recent allocations
-//	PK order:<orderId>    RK alloc:<ledgerId> the seqs a ledger was given: First, Count, Hash
-//	PK order:<orderId>    RK seq:<inverted>   the same, keyed by First (inverted: the latest first)
+//	PK ledger:<ledgerId>  RK record           the ledger's record (status, hash, progress), whatever its domains
+//	PK <noun>:<key>       RK counter          the last seq allocated to the key, the recent allocations
+//	PK <noun>:<key>       RK alloc:<ledgerId> the seqs a ledger was given: First, Count, Hash
+//	PK <noun>:<key>       RK seq:<inverted>   the same, keyed by First (inverted: the latest first)
 //	PK active             RK <orderId>        an order publishing gave seqs to, or the processor received (convoy.ActiveIndex)
+//	PK active:<noun>      RK <key>            the same of another domain's key
+//
+// The order domain's rows are where they were before other domains had
+// any (partition "active", not "active:order"), so that a table written
+// before is read as it is.
 //
 // An allocation writes the counter (ETag-guarded), its alloc row and its seq
-// row in one entity-group transaction: two ledgers racing over an order
+// row in one entity-group transaction: two ledgers racing over a key
 // cannot both take the same numbers, and numbers are never taken without
-// their record. The counter keeps the order's last recentAllocations
+// their record. The counter keeps the key's last recentAllocations
 // allocations (first seq, count, when), so that where a seq waiting to be
 // applied was allocated is, nearly always, in the one point read of the
 // counter (Published); an older one is found by one query of one seq row,
-// however many ledgers published to the order; partitions allocated before
+// however many ledgers published to the key; partitions allocated before
 // seq rows were kept fall back to the alloc rows.
 // The alloc row holds the ledger's count and content hash: the numbers go
 // back only to the same content. Records are inserted (AddEntity) or
 // replaced under the ETag they were read with, never upserted.
 type Ledgers struct {
-	table *aztables.Client
+	table  *aztables.Client
+	noun   string // of the keys: their partitions are <noun>:<key>
+	active string // the partition of their active index
 }
 
 var _ ledger.Store = (*Ledgers)(nil)
 
-// NewLedgers returns a Ledgers on table, created on first use if missing.
-func NewLedgers(table *aztables.Client) *Ledgers { return &Ledgers{table: table} }
+// NewLedgers returns a Ledgers on table, created on first use if missing,
+// of the order domain's keys.
+func NewLedgers(table *aztables.Client) *Ledgers { return (&Ledgers{table: table}).Keys("order") }
+
+// Keys returns the Ledgers of the keys of the domain whose Noun is noun, on
+// the same table and records. A noun is letters (it must name no other
+// partition: "ledger" and "active" do).
+func (s *Ledgers) Keys(noun string) *Ledgers {
+	if noun == "" || noun == "ledger" || noun == "active" || strings.Trim(noun, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
+		panic(fmt.Sprintf("tablestore: %q is no noun of a domain's keys", noun))
+	}
+	active := "active:" + noun
+	if noun == "order" {
+		active = "active" // as before other domains
+	}
+	return &Ledgers{table: s.table, noun: noun, active: active}
+}
+
+// partition is the partition of key's counter and allocations.
+func (s *Ledgers) partition(key string) string { return s.noun + ":" + key }
 
 // A rejected ledger's record must always be writable: a string property
 // holds at most 64 KiB (32K UTF-16 units). The problems kept are the first
@@ -74,6 +102,9 @@ func (s *Ledgers) GetLedger(ctx context.Context, id string) (*ledger.Record, err
 	if s := p.str("Problems"); s != "" {
 		_ = json.Unmarshal([]byte(s), &r.Problems)
 	}
+	if s := p.str("Keys"); s != "" {
+		_ = json.Unmarshal([]byte(s), &r.Keys)
+	}
 	return r, nil
 }
 
@@ -94,14 +125,19 @@ func recordEntity(r *ledger.Record) ([]byte, error) {
 	if rs := []rune(msg); len(rs) > maxErrorRunes {
 		msg = string(rs[:maxErrorRunes]) + "…"
 	}
-	return json.Marshal(aztables.EDMEntity{
-		Entity: aztables.Entity{PartitionKey: "ledger:" + r.ID, RowKey: "record"},
-		Properties: map[string]any{
-			"Hash": r.Hash, "Status": string(r.Status), "Transactions": int32(r.Transactions), "Orders": int32(r.Orders),
-			"Sent": int32(r.Sent), "Error": msg, "Problems": string(pj), "ProblemCount": int32(len(r.Problems)),
-			"UpdatedAt": aztables.EDMDateTime(r.UpdatedAt),
-		},
-	})
+	props := map[string]any{
+		"Hash": r.Hash, "Status": string(r.Status), "Transactions": int32(r.Transactions), "Orders": int32(r.Orders),
+		"Sent": int32(r.Sent), "Error": msg, "Problems": string(pj), "ProblemCount": int32(len(r.Problems)),
+		"UpdatedAt": aztables.EDMDateTime(r.UpdatedAt),
+	}
+	if len(r.Keys) > 0 { // none of a ledger of orders alone: its record is as before other domains
+		keys, err := json.Marshal(r.Keys)
+		if err != nil {
+			return nil, err
+		}
+		props["Keys"] = string(keys)
+	}
+	return json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: "ledger:" + r.ID, RowKey: "record"}, Properties: props})
 }
 
 // CreateLedger implements ledger.Store.
@@ -146,15 +182,15 @@ func (s *Ledgers) SaveLedger(ctx context.Context, r *ledger.Record) error {
 }
 
 // maxAllocateAttempts bounds Allocate's reads and writes when other
-// allocations to the same order keep coming first: each lost attempt means
+// allocations to the same key keep coming first: each lost attempt means
 // one of them succeeded, so 20 in a row is contention worth reporting
 // (transient: the caller retries later) rather than a loop.
 const maxAllocateAttempts = 20
 
-// Allocate implements ledger.Store: one query (counter and this ledger's
-// alloc row) and one transaction per attempt.
-func (s *Ledgers) Allocate(ctx context.Context, ledgerID, hash, orderID string, count int) (int64, error) {
-	pk := "order:" + orderID
+// Allocate implements ledger.Allocator: one query (counter and this
+// ledger's alloc row) and one transaction per attempt.
+func (s *Ledgers) Allocate(ctx context.Context, ledgerID, hash, key string, count int) (int64, error) {
+	pk := s.partition(key)
 	allocKey := "alloc:" + ledgerID
 	filter := fmt.Sprintf("PartitionKey eq '%s' and (RowKey eq 'counter' or RowKey eq '%s')", escape(pk), escape(allocKey))
 	for range maxAllocateAttempts {
@@ -165,7 +201,7 @@ func (s *Ledgers) Allocate(ctx context.Context, ledgerID, hash, orderID string, 
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
 			if err != nil && !tableAbsent(err) {
-				return 0, classify(err, "read seq counter of order "+orderID)
+				return 0, classify(err, "read seq counter of "+s.noun+" "+key)
 			}
 			for _, raw := range page.Entities {
 				var e aztables.EDMEntity
@@ -175,7 +211,7 @@ func (s *Ledgers) Allocate(ctx context.Context, ledgerID, hash, orderID string, 
 				p := props(e.Properties)
 				if e.RowKey == allocKey { // this ledger was given its numbers before
 					if got, gotHash := int(p.int("Count")), p.str("Hash"); !ledger.SameAllocation(count, hash, got, gotHash) {
-						return 0, ledger.AllocationMismatch(ledgerID, orderID, count, hash, got, gotHash)
+						return 0, ledger.AllocationMismatch(s.noun, ledgerID, key, count, hash, got, gotHash)
 					}
 					return p.int("First"), nil
 				}
@@ -206,16 +242,16 @@ func (s *Ledgers) Allocate(ctx context.Context, ledgerID, hash, orderID string, 
 		switch tableCode(err) {
 		case "":
 			if err != nil {
-				return 0, classify(err, "allocate seqs of order "+orderID)
+				return 0, classify(err, "allocate seqs of "+s.noun+" "+key)
 			}
 			return last + 1, nil
 		case aztables.EntityAlreadyExists, aztables.UpdateConditionNotSatisfied:
 			continue // another ledger (or this one, elsewhere) allocated first: read again
 		default:
-			return 0, classify(err, "allocate seqs of order "+orderID)
+			return 0, classify(err, "allocate seqs of "+s.noun+" "+key)
 		}
 	}
-	return 0, fault.Errorf(fault.Unavailable, "allocate seqs of order %q: too much contention", orderID)
+	return 0, fault.Errorf(fault.Unavailable, "allocate seqs of %s %q: too much contention", s.noun, key)
 }
 
 var _ convoy.ActiveIndex = (*Ledgers)(nil)
@@ -252,20 +288,20 @@ func encodeRecent(a []allocation) string {
 
 // Published implements convoy.Allocations: one point read of the counter,
 // which holds the recent allocations; a seq allocated before them costs one
-// query of one seq row more, whatever the order's history. When seq was
+// query of one seq row more, whatever the key's history. When seq was
 // allocated is the allocating publisher's clock (an allocation's At; seq
 // rows written before it was kept: their Timestamp, the service's).
-func (s *Ledgers) Published(ctx context.Context, orderID string, seq int64) (convoy.Published, error) {
-	resp, err := s.table.GetEntity(ctx, "order:"+orderID, "counter", nil)
+func (s *Ledgers) Published(ctx context.Context, key string, seq int64) (convoy.Published, error) {
+	resp, err := s.table.GetEntity(ctx, s.partition(key), "counter", nil)
 	switch {
 	case isAbsent(err):
 		return convoy.Published{}, nil // nothing published to it: convoy.PublishedTo reads its entry
 	case err != nil:
-		return convoy.Published{}, classify(err, "read the seqs published to order "+orderID)
+		return convoy.Published{}, classify(err, "read the seqs published to "+s.noun+" "+key)
 	}
 	_, p, err := decodeProps(resp.Value)
 	if err != nil {
-		return convoy.Published{}, fault.Wrap(fault.Internal, err, "decode the seqs published to order "+orderID)
+		return convoy.Published{}, fault.Wrap(fault.Internal, err, "decode the seqs published to "+s.noun+" "+key)
 	}
 	out := convoy.Published{LastSeq: p.int("Last"), DeadLetteredSeq: p.int("DeadLetteredSeq")}
 	if seq < 1 || seq > out.LastSeq {
@@ -277,7 +313,7 @@ func (s *Ledgers) Published(ctx context.Context, orderID string, seq int64) (con
 			return out, nil
 		}
 	}
-	at, found, err := s.seqAllocatedAt(ctx, orderID, seq)
+	at, found, err := s.seqAllocatedAt(ctx, key, seq)
 	switch {
 	case err != nil:
 		return convoy.Published{}, err
@@ -285,43 +321,43 @@ func (s *Ledgers) Published(ctx context.Context, orderID string, seq int64) (con
 		out.SeqAllocatedAt = at
 		return out, nil
 	}
-	legacy, err := s.publishedLegacy(ctx, orderID, seq) // allocated before seq rows were kept
+	legacy, err := s.publishedLegacy(ctx, key, seq) // allocated before seq rows were kept
 	legacy.LastSeq, legacy.DeadLetteredSeq = out.LastSeq, out.DeadLetteredSeq
 	return legacy, err
 }
 
 // ActiveEntry implements convoy.Allocations: one point read.
-func (s *Ledgers) ActiveEntry(ctx context.Context, orderID string) (convoy.ActiveOrder, bool, error) {
-	resp, err := s.table.GetEntity(ctx, activePartition, orderID, nil)
+func (s *Ledgers) ActiveEntry(ctx context.Context, key string) (convoy.ActiveOrder, bool, error) {
+	resp, err := s.table.GetEntity(ctx, s.active, key, nil)
 	switch {
 	case isAbsent(err):
 		return convoy.ActiveOrder{}, false, nil
 	case err != nil:
-		return convoy.ActiveOrder{}, false, classify(err, "read the active entry of order "+orderID)
+		return convoy.ActiveOrder{}, false, classify(err, "read the active entry of "+s.noun+" "+key)
 	}
 	_, p, err := decodeProps(resp.Value)
 	if err != nil {
-		return convoy.ActiveOrder{}, false, fault.Wrap(fault.Internal, err, "decode the active entry of order "+orderID)
+		return convoy.ActiveOrder{}, false, fault.Wrap(fault.Internal, err, "decode the active entry of "+s.noun+" "+key)
 	}
-	return convoy.ActiveOrder{OrderID: orderID, SeenSeq: p.int("SeenSeq"), SeenAt: p.time("SeenAt"), DeadLetteredSeq: p.int("DeadLetteredSeq")}, true, nil
+	return convoy.ActiveOrder{OrderID: key, SeenSeq: p.int("SeenSeq"), SeenAt: p.time("SeenAt"), DeadLetteredSeq: p.int("DeadLetteredSeq")}, true, nil
 }
 
 // seqAllocatedAt finds seq's allocation among the seq rows: one query,
 // whose first row is the latest allocation starting at or before seq.
-func (s *Ledgers) seqAllocatedAt(ctx context.Context, orderID string, seq int64) (time.Time, bool, error) {
-	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge '%s' and RowKey lt 'seq;'", escape("order:"+orderID), seqRowKey(seq))
+func (s *Ledgers) seqAllocatedAt(ctx context.Context, key string, seq int64) (time.Time, bool, error) {
+	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge '%s' and RowKey lt 'seq;'", escape(s.partition(key)), seqRowKey(seq))
 	sel := "RowKey,Timestamp,First,Count,At"
 	top := int32(1)
 	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Select: &sel, Top: &top})
 	for pager.More() { // an empty page with a continuation is possible
 		page, err := pager.NextPage(ctx)
 		if err != nil {
-			return time.Time{}, false, classify(err, "read the seqs published to order "+orderID)
+			return time.Time{}, false, classify(err, "read the seqs published to "+s.noun+" "+key)
 		}
 		for _, raw := range page.Entities {
 			e, p, err := decodeProps(raw)
 			if err != nil {
-				return time.Time{}, false, fault.Wrap(fault.Internal, err, "decode the seqs published to order "+orderID)
+				return time.Time{}, false, fault.Wrap(fault.Internal, err, "decode the seqs published to "+s.noun+" "+key)
 			}
 			if first := p.int("First"); first > seq || seq >= first+p.int("Count") {
 				return time.Time{}, false, nil
@@ -336,21 +372,21 @@ func (s *Ledgers) seqAllocatedAt(ctx context.Context, orderID string, seq int64)
 }
 
 // publishedLegacy is Published from the alloc rows: one query of the
-// order's partition, one page per 1,000 ledgers that published to it.
-func (s *Ledgers) publishedLegacy(ctx context.Context, orderID string, seq int64) (convoy.Published, error) {
-	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge 'alloc:' and RowKey lt 'alloc;'", escape("order:"+orderID))
+// key's partition, one page per 1,000 ledgers that published to it.
+func (s *Ledgers) publishedLegacy(ctx context.Context, key string, seq int64) (convoy.Published, error) {
+	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey ge 'alloc:' and RowKey lt 'alloc;'", escape(s.partition(key)))
 	sel := "RowKey,Timestamp,First,Count"
 	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Select: &sel})
 	out := convoy.Published{}
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
-			return convoy.Published{}, classify(err, "read the seqs published to order "+orderID)
+			return convoy.Published{}, classify(err, "read the seqs published to "+s.noun+" "+key)
 		}
 		for _, raw := range page.Entities {
 			e, p, err := decodeProps(raw)
 			if err != nil {
-				return convoy.Published{}, fault.Wrap(fault.Internal, err, "decode the seqs published to order "+orderID)
+				return convoy.Published{}, fault.Wrap(fault.Internal, err, "decode the seqs published to "+s.noun+" "+key)
 			}
 			first := p.int("First")
 			out.LastSeq = max(out.LastSeq, first+p.int("Count")-1)
@@ -370,23 +406,20 @@ func decodeProps(raw []byte) (aztables.EDMEntity, props, error) {
 	return e, props(e.Properties), nil
 }
 
-// activePartition holds the active-orders index (convoy.ActiveIndex).
-const activePartition = "active"
-
-// Activate implements ledger.Store: the orders' entries written (replaced:
+// Activate implements ledger.Allocator: the keys' entries written (replaced:
 // a new ETag, so that a survey that read the old one removes nothing), up
 // to 100 in an entity-group transaction.
-func (s *Ledgers) Activate(ctx context.Context, orderIDs []string) error {
-	for len(orderIDs) > 0 {
-		n := min(maxGroupOps, len(orderIDs))
+func (s *Ledgers) Activate(ctx context.Context, keys []string) error {
+	for len(keys) > 0 {
+		n := min(maxGroupOps, len(keys))
 		actions := make([]aztables.TransactionAction, 0, n)
-		for _, id := range orderIDs[:n] {
-			e, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: activePartition, RowKey: id}})
+		for _, id := range keys[:n] {
+			e, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: s.active, RowKey: id}})
 			actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertReplace, Entity: e})
 		}
-		orderIDs = orderIDs[n:]
+		keys = keys[n:]
 		if err := withTable(ctx, s.table, func() error { return submitTransaction(ctx, s.table, actions) }); err != nil {
-			return classifyOrNil(err, "index active orders")
+			return classifyOrNil(err, "index active "+s.noun+"s")
 		}
 	}
 	return nil
@@ -394,7 +427,7 @@ func (s *Ledgers) Activate(ctx context.Context, orderIDs []string) error {
 
 // ScanActive implements convoy.ActiveIndex: one query.
 func (s *Ledgers) ScanActive(ctx context.Context, after string, limit int) ([]convoy.ActiveOrder, bool, error) {
-	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey gt '%s'", activePartition, escape(after))
+	filter := fmt.Sprintf("PartitionKey eq '%s' and RowKey gt '%s'", s.active, escape(after))
 	top := int32(min(max(limit, 1), maxPageSize))
 	pager := s.table.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter, Top: &top})
 	if !pager.More() {
@@ -405,13 +438,13 @@ func (s *Ledgers) ScanActive(ctx context.Context, after string, limit int) ([]co
 	case tableAbsent(err):
 		return nil, false, nil
 	case err != nil:
-		return nil, false, classify(err, "list active orders")
+		return nil, false, classify(err, "list active "+s.noun+"s")
 	}
 	out := make([]convoy.ActiveOrder, 0, len(page.Entities))
 	for _, raw := range page.Entities {
 		e, _, err := decodeProps(raw)
 		if err != nil {
-			return nil, false, fault.Wrap(fault.Internal, err, "decode an active order")
+			return nil, false, fault.Wrap(fault.Internal, err, "decode an active "+s.noun)
 		}
 		p := props(e.Properties)
 		out = append(out, convoy.ActiveOrder{OrderID: e.RowKey, PublishedAt: time.Time(e.Timestamp).UTC(), ETag: e.ETag,
@@ -420,17 +453,17 @@ func (s *Ledgers) ScanActive(ctx context.Context, after string, limit int) ([]co
 	return out, page.NextRowKey != nil, nil
 }
 
-// NoteDeadLettered implements convoy.ActiveIndex: a merge into the order's
-// counter (Allocate keeps it); for an order without one (nothing was
+// NoteDeadLettered implements convoy.ActiveIndex: a merge into the key's
+// counter (Allocate keeps it); for a key without one (nothing was
 // published to it), a second merge, into its active entry (where the
 // processor's SeenSeq is). Neither creates a row.
-func (s *Ledgers) NoteDeadLettered(ctx context.Context, orderID string, seq int64) error {
+func (s *Ledgers) NoteDeadLettered(ctx context.Context, key string, seq int64) error {
 	note := map[string]any{"DeadLetteredSeq": aztables.EDMInt64(seq)}
-	found, err := s.mergeIfExists(ctx, "order:"+orderID, "counter", note)
+	found, err := s.mergeIfExists(ctx, s.partition(key), "counter", note)
 	if err == nil && !found {
-		_, err = s.mergeIfExists(ctx, activePartition, orderID, note)
+		_, err = s.mergeIfExists(ctx, s.active, key, note)
 	}
-	return classifyOrNil(err, "note the dead-lettered seq of order "+orderID)
+	return classifyOrNil(err, "note the dead-lettered seq of "+s.noun+" "+key)
 }
 
 // mergeIfExists merges props into an existing row; found false if there is none.
@@ -445,22 +478,22 @@ func (s *Ledgers) mergeIfExists(ctx context.Context, pk, rk string, props map[st
 }
 
 // MarkActive implements convoy.ActiveMarker: one upsert (merge) of the
-// order's entry with what the processor saw. A publisher's Activate
+// key's entry with what the processor saw. A publisher's Activate
 // replaces it (the counter then tells what was published).
-func (s *Ledgers) MarkActive(ctx context.Context, orderID string, seen convoy.Seen) error {
-	e, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: activePartition, RowKey: orderID},
+func (s *Ledgers) MarkActive(ctx context.Context, key string, seen convoy.Seen) error {
+	e, _ := json.Marshal(aztables.EDMEntity{Entity: aztables.Entity{PartitionKey: s.active, RowKey: key},
 		Properties: map[string]any{"SeenSeq": aztables.EDMInt64(seen.Seq), "SeenAt": aztables.EDMDateTime(seen.At.UTC())}})
 	err := withTable(ctx, s.table, func() error {
 		_, err := s.table.UpsertEntity(ctx, e, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeMerge})
 		return err
 	})
-	return classifyOrNil(err, "index order "+orderID+" as active")
+	return classifyOrNil(err, "index "+s.noun+" "+key+" as active")
 }
 
 // Deactivate implements convoy.ActiveIndex: a delete under the entry's ETag.
 func (s *Ledgers) Deactivate(ctx context.Context, e convoy.ActiveOrder) error {
 	if e.ETag == "" {
-		return fault.Errorf(fault.Internal, "deactivate order %q: no ETag (an entry is removed only as it was read)", e.OrderID)
+		return fault.Errorf(fault.Internal, "deactivate %s %q: no ETag (an entry is removed only as it was read)", s.noun, e.OrderID)
 	}
-	return deleteAsRead(ctx, s.table, activePartition, e.OrderID, e.ETag, "deactivate order "+e.OrderID)
+	return deleteAsRead(ctx, s.table, s.active, e.OrderID, e.ETag, "deactivate "+s.noun+" "+e.OrderID)
 }

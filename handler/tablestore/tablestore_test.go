@@ -252,7 +252,59 @@ func TestLedgersConformance(t *testing.T) {
 
 func TestLedgerCrashRecovery(t *testing.T) {
 	t.Parallel()
-	ledgertest.CrashAtEveryStep(t, tablestore.NewLedgers(server.NewTable(t, nil)))
+	store := tablestore.NewLedgers(server.NewTable(t, nil))
+	ledgertest.CrashAtEveryStep(t, store, store.Keys("account"))
+}
+
+// TestLedgersScopes: on one table, the account domain's keys pass the
+// suite too, and share the records but neither seqs nor active entries with
+// the orders of the same ids; their rows are in their own partitions
+// (account:<id>, active:account) while an order's stay where they were
+// (order:<id>, active).
+func TestLedgersScopes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	table := server.NewTable(t, nil)
+	orders := tablestore.NewLedgers(table)
+	accounts := orders.Keys("account")
+	ledgertest.Run(t, accounts)
+	ledgertest.Scopes(t, orders, accounts)
+
+	if _, err := orders.Allocate(ctx, "L-rows", "h", "same-id", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := accounts.Allocate(ctx, "L-rows", "h", "same-id", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := orders.Activate(ctx, []string{"same-id"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := accounts.Activate(ctx, []string{"same-id"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []struct {
+		pk, rk string
+		count  int64
+	}{{"order:same-id", "alloc:L-rows", 1}, {"account:same-id", "alloc:L-rows", 2}, {"active", "same-id", 0}, {"active:account", "same-id", 0}} {
+		resp, err := table.GetEntity(ctx, row.pk, row.rk, nil)
+		if err != nil {
+			t.Fatalf("row %s/%s: %v", row.pk, row.rk, err)
+		}
+		var e aztables.EDMEntity
+		if err := json.Unmarshal(resp.Value, &e); err != nil {
+			t.Fatal(err)
+		}
+		var count int64
+		switch v := e.Properties["Count"].(type) {
+		case int32:
+			count = int64(v)
+		case float64:
+			count = int64(v)
+		}
+		if count != row.count {
+			t.Fatalf("row %s/%s: Count %v, want %d", row.pk, row.rk, e.Properties["Count"], row.count)
+		}
+	}
 }
 
 // TestRejectedLedgerAlwaysRecordable: a ledger whose problems quote huge
@@ -274,7 +326,7 @@ func TestRejectedLedgerAlwaysRecordable(t *testing.T) {
 	}
 	b.WriteString(`],"` + strings.Repeat("&", 40_000) + `":1}`)
 	doc := []byte(b.String())
-	p := ledger.NewPublisher(store, &ledgertest.Sender{}, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}})
+	p := ledgertest.Publisher(store, &ledgertest.Sender{}, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}})
 	_, perr := p.Publish(ctx, doc)
 	if fault.CodeOf(perr) != fault.Invalid || len(fault.ProblemsOf(perr)) < 400 {
 		t.Fatalf("publish: %v with %d problems, want invalid with every problem", perr, len(fault.ProblemsOf(perr)))

@@ -11,7 +11,12 @@ param blobEndpoint string
 param tableServiceUri string
 param deploymentContainerName string
 param serviceBusNamespace string
-param ordersMaxMessageBytes int
+
+@description('The namespace\'s message size limit, which every domain\'s queue has.')
+param maxMessageBytes int
+
+@description('The registered domains (resources.bicep): each gets its <Prefix>QueueName, <Prefix>TableName and <Prefix>MaxMessageBytes.')
+param domains array
 @secure()
 param applicationInsightsConnectionString string
 param maximumInstanceCount int
@@ -72,13 +77,22 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
   }
 }
 
+// Each domain's settings, named as handler/settings reads them (Prefix:
+// OrdersQueueName, AccountsTableName, …); its processor's function.json
+// reads the queue's (%AccountsQueueName%).
+var domainSettings = reduce(domains, {}, (settings, d) => union(settings, {
+  '${d.prefix}QueueName': d.queue
+  '${d.prefix}TableName': d.table
+  '${d.prefix}MaxMessageBytes': string(maxMessageBytes)
+}))
+
 resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   parent: app
   name: 'appsettings'
   // No setting that Flex refuses (FUNCTIONS_WORKER_RUNTIME, WEBSITE_RUN_FROM_PACKAGE, …:
   // the runtime and the package are in functionAppConfig). Endpoints come
   // from the resources, never built from a DNS suffix (sovereign clouds).
-  properties: {
+  properties: union({
     AzureWebJobsStorage__blobServiceUri: blobEndpoint
     AzureWebJobsStorage__credential: 'managedidentity'
     AzureWebJobsStorage__clientId: identityClientId
@@ -89,10 +103,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     StateStorage__credential: 'managedidentity'
     StateStorage__clientId: identityClientId
     LedgersQueueName: 'ledgers'
-    OrdersQueueName: 'orders'
-    OrdersTableName: 'ConvoyOrders'
     LedgersTableName: 'ConvoyLedgers'
-    OrdersMaxMessageBytes: string(ordersMaxMessageBytes)
     // AutoReplay's schedule (%AutoReplaySchedule% in its function.json: the
     // host refuses the function without it) and its switch.
     AutoReplaySchedule: '0 */1 * * * *'
@@ -106,7 +117,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     LogLevel: 'warn'
     APPLICATIONINSIGHTS_CONNECTION_STRING: applicationInsightsConnectionString
     APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
-  }
+  }, domainSettings)
 }
 
 output appName string = app.name

@@ -9,6 +9,7 @@ param maximumInstanceCount int
 param instanceMemoryMB int
 param alertEmail string
 param blockedAlertMinutes int
+param domains array
 
 // Resource names. azd accepts environment names of 1-64 characters of
 // [a-zA-Z0-9-()_.]; every type below accepts less (lengths and alphabets:
@@ -39,6 +40,18 @@ var names = {
   functionApp: 'func-${fit(base, 46)}-${take(token, 8)}' // global, 2-60, letters, digits, hyphens, no hyphen first or last
   alerts: 'alert-${fit(base, 60)}' // prefix of the alert rules and the action group: 1-260, letters, digits, hyphens
 }
+
+// What each domain has, named as the program names it (handler/settings:
+// Prefix, DefaultQueue, DefaultTable): its name, the prefix of its settings
+// (the name, first letter upper-cased: Orders), its queue (the name) and its
+// table (Convoy<Prefix>). Every module reads these; none derives a name again.
+var prefixes = [for name in domains: '${toUpper(take(name, 1))}${skip(name, 1)}']
+var domainResources = [for (name, i) in domains: {
+  name: name
+  prefix: prefixes[i]
+  queue: name
+  table: 'Convoy${prefixes[i]}'
+}]
 
 resource identity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
   name: names.identity
@@ -78,6 +91,7 @@ module alerts 'alerts.bicep' = {
     namePrefix: names.alerts
     alertEmail: alertEmail
     blockedAlertMinutes: blockedAlertMinutes
+    domains: domainResources
   }
 }
 
@@ -88,6 +102,7 @@ module serviceBus 'servicebus.bicep' = {
     tags: tags
     namespaceName: names.serviceBus
     sku: serviceBusSku
+    domains: domainResources
   }
 }
 
@@ -98,6 +113,7 @@ module storage 'storage.bicep' = {
     tags: tags
     accountName: names.storage
     deploymentContainerName: names.deploymentContainer
+    domains: domainResources
   }
 }
 
@@ -114,7 +130,8 @@ module functionApp 'functionapp.bicep' = {
     tableServiceUri: storage.outputs.tableServiceUri
     deploymentContainerName: storage.outputs.deploymentContainerName
     serviceBusNamespace: serviceBus.outputs.fullyQualifiedNamespace
-    ordersMaxMessageBytes: serviceBus.outputs.maxMessageBytes
+    maxMessageBytes: serviceBus.outputs.maxMessageBytes
+    domains: domainResources
     applicationInsightsConnectionString: monitoring.outputs.connectionString
     maximumInstanceCount: maximumInstanceCount
     instanceMemoryMB: instanceMemoryMB
@@ -130,6 +147,7 @@ module roles 'roles.bicep' = {
     serviceBusNamespaceName: serviceBus.outputs.namespaceName
     storageAccountName: storage.outputs.accountName
     applicationInsightsName: monitoring.outputs.applicationInsightsName
+    domains: domainResources
   }
 }
 

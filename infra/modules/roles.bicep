@@ -6,6 +6,9 @@ param serviceBusNamespaceName string
 param storageAccountName string
 param applicationInsightsName string
 
+@description('The registered domains (resources.bicep): the app and the user get the same roles on each one\'s queue and table.')
+param domains array
+
 // Built-in role definition ids.
 var roles = {
   serviceBusDataOwner: '090c5cfd-751d-490a-894a-3ce6f1109419'
@@ -25,10 +28,10 @@ resource ledgersQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' existi
   name: 'ledgers'
 }
 
-resource ordersQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' existing = {
+resource domainQueues 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' existing = [for d in domains: {
   parent: namespace
-  name: 'orders'
-}
+  name: d.queue
+}]
 
 resource account 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
   name: storageAccountName
@@ -39,10 +42,10 @@ resource tableService 'Microsoft.Storage/storageAccounts/tableServices@2023-05-0
   name: 'default'
 }
 
-resource ordersTable 'Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-01' existing = {
+resource domainTables 'Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-01' existing = [for d in domains: {
   parent: tableService
-  name: 'ConvoyOrders'
-}
+  name: d.table
+}]
 
 resource ledgersTable 'Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-01' existing = {
   parent: tableService
@@ -59,8 +62,11 @@ resource applicationInsights 'Microsoft.Insights/components@2020-02-02' existing
 // Data Receiver alone the scale controller falls back to incremental scaling
 // (HOST-CONTRACT "Scale-out"; Data Owner per queue is also what azd's
 // scaffold grants, Azure/azure-dev cli/azd/internal/scaffold/resource_meta.go).
-// Owner of `orders` also covers the publisher's and ReplayOrder's sends and
-// ReplayOrder's reads of the dead-letter queue; nothing is granted on the namespace.
+// Owner of a domain's queue (`orders`, `accounts`, …) also covers the
+// publisher's and its replay's sends and the replay's reads of the dead-letter
+// queue; nothing is granted on the namespace. Each domain's assignments are
+// named guid(<its queue or table>.id, principal, role): for orders the names
+// of earlier versions, so a redeployment finds them in place.
 
 // LedgerIngest is triggered by the ledgers queue.
 resource appLedgersOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
@@ -73,28 +79,29 @@ resource appLedgersOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = 
   }
 }
 
-// OrderProcessor is triggered by the orders queue; the publisher (LedgerIngest,
-// LedgerUpload) and ReplayOrder send to it; ReplayOrder reads its dead letters.
-resource appOrdersOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
-  name: guid(ordersQueue.id, appPrincipalId, roles.serviceBusDataOwner)
-  scope: ordersQueue
+// A domain's processor (OrderProcessor, AccountProcessor, …) is triggered by
+// its queue; the publisher (LedgerIngest, LedgerUpload) and its replay
+// (ReplayOrder, ReplayAccount, …) send to it; the replay reads its dead letters.
+resource appDomainOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for (d, i) in domains: {
+  name: guid(domainQueues[i].id, appPrincipalId, roles.serviceBusDataOwner)
+  scope: domainQueues[i]
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataOwner)
     principalId: appPrincipalId
     principalType: 'ServicePrincipal'
   }
-}
+}]
 
-// Order state (OrderProcessor, OrderStatus).
-resource appOrdersTable 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
-  name: guid(ordersTable.id, appPrincipalId, roles.storageTableDataContributor)
-  scope: ordersTable
+// A domain's state (its processor, status, replay, skip functions).
+resource appDomainTable 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for (d, i) in domains: {
+  name: guid(domainTables[i].id, appPrincipalId, roles.storageTableDataContributor)
+  scope: domainTables[i]
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageTableDataContributor)
     principalId: appPrincipalId
     principalType: 'ServicePrincipal'
   }
-}
+}]
 
 // Ledger records and seq counters (LedgerIngest, LedgerUpload).
 resource appLedgersTable 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
@@ -141,35 +148,35 @@ resource userLedgersSender 'Microsoft.Authorization/roleAssignments@2022-04-01' 
   }
 }
 
-resource userOrdersSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(userPrincipalId)) {
-  name: guid(ordersQueue.id, userPrincipalId, roles.serviceBusDataSender)
-  scope: ordersQueue
+resource userDomainSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for (d, i) in domains: if (!empty(userPrincipalId)) {
+  name: guid(domainQueues[i].id, userPrincipalId, roles.serviceBusDataSender)
+  scope: domainQueues[i]
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataSender)
     principalId: userPrincipalId
     principalType: userPrincipalType
   }
-}
+}]
 
-resource userOrdersReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(userPrincipalId)) {
-  name: guid(ordersQueue.id, userPrincipalId, roles.serviceBusDataReceiver)
-  scope: ordersQueue
+resource userDomainReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for (d, i) in domains: if (!empty(userPrincipalId)) {
+  name: guid(domainQueues[i].id, userPrincipalId, roles.serviceBusDataReceiver)
+  scope: domainQueues[i]
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.serviceBusDataReceiver)
     principalId: userPrincipalId
     principalType: userPrincipalType
   }
-}
+}]
 
-resource userOrdersTable 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(userPrincipalId)) {
-  name: guid(ordersTable.id, userPrincipalId, roles.storageTableDataContributor)
-  scope: ordersTable
+resource userDomainTable 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for (d, i) in domains: if (!empty(userPrincipalId)) {
+  name: guid(domainTables[i].id, userPrincipalId, roles.storageTableDataContributor)
+  scope: domainTables[i]
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageTableDataContributor)
     principalId: userPrincipalId
     principalType: userPrincipalType
   }
-}
+}]
 
 resource userLedgersTable 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(userPrincipalId)) {
   name: guid(ledgersTable.id, userPrincipalId, roles.storageTableDataContributor)

@@ -1,7 +1,11 @@
-// The Service Bus namespace and the two queues (names: docs/contract.md).
+// The Service Bus namespace, the ledgers queue and one queue per domain
+// (names: docs/contract.md).
 param location string
 param tags object
 param namespaceName string
+
+@description('The registered domains (resources.bicep): each gets the queue named by its queue member.')
+param domains array
 
 @allowed(['Standard', 'Premium'])
 param sku string
@@ -46,14 +50,18 @@ resource ledgersQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
   }
 }
 
-// Orders: one session per order. maxDeliveryCount 10 is the budget of fast
-// redeliveries before a message is dead-lettered (the handler already retries
-// transient failures inside each delivery); an expired message is
-// dead-lettered, not dropped, so that it can be replayed into its gap.
-// Not partitioned, so that a batch may carry messages of many sessions.
-resource ordersQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
+// One queue per domain (orders, accounts, …): one session per key (an order,
+// an account), so that one domain's poison message or backlog never holds up
+// another's keys. maxDeliveryCount 10 is the budget of fast redeliveries
+// before a message is dead-lettered (the handler already retries transient
+// failures inside each delivery); an expired message is dead-lettered, not
+// dropped, so that it can be replayed into its gap. Not partitioned, so that
+// a batch may carry messages of many sessions. The loop names each queue as
+// before (the orders queue stays `orders`): a redeployment updates it in
+// place, Azure knows a resource by its name, not by the template's symbol.
+resource domainQueues 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = [for d in domains: {
   parent: namespace
-  name: 'orders'
+  name: d.queue
   properties: {
     requiresSession: true
     lockDuration: 'PT1M'
@@ -65,7 +73,7 @@ resource ordersQueue 'Microsoft.ServiceBus/namespaces/queues@2024-01-01' = {
     enablePartitioning: false
     enableBatchedOperations: true
   }
-}
+}]
 
 output namespaceName string = namespace.name
 // The host name from the namespace's own endpoint (https://<name>.servicebus.windows.net:443/

@@ -5,6 +5,9 @@ param tags object
 param accountName string
 param deploymentContainerName string
 
+@description('The registered domains (resources.bicep): each gets the table named by its table member.')
+param domains array
+
 resource account 'Microsoft.Storage/storageAccounts@2023-05-01' = {
   name: accountName
   location: location
@@ -41,13 +44,15 @@ resource tableService 'Microsoft.Storage/storageAccounts/tableServices@2023-05-0
   name: 'default'
 }
 
-// Order state and checkpoints (OrdersTableName).
-resource ordersTable 'Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-01' = {
+// Each domain's state and checkpoints (<Prefix>TableName: ConvoyOrders,
+// ConvoyAccounts, …). The orders table keeps its name: a redeployment
+// updates it in place (Azure knows it by its name, not the loop's symbol).
+resource domainTables 'Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-01' = [for d in domains: {
   parent: tableService
-  name: 'ConvoyOrders'
-}
+  name: d.table
+}]
 
-// Ledger records and per-order seq counters (LedgersTableName).
+// Ledger records and per-key seq counters (LedgersTableName).
 resource ledgersTable 'Microsoft.Storage/storageAccounts/tableServices/tables@2023-05-01' = {
   parent: tableService
   name: 'ConvoyLedgers'

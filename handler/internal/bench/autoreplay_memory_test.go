@@ -12,6 +12,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/heal"
 	"github.com/convoy-dev/convoy/handler/internal/memstore"
 	"github.com/convoy-dev/convoy/handler/operator"
+	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/replay"
 )
 
@@ -59,7 +60,7 @@ func autoReplayPeak(b *testing.B, n, size int) (int64, string) {
 	store := memstore.New()
 	h := heal.New(store, store, store, func() (replay.Source, convoy.Sender, func(), error) {
 		return q, discardSender{q}, func() {}, nil
-	}, heal.Options{MaxOrders: 200, MaxScan: 1_000})
+	}, heal.Options{Domain: orders.Domain, MaxOrders: 200, MaxScan: 1_000})
 	q.base = int64(liveHeap())
 	r := h.RunOnce(context.Background())
 	if r.Paused != "" || r.Summary == nil || r.Summary.DeadLetters == nil {

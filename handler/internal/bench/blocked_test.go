@@ -125,7 +125,7 @@ func BenchmarkBlockedListAndSummary(b *testing.B) {
 		plainTrips := &countingTransport{}
 		plain := plainTable(b, az, name, plainTrips)
 		sb := &sbCounter{q: q}
-		healer := heal.New(operator, operator, operator, sb.open, heal.Options{
+		healer := heal.New(operator, operator, operator, sb.open, heal.Options{Domain: orders.Domain,
 			PeekTimeout: handler.DeadLetterPeekDeadline, PassTimeout: handler.AutoReplayPassDeadline})
 
 		// One AutoReplay run, under the timer's deadline.
@@ -254,7 +254,7 @@ func BenchmarkBlockedListAndSummary(b *testing.B) {
 		// removes them).
 		later := time.Now().Add(2 * time.Hour)
 		readsOnly := func(perRun int) (time.Duration, int64, string) {
-			h := heal.New(operator, operator, operator, sb.open, heal.Options{Disabled: true, BlockedPerRun: perRun,
+			h := heal.New(operator, operator, operator, sb.open, heal.Options{Domain: orders.Domain, Disabled: true, BlockedPerRun: perRun,
 				PeekTimeout: handler.DeadLetterPeekDeadline, PassTimeout: handler.AutoReplayPassDeadline,
 				Now: func() time.Time { return later }})
 			trips.reset()

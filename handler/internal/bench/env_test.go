@@ -77,7 +77,7 @@ func stagedApp(b *testing.B, edit func(name string, doc map[string]any)) *devhos
 	if _, err := devhost.Stage(root, handlerBinary(b), dir, edit); err != nil {
 		b.Fatal(err)
 	}
-	app, err := devhost.LoadApp(dir, map[string]string{"OrdersQueueName": "orders", "LedgersQueueName": "ledgers"})
+	app, err := devhost.LoadApp(dir, devhost.QueueSettings())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func function(b *testing.B, app *devhost.App, name string) devhost.Function {
 func orderMessages(b *testing.B, ledgerID string, n int, orders []string) []convoy.Envelope {
 	b.Helper()
 	sender := &ledgertest.Sender{}
-	p := ledger.NewPublisher(memstore.NewLedgers(), sender, ledger.PublisherOptions{})
+	p := ledgertest.Publisher(memstore.NewLedgers(), sender, ledger.PublisherOptions{})
 	if _, err := p.Publish(context.Background(), ledgertest.Doc(ledgerID, n, orders, 0)); err != nil {
 		b.Fatal(err)
 	}

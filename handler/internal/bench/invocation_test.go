@@ -29,7 +29,7 @@ func BenchmarkInvocationOverhead(b *testing.B) {
 	const pairs, nOrders = 10_000, 100
 	fn := function(b, stagedApp(b, nil), handler.FnOrderProcessor)
 	store := memstore.New()
-	e := handler.New(handler.Deps{Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain}), Orders: store,
+	e := handler.New(handler.Deps{Domains: []handler.Domain{{Rules: orders.Domain, Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain}), Keys: store}},
 		Logger: handler.NewLogger("json", "info", io.Discard, io.Discard)})
 	e.POST("/Bare", func(c echo.Context) error {
 		if _, err := io.ReadAll(c.Request().Body); err != nil {

@@ -65,7 +65,7 @@ func BenchmarkLagSurvey(b *testing.B) {
 		ledgers := ledgersOn(b, az, ledgerTable, trips)
 		sb := &sbCounter{q: newDeadLetterQueue()}
 		healer := func(withLag bool) *heal.Healer {
-			opts := heal.Options{Disabled: true, PeekTimeout: handler.DeadLetterPeekDeadline, PassTimeout: handler.AutoReplayPassDeadline}
+			opts := heal.Options{Domain: orders.Domain, Disabled: true, PeekTimeout: handler.DeadLetterPeekDeadline, PassTimeout: handler.AutoReplayPassDeadline}
 			if withLag {
 				opts.Active = ledgers
 			}

@@ -47,7 +47,7 @@ func BenchmarkPublisherScale(b *testing.B) {
 		}
 		sender := &countingSender{}
 		// As with MaxLedgerTransactions=1000000 (the default limit is 200,000).
-		p := ledger.NewPublisher(store, sender, ledger.PublisherOptions{Limits: ledger.Limits{MaxTransactions: n}})
+		p := ledgertest.Publisher(store, sender, ledger.PublisherOptions{Limits: ledger.Limits{MaxTransactions: n}})
 		runtime.GC()
 		peak := sampleHeap()
 		b.StartTimer()

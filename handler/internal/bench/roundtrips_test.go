@@ -112,11 +112,11 @@ func convoyMessages(b *testing.B, msgs []convoy.Envelope) []convoy.Message {
 	return out
 }
 
-// countingTransport counts round trips, and entities written: one per
-// sub-request of a $batch, one per other write.
-type countingTransport struct{ trips, writes atomic.Int64 }
+// countingTransport counts round trips, of which reads (GETs), and entities
+// written: one per sub-request of a $batch, one per other write.
+type countingTransport struct{ trips, reads, writes atomic.Int64 }
 
-func (c *countingTransport) reset() { c.trips.Store(0); c.writes.Store(0) }
+func (c *countingTransport) reset() { c.trips.Store(0); c.reads.Store(0); c.writes.Store(0) }
 
 func (c *countingTransport) Do(r *http.Request) (*http.Response, error) {
 	c.trips.Add(1)
@@ -130,6 +130,8 @@ func (c *countingTransport) Do(r *http.Request) (*http.Response, error) {
 		c.writes.Add(int64(bytes.Count(body, []byte("Content-Type: application/http"))))
 	case r.Method != http.MethodGet:
 		c.writes.Add(1)
+	default:
+		c.reads.Add(1)
 	}
 	return http.DefaultClient.Do(r)
 }

@@ -56,7 +56,7 @@ func BenchmarkAutoReplayScale(b *testing.B) {
 		every         = time.Minute // the schedule
 	)
 	opts := func(active convoy.ActiveIndex, now func() time.Time, resume func(context.Context, string) (convoy.Result, error)) heal.Options {
-		return heal.Options{PeekTimeout: handler.DeadLetterPeekDeadline, PassTimeout: handler.AutoReplayPassDeadline,
+		return heal.Options{Domain: orders.Domain, PeekTimeout: handler.DeadLetterPeekDeadline, PassTimeout: handler.AutoReplayPassDeadline,
 			Active: active, LagWindow: window, LagPerRun: lagPerRun, BlockedPerRun: blockedPerRun, Now: now, Resume: resume}
 	}
 	for range b.N {

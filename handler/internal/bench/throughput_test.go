@@ -148,10 +148,10 @@ func pipelineWith(b *testing.B, az *azurite.Server, name string, sessions, perOr
 	for _, t := range tables { // created up front, as Bicep does in Azure, so that no run pays for it
 		createTable(b, az, t)
 	}
-	settings := map[string]string{
-		"StateStorage": az.ConnectionString(), "OrdersQueueName": "orders", "LedgersQueueName": "ledgers", "LogFormat": "json", "LogLevel": "warn",
+	settings := devhost.WithQueueSettings(map[string]string{
+		"StateStorage": az.ConnectionString(), "LogFormat": "json", "LogLevel": "warn",
 		"OrdersTableName": tables["OrdersTableName"], "LedgersTableName": tables["LedgersTableName"],
-	}
+	})
 	maps.Copy(settings, x.settings)
 	h, err := devhost.Start(devhost.Options{AppDir: app.Dir, Queues: queues, Settings: settings})
 	if err != nil {

@@ -1,7 +1,8 @@
-// Package convoytest is test support, never used by the product: the fold
-// of an order's messages written independently of the order rules (orders.Rules), the oracle
-// that the processor's property test, the end-to-end suite and the demo
-// compare every order with.
+// Package convoytest is test support, never used by the product: the folds
+// of an order's messages and of an account's commands, each written
+// independently of its domain's rules (orders.Rules, accounts.Rules): the
+// oracles that the property tests, the end-to-end suite and the demo
+// compare every order and account with.
 package convoytest
 
 import (

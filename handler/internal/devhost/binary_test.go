@@ -260,8 +260,8 @@ func TestCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := devhost.Start(devhost.Options{AppDir: app, Queues: queues, Settings: map[string]string{
-		"StateStorage": az.ConnectionString(), "OrdersQueueName": "orders", "LedgersQueueName": "ledgers"}})
+	h, err := devhost.Start(devhost.Options{AppDir: app, Queues: queues, Settings: devhost.WithQueueSettings(map[string]string{
+		"StateStorage": az.ConnectionString()})})
 	if err != nil {
 		t.Fatal(err)
 	}

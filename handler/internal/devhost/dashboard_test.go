@@ -21,7 +21,9 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/handler"
+	"github.com/convoy-dev/convoy/handler/accounts"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
+	"github.com/convoy-dev/convoy/handler/orders"
 )
 
 // chromium returns Debian's chromium, which make test installs when it is
@@ -301,7 +303,7 @@ func TestDashboardShowsLag(t *testing.T) {
 	t.Parallel()
 	ctx := timeout(t, 2*time.Minute)
 	var summary atomic.Value
-	page := handler.New(handler.Deps{})
+	page := handler.New(handler.Deps{Domains: []handler.Domain{{Rules: orders.Domain}}})
 	mux := http.NewServeMux()
 	mux.Handle("/api/dashboard", page)
 	mux.HandleFunc("/api/summary", func(w http.ResponseWriter, r *http.Request) {
@@ -413,7 +415,7 @@ func TestDashboardOrderPageEscapes(t *testing.T) {
 	t.Parallel()
 	ctx := timeout(t, 2*time.Minute)
 	const evil = `<script>document.body.dataset.pwned="yes"</script>`
-	page := handler.New(handler.Deps{})
+	page := handler.New(handler.Deps{Domains: []handler.Domain{{Rules: orders.Domain}}})
 	var asked atomic.Value
 	asked.Store("")
 	mux := http.NewServeMux()
@@ -479,5 +481,104 @@ func TestDashboardOrderPageEscapes(t *testing.T) {
 	}
 	if q := asked.Load().(string); q != "continuation=aDEuMS4tMQ&pageSize=20" && q != "pageSize=20&continuation=aDEuMS4tMQ" {
 		t.Errorf("the next page asked OrderStatus for ?%s, want pageSize=20 and the continuation", q)
+	}
+}
+
+// TestDashboardShowsAccounts: opened with ?domain=accounts, the page is the
+// account domain's, rendered by headless Chromium from canned answers (the
+// page itself is the handler's, serving orders then accounts): its selector
+// links to both domains, the accounts one marked; its figures, its blocked
+// list and an account's page are read from the account routes (the blocked
+// list's "accounts", each "accountId") and say accounts, and no order route
+// is asked; the account's page shows its balance and limit, its entries as
+// the answer gave them, numbered, and its replay and skip on the account
+// routes (the buttons' routes, as the page's data names them).
+func TestDashboardShowsAccounts(t *testing.T) {
+	t.Parallel()
+	ctx := timeout(t, 2*time.Minute)
+	page := handler.New(handler.Deps{Domains: []handler.Domain{{Rules: orders.Domain}, {Rules: accounts.Domain}}})
+	var mu sync.Mutex
+	var asked []string
+	mux := http.NewServeMux()
+	answer := func(body string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			asked = append(asked, r.URL.Path+"?"+r.URL.RawQuery)
+			mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, body)
+		}
+	}
+	parked := answer(`{"accountId": "acc-1", "parked": 2, "missingSeq": 3, "windowSize": 16, "messages": [{"seq": 4, "messageId": "A:3"}, {"seq": 5, "messageId": "A:4"}]}`)
+	mux.HandleFunc("/api/dashboard", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("parked") {
+			parked(w, r)
+			return
+		}
+		page.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("/api/summary", answer(strings.Replace(lagSummary("null"), `"blockedOrders": 4`, `"domain": "accounts", "blockedOrders": 1`, 1)))
+	mux.HandleFunc("/api/orders", answer(`{"orders": [{"orderId": "o-wrong", "appliedSeq": 1, "parked": 1, "missingSeq": 2, "blockedSince": "2026-11-25T18:50:01Z"}]}`))
+	mux.HandleFunc("/api/accounts", answer(`{"accounts": [{"accountId": "acc-1", "appliedSeq": 2, "parked": 2, "missingSeq": 3, "blockedSince": "2026-11-25T18:50:01Z",
+		"missing": {"where": "deadLetter", "messageId": "A:2", "deadLetterReason": "MaxDeliveryCountExceeded", "cause": "transient", "why": "its deliveries ran out"}}]}`))
+	mux.HandleFunc("/api/accounts/acc-1", answer(`{"accountId": "acc-1", "status": "open", "currency": "EUR", "limit": 5000, "balance": 90000,
+		"appliedSeq": 2, "parked": 2, "missingSeq": 3, "blockedSince": "2026-11-25T18:50:01Z",
+		"entries": [{"reference": "dep-1", "kind": "deposit", "amount": 120000, "balance": 120000}, {"reference": "wd-1", "kind": "withdraw", "amount": -30000, "balance": 90000}],
+		"rejected": [{"seq": 1, "reason": "skipped by operator"}], "updatedAt": "2026-11-25T18:50:01Z", "lag": {"backlog": 3, "status": "blocked", "window": 300}}`))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	render := func(hash string) string {
+		t.Helper()
+		dom := pageScript.ReplaceAllString(string(headless(t, ctx, srv.URL+"/api/dashboard?domain=accounts"+hash, "--dump-dom")), "")
+		if st := statusLine.FindStringSubmatch(dom); !strings.Contains(dom, `data-ready="true"`) || st == nil || strings.HasPrefix(st[1], "Could not load") {
+			t.Fatalf("the accounts page (%s) did not load its data (status %q):\n%s", hash, st, tail(dom, 3000))
+		}
+		return dom
+	}
+	dom := render("")
+	for _, want := range []string{
+		`<h1 id="title">convoy: accounts at a glance</h1>`,
+		`<a href="?domain=orders">orders</a> | <a href="?domain=accounts" aria-current="page">accounts</a>`,
+		`<th class="noun">account</th>`,
+		"<b>1</b>blocked accounts</div>",
+		`<tr class="blocked" data-order="acc-1"><td><a href="#account=acc-1">acc-1</a></td><td>3</td><td>2</td>`,
+		`<button>replay</button> <button>skip seq 3</button>`,
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the accounts list lacks %s", want)
+		}
+	}
+	if strings.Contains(dom, "o-wrong") {
+		t.Errorf("the accounts list shows an order")
+	}
+	dom = render("#account=acc-1")
+	for _, want := range []string{
+		`<h2><span id="orderNoun">Account</span> <span id="orderTitle" class="mono">acc-1</span></h2>`,
+		`<th scope="row">status</th><td>open</td>`, `<th scope="row">limit</th><td>5000</td>`, `<th scope="row">balance</th><td>90000</td>`,
+		`<th scope="row">applied seq</th><td>2</td>`, `<th scope="row">missing seq</th><td>3</td>`,
+		"That message is in the accounts queue's dead-letter sub-queue, message A:2, dead-lettered for MaxDeliveryCountExceeded: a transient cause",
+		`<caption>Entries</caption>`,
+		`<tr><td>1</td><td>dep-1</td><td>deposit</td><td>120000</td><td>120000</td></tr>`,
+		`<tr><td>2</td><td>wd-1</td><td>withdraw</td><td>-30000</td><td>90000</td></tr>`,
+		`<tr><td>1</td><td>skipped by operator</td></tr>`,
+		"entries 1 to 2 of the account's; nothing follows.",
+		`<p id="orderActions"><button type="button">replay</button> <button type="button">skip seq 3</button></p>`,
+		"2 message(s) parked behind seq 3, from seq 4 on, waiting for it.",
+		`("account message", field traceId)`,
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the account's page lacks %s", want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	seen := strings.Join(asked, " ")
+	for _, want := range []string{"/api/summary?domain=accounts", "/api/accounts?blocked=true&pageSize=500", "/api/accounts/acc-1?pageSize=20", "/api/dashboard?domain=accounts&parked=acc-1"} {
+		if !strings.Contains(seen, want) {
+			t.Errorf("the page did not ask %s (it asked %s)", want, seen)
+		}
+	}
+	if strings.Contains(seen, "/api/orders") {
+		t.Errorf("the accounts page asked an order route: %s", seen)
 	}
 }

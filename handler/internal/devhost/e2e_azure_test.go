@@ -18,6 +18,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/internal/devhost/cmd/convoy-devhost/demo"
+	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/orders"
 )
@@ -62,8 +63,8 @@ func orderLock(d time.Duration) func(*devhost.Options) {
 }
 
 // TestBacklogOnThreeInstancesWithLockLoss: a backlog scales OrderProcessor
-// out to three instances (its group's share of the app's six: the three other
-// groups keep one each), whose session locks run out under it (renewal stops 1 s
+// out to three instances (its group's share of the app's seven: the four
+// other groups, AccountProcessor's among them, keep one each), whose session locks run out under it (renewal stops 1 s
 // after a session is accepted; the lock lasts 0.5 s more): calls of one
 // session overlap across instances, completions fail, messages come back.
 // Nothing is lost or applied twice.
@@ -72,7 +73,7 @@ func TestBacklogOnThreeInstancesWithLockLoss(t *testing.T) {
 	ctx := timeout(t, 3*time.Minute)
 	app := stage(t, hostJSON(map[string]any{"maxAutoLockRenewalDuration": "00:00:01", "maxConcurrentSessions": 4}, nil))
 	e := startWith(t, app, azurite.Options{}, func(o *devhost.Options) {
-		o.MaxInstances = 6
+		o.MaxInstances = 7
 		orderLock(500 * time.Millisecond)(o)
 	})
 	slowCalls(e, "OrderProcessor", 30*time.Millisecond) // ~65 messages of 30 ms per session outlast its 1.5 s lock on any machine
@@ -101,7 +102,7 @@ func TestLockLostMidCall(t *testing.T) {
 		orderLock(200 * time.Millisecond)(o)
 	})
 	doc := genLedger(rand.New(rand.NewPCG(5, 6)), "L-slow", 30, []string{"slowpoke"}, true)
-	l, _ := ledger.Parse(doc, ledger.Limits{})
+	l, _ := ledger.Parse(doc, ledger.Limits{}, ledgertest.Orders)
 	victim := convoy.MessageID(l.ID, 4) // seq 5
 	var mu sync.Mutex
 	var firstEnded, secondStarted time.Time
@@ -145,7 +146,7 @@ func TestExpiredSession(t *testing.T) {
 	ctx := timeout(t, time.Minute)
 	e := start(t, stage(t, nil), azurite.Options{})
 	doc := genLedger(rand.New(rand.NewPCG(9, 10)), "L-ttl", 6, []string{"expiring"}, true)
-	l, _ := ledger.Parse(doc, ledger.Limits{})
+	l, _ := ledger.Parse(doc, ledger.Limits{}, ledgertest.Orders)
 	first := convoy.MessageID(l.ID, 0)
 	e.host.InjectFault(func(_ string, msgs []*devbus.Message) error {
 		if msgs[0].MessageID == first && msgs[0].DeliveryCount == 1 {
@@ -155,7 +156,7 @@ func TestExpiredSession(t *testing.T) {
 	})
 	var msgs []devbus.Message
 	for i, entry := range l.Entries {
-		body, _ := orders.EncodeBody(entry.Transaction)
+		body, _ := orders.EncodeBody(entry.Command.(orders.Transaction))
 		m := devbus.Message{MessageID: convoy.MessageID(l.ID, i), SessionID: "expiring", ContentType: "application/json", Body: body,
 			Properties: map[string]any{"ledgerId": l.ID, "seq": int64(i + 1), "last": entry.Last}}
 		if i == 1 {
@@ -201,10 +202,10 @@ func TestLogsReachApplicationInsights(t *testing.T) {
 	ctx := timeout(t, time.Minute)
 	e := start(t, stage(t, nil), azurite.Options{})
 	doc := genLedger(rand.New(rand.NewPCG(13, 14)), "L-logs", 4, []string{"logged"}, true)
-	l, _ := ledger.Parse(doc, ledger.Limits{})
+	l, _ := ledger.Parse(doc, ledger.Limits{}, ledgertest.Orders)
 	var msgs []devbus.Message
 	for i, entry := range l.Entries {
-		body, _ := orders.EncodeBody(entry.Transaction)
+		body, _ := orders.EncodeBody(entry.Command.(orders.Transaction))
 		msgs = append(msgs, devbus.Message{MessageID: convoy.MessageID(l.ID, i), SessionID: "logged", ContentType: "application/json",
 			Body: body, Properties: map[string]any{"ledgerId": l.ID, "seq": int64(i + 1), "last": entry.Last}})
 	}

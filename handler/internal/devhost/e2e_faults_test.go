@@ -13,6 +13,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/servicebus"
 )
@@ -168,7 +169,7 @@ func TestUploadUnderServerBusy(t *testing.T) {
 	ctx := timeout(t, 2*time.Minute)
 	e := startWith(t, stage(t, nil), azurite.Options{}, faultSettings)
 	doc := workload(7, "busy", 1, 40, 4)[0]
-	l, err := ledger.Parse(doc, ledger.Limits{})
+	l, err := ledger.Parse(doc, ledger.Limits{}, ledgertest.Orders)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestPublishThroughDroppedConnections(t *testing.T) {
 	}()
 	var ledgers []*ledger.Ledger
 	for _, doc := range docs {
-		l, err := ledger.Parse(doc, ledger.Limits{})
+		l, err := ledger.Parse(doc, ledger.Limits{}, ledgertest.Orders)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
@@ -267,7 +268,7 @@ func TestReplayOfReplayMessageID(t *testing.T) {
 		{"orderId": "again", "op": "AddTransaction", "txId": "t-2", "amount": 20},
 		{"orderId": "again", "op": "ModifyTransaction", "txId": "t-1", "amount": 50},
 		{"orderId": "again", "op": "AddTransaction", "txId": "t-3", "amount": 3, "last": true}]}`)
-	l, err := ledger.Parse(doc, ledger.Limits{})
+	l, err := ledger.Parse(doc, ledger.Limits{}, ledgertest.Orders)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/internal/devhost/cmd/convoy-devhost/demo"
+	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
@@ -48,7 +49,7 @@ func foldInOrder(ledgers []*ledger.Ledger) map[string]convoytest.Expected {
 	msgs := map[string][]convoy.Message{}
 	for _, l := range ledgers {
 		for _, e := range l.Entries {
-			msgs[e.OrderID] = append(msgs[e.OrderID], convoy.Message{Seq: int64(len(msgs[e.OrderID]) + 1), Last: e.Last, Command: e.Transaction})
+			msgs[e.Key] = append(msgs[e.Key], convoy.Message{Seq: int64(len(msgs[e.Key]) + 1), Last: e.Last, Command: e.Command})
 		}
 	}
 	want := map[string]convoytest.Expected{}
@@ -122,7 +123,7 @@ func streamScenario(t *testing.T, sessions bool) (problems []string, spread bool
 	parse := func(docs [][]byte) []*ledger.Ledger {
 		var ls []*ledger.Ledger
 		for _, d := range docs {
-			l, err := ledger.Parse(d, ledger.Limits{})
+			l, err := ledger.Parse(d, ledger.Limits{}, ledgertest.Orders)
 			if err != nil {
 				t.Fatal(err)
 			}

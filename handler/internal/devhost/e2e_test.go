@@ -22,6 +22,7 @@ import (
 	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/internal/devhost/cmd/convoy-devhost/demo"
+	"github.com/convoy-dev/convoy/handler/internal/ledgertest"
 	"github.com/convoy-dev/convoy/handler/internal/syncio"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/orders"
@@ -103,9 +104,9 @@ func startWith(t *testing.T, app string, az azurite.Options, edit func(*devhost.
 		t.Cleanup(e.az.Stop)
 		e.storage = e.az.Account
 	}
-	opts := devhost.Options{AppDir: app, Queues: queues, Log: e.log, Settings: map[string]string{
-		"StateStorage": e.storage.ConnectionString(), "OrdersQueueName": "orders", "LedgersQueueName": "ledgers", "TransientRetrySeconds": "10",
-	}}
+	opts := devhost.Options{AppDir: app, Queues: queues, Log: e.log, Settings: devhost.WithQueueSettings(map[string]string{
+		"StateStorage": e.storage.ConnectionString(), "TransientRetrySeconds": "10",
+	})}
 	if edit != nil {
 		edit(&opts)
 	}
@@ -176,7 +177,8 @@ func rawOrderMessage(messageID, order, ledgerID string, seq int64, body string) 
 		ApplicationProperties: map[string]any{"ledgerId": ledgerID, "seq": seq}, Body: []byte(body)}
 }
 
-// publish sends ledger documents to the ledgers queue, as `convoy publish` does.
+// publish sends ledger documents to the ledgers queue, as `convoy publish`
+// does; their entries may be of any registered domain.
 func (e *env) publish(ctx context.Context, docs ...[]byte) []*ledger.Ledger {
 	e.t.Helper()
 	sender, err := servicebus.NewSender(e.client(), "ledgers")
@@ -186,7 +188,7 @@ func (e *env) publish(ctx context.Context, docs ...[]byte) []*ledger.Ledger {
 	defer sender.Close(ctx)
 	var out []*ledger.Ledger
 	for _, doc := range docs {
-		l, err := ledger.Parse(doc, ledger.Limits{})
+		l, err := ledger.Parse(doc, ledger.Limits{}, ledgertest.OrdersAndAccounts)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -322,10 +324,10 @@ func TestDuplicates(t *testing.T) {
 	var again []*azservicebus.Message
 	seqs := map[string]int64{}
 	for i, entry := range ledgers[0].Entries {
-		seqs[entry.OrderID]++
-		body, _ := orders.EncodeBody(entry.Transaction)
-		again = append(again, servicebus.ToMessage(convoy.Envelope{SessionID: entry.OrderID, MessageID: fmt.Sprintf("again-%d", i),
-			LedgerID: ledgers[0].ID, Seq: seqs[entry.OrderID], Last: entry.Last, Body: body}))
+		seqs[entry.Key]++
+		body, _ := orders.EncodeBody(entry.Command.(orders.Transaction))
+		again = append(again, servicebus.ToMessage(convoy.Envelope{SessionID: entry.Key, MessageID: fmt.Sprintf("again-%d", i),
+			LedgerID: ledgers[0].ID, Seq: seqs[entry.Key], Last: entry.Last, Body: body}))
 	}
 	e.send(ctx, "orders", again...)
 	e.waitIdle(ctx)
@@ -445,7 +447,7 @@ func TestReplayAfterFix(t *testing.T) {
 	e := start(t, stage(t, nil), azurite.Options{})
 	r := rand.New(rand.NewPCG(11, 12))
 	doc := genLedger(r, "L-replay", 12, []string{"replayed"}, true)
-	l, _ := ledger.Parse(doc, ledger.Limits{})
+	l, _ := ledger.Parse(doc, ledger.Limits{}, ledgertest.Orders)
 	victim := convoy.MessageID(l.ID, 3) // seq 4 of the order
 	e.host.InjectFault(func(fn string, msgs []*devbus.Message) error {
 		for _, m := range msgs {
@@ -480,25 +482,31 @@ func TestReplayAfterFix(t *testing.T) {
 }
 
 // blocked lists the blocked orders through BlockedOrders, every page.
-func (e *env) blocked(t *testing.T) []map[string]any {
+func (e *env) blocked(t *testing.T) []map[string]any { return e.blockedIn(t, "orders") }
+
+// blockedIn lists the blocked keys of a domain (its Name: "orders",
+// "accounts") through its blocked list, every page.
+func (e *env) blockedIn(t *testing.T, domain string) []map[string]any {
 	t.Helper()
 	var all []map[string]any
 	token := ""
 	for range 100 {
-		var page struct {
-			Orders       []map[string]any `json:"orders"`
-			Continuation string           `json:"continuation"`
+		var page map[string]json.RawMessage
+		if code := e.get(t, "/api/"+domain+"?blocked=true&pageSize=1&continuation="+token, &page); code != 200 {
+			t.Fatalf("blocked %s: %d", domain, code)
 		}
-		if code := e.get(t, "/api/orders?blocked=true&pageSize=1&continuation="+token, &page); code != 200 {
-			t.Fatalf("BlockedOrders: %d", code)
+		var keys []map[string]any
+		if err := json.Unmarshal(page[domain], &keys); err != nil {
+			t.Fatalf("blocked %s: %v", domain, err)
 		}
-		all = append(all, page.Orders...)
-		if page.Continuation == "" {
+		all = append(all, keys...)
+		token = ""
+		_ = json.Unmarshal(page["continuation"], &token)
+		if token == "" {
 			return all
 		}
-		token = page.Continuation
 	}
-	t.Fatal("BlockedOrders never ends")
+	t.Fatalf("the blocked list of %s never ends", domain)
 	return nil
 }
 
@@ -511,10 +519,10 @@ func TestConcurrentInvocationsOfOneSession(t *testing.T) {
 	e := start(t, stage(t, nil), azurite.Options{})
 	r := rand.New(rand.NewPCG(7, 8))
 	doc := genLedger(r, "L-race", 40, []string{"raced"}, true)
-	l, _ := ledger.Parse(doc, ledger.Limits{})
+	l, _ := ledger.Parse(doc, ledger.Limits{}, ledgertest.Orders)
 	var msgs []*devbus.Message
 	for i, entry := range l.Entries {
-		body, _ := orders.EncodeBody(entry.Transaction)
+		body, _ := orders.EncodeBody(entry.Command.(orders.Transaction))
 		msgs = append(msgs, &devbus.Message{SequenceNumber: int64(i + 1), MessageID: convoy.MessageID(l.ID, i), SessionID: "raced",
 			ContentType: "application/json", Body: body, DeliveryCount: 1, EnqueuedTime: time.Now(),
 			Properties: map[string]any{"ledgerId": l.ID, "seq": int64(i + 1), "last": entry.Last}})

@@ -183,7 +183,7 @@ func (w *world) skip(ctx context.Context, inst int, orderID string, seq int64) {
 	w.st.skips++
 	outer := w.skipping
 	w.skipping = inst
-	res, err := operator.SkipGap(ctx, w.procs[inst], orderID, strconv.FormatInt(seq, 10))
+	res, err := operator.SkipGap(ctx, orders.Domain, w.procs[inst], orderID, strconv.FormatInt(seq, 10))
 	w.skipping = outer
 	if err != nil {
 		if fault.CodeOf(err) == fault.Conflict {
@@ -195,7 +195,7 @@ func (w *world) skip(ctx context.Context, inst int, orderID string, seq int64) {
 		w.note("instance %d: skip %s seq %d: %v", inst, orderID, seq, err)
 		return
 	}
-	settler := &recordingSettler{QueueReplayer: operator.QueueReplayer{Options: replay.Options{Orders: w.store}, Open: func() (replay.Source, convoy.Sender, func(), error) {
+	settler := &recordingSettler{QueueReplayer: operator.QueueReplayer{Domain: orders.Domain, Options: replay.Options{Orders: w.store}, Open: func() (replay.Source, convoy.Sender, func(), error) {
 		return w.dlq.reader(), sender{w}, func() {}, nil
 	}}}
 	if res.Draining != "" {

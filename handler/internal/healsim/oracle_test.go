@@ -480,7 +480,7 @@ func (w *world) checkFinal() {
 		}
 	}
 	for _, m := range w.dlq.msgs {
-		if c := operator.Classify(m.DeadLetter, -1); !w.corrupt[m.MessageID] {
+		if c := operator.Classify(orders.Domain, m.DeadLetter, -1); !w.corrupt[m.MessageID] {
 			w.violate("dead letter %s left (%s)", m.MessageID, c.Why)
 		}
 	}

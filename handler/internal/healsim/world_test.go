@@ -168,7 +168,7 @@ func (w *world) start(i int) {
 	w.procs[i] = p
 	w.healers[i] = heal.New(w.store, w.store, w.mem, func() (replay.Source, convoy.Sender, func(), error) {
 		return w.dlq.reader(), sender{w}, func() {}, nil
-	}, heal.Options{Now: w.clock, Active: w.active, LagPerRun: w.lagPerRun, BlockedPerRun: w.blockedPerRun, Sequential: true,
+	}, heal.Options{Domain: orders.Domain, Now: w.clock, Active: w.active, LagPerRun: w.lagPerRun, BlockedPerRun: w.blockedPerRun, Sequential: true,
 		Resume: func(ctx context.Context, id string) (convoy.Result, error) {
 			res, err := p.Resume(ctx, id)
 			if errors.Is(err, convoy.ErrConflict) {
@@ -185,7 +185,7 @@ func (w *world) start(i int) {
 			}
 			return res, err
 		}})
-	w.servers[i] = handler.New(handler.Deps{Processor: p, Orders: w.store, Blocked: w.store, Heal: w.healers[i],
+	w.servers[i] = handler.New(handler.Deps{Domains: []handler.Domain{{Rules: orders.Domain, Processor: p, Keys: w.store, Blocked: w.store, Heal: w.healers[i]}},
 		// Far off: the simulated deadline of the request's context is the
 		// one that holds (a wall-clock one would not replay).
 		Deadlines: map[string]time.Duration{handler.FnOrderStatus: 24 * time.Hour}})

@@ -10,84 +10,46 @@ import (
 	"testing"
 	"time"
 
+	"github.com/convoy-dev/convoy/handler/domains"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
 	"github.com/convoy-dev/convoy/handler/settings"
 )
 
-// appSettings returns the function app's app settings declared in Bicep:
-// literal values as they are, expressions as "<expr>".
-func appSettings(t *testing.T, files map[string]*bicepFile) map[string]string {
+// appSettings are the function app's app settings as deployed.
+func appSettings(t *testing.T, d deployFiles) map[string]string {
 	t.Helper()
-	for _, r := range ofType(files, "Microsoft.Web/sites/config") {
-		if r.literal("name") != "appsettings" {
-			continue
-		}
-		out := map[string]string{}
-		for k, v := range props(r.prop("properties"), r.file.src) {
-			if s, ok := literal(v, r.file.src); ok {
-				out[k] = s
-			} else {
-				out[k] = "<expr>"
-			}
-		}
-		return out
+	app, err := deployedAppSettings(d)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no Microsoft.Web/sites/config 'appsettings' in the Bicep files")
-	return nil
-}
-
-// namedResources maps literal names to resources of a type.
-func namedResources(files map[string]*bicepFile, typ string) map[string]resource {
-	out := map[string]resource{}
-	for _, r := range ofType(files, typ) {
-		if name, ok := literal(r.prop("name"), r.file.src); ok {
-			out[name] = r
-		}
-	}
-	return out
-}
-
-type functionJSON struct {
-	name     string
-	bindings []map[string]any
-}
-
-func functions(t *testing.T) []functionJSON {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(root, "functions", "*", "function.json"))
-	if len(files) == 0 {
-		t.Fatal("no functions/*/function.json")
-	}
-	var out []functionJSON
-	for _, f := range files {
-		var fj struct {
-			Bindings []map[string]any `json:"bindings"`
-		}
-		data, _ := os.ReadFile(f)
-		if err := json.Unmarshal(data, &fj); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		out = append(out, functionJSON{name: filepath.Base(filepath.Dir(f)), bindings: fj.Bindings})
-	}
-	return out
+	return app
 }
 
 var bindingExpression = regexp.MustCompile(`^%([A-Za-z0-9_]+)%$`)
 
 // TestQueuesAgree: every Service Bus trigger's queue, resolved through its
 // app setting, exists in Bicep and in the local emulator config with the
-// same properties, and is the program's default.
+// same properties, and is the program's default; there is one per
+// registered domain and the ledgers'.
 func TestQueuesAgree(t *testing.T) {
-	files := loadBicep(t)
-	app := appSettings(t, files)
-	queues := namedResources(files, "Microsoft.ServiceBus/namespaces/queues")
-	local, err := devhost.LoadQueueConfig(filepath.Join(root, "infra", "local", "servicebus-emulator-config.json"))
+	d := loadDeploy(t)
+	dep := deploy(d, "convoy-dev")
+	app := appSettings(t, d)
+	queues := dep.ofType("Microsoft.ServiceBus/namespaces/queues")
+	local, err := devhost.LoadQueueConfig(filepath.Join(root, emulatorConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defaults := map[string]string{"OrdersQueueName": settings.DefaultOrdersQueue, "LedgersQueueName": settings.DefaultLedgersQueue}
+	defaults := map[string]string{"LedgersQueueName": settings.DefaultLedgersQueue}
+	for _, dom := range domains.All {
+		defaults[settings.QueueSetting(dom)] = settings.DefaultQueue(dom)
+	}
+	fns, errs := d.functions()
+	for _, e := range errs {
+		t.Error(e)
+	}
 	triggers := 0
-	for _, f := range functions(t) {
+	for _, f := range fns {
 		for _, b := range f.bindings {
 			if b["type"] != "serviceBusTrigger" {
 				continue
@@ -96,7 +58,8 @@ func TestQueuesAgree(t *testing.T) {
 			if b["connection"] != "ServiceBusConnection" {
 				t.Errorf("%s: connection %v, want ServiceBusConnection", f.name, b["connection"])
 			}
-			m := bindingExpression.FindStringSubmatch(b["queueName"].(string))
+			queueName, _ := b["queueName"].(string)
+			m := bindingExpression.FindStringSubmatch(queueName)
 			if m == nil {
 				t.Errorf("%s: queueName %v is not a %%Setting%% expression", f.name, b["queueName"])
 				continue
@@ -112,50 +75,61 @@ func TestQueuesAgree(t *testing.T) {
 			}
 			l, ok := local[name]
 			if !ok {
-				t.Errorf("%s: queue %q is missing from infra/local/servicebus-emulator-config.json", f.name, name)
+				t.Errorf("%s: queue %q is missing from %s", f.name, name, emulatorConfig)
 			}
 			sessions, _ := b["isSessionsEnabled"].(bool)
-			got := q.literal("properties", "requiresSession") == "true"
+			got := q.str("properties", "requiresSession") == "true"
 			if l.RequiresSession != sessions {
 				t.Errorf("%s: isSessionsEnabled %v, local RequiresSession %v", f.name, sessions, l.RequiresSession)
 			}
 			if got != sessions {
 				t.Errorf("%s: isSessionsEnabled %v, Bicep requiresSession %v", f.name, sessions, got)
 			}
-			if f.name == "LedgerIngest" && !sessions {
-				t.Errorf("%s: the ledgers of a stream are ordered only by a session (docs/contract.md): isSessionsEnabled must be true", f.name)
+			if !sessions {
+				t.Errorf("%s: a queue's messages are ordered per key (per stream for ledgers) only by a session (docs/contract.md): isSessionsEnabled must be true", f.name)
 			}
-			if mdc := q.literal("properties", "maxDeliveryCount"); mdc != strconv.Itoa(l.MaxDeliveryCount) {
+			if mdc := q.str("properties", "maxDeliveryCount"); mdc != strconv.Itoa(l.MaxDeliveryCount) {
 				t.Errorf("queue %s: maxDeliveryCount %s in Bicep, %d locally", name, mdc, l.MaxDeliveryCount)
 			}
-			if dd := q.literal("properties", "requiresDuplicateDetection") == "true"; !dd || !l.RequiresDuplicateDetection {
+			if dd := q.str("properties", "requiresDuplicateDetection") == "true"; !dd || !l.RequiresDuplicateDetection {
 				t.Errorf("queue %s: duplicate detection must be on in Bicep and locally", name)
 			}
-			if w := q.literal("properties", "duplicateDetectionHistoryTimeWindow"); w != "PT"+strings.TrimSuffix(strings.ToUpper(l.DuplicateDetectionWindow.String()), "0S") {
+			if w := q.str("properties", "duplicateDetectionHistoryTimeWindow"); w != isoMinutes(l.DuplicateDetectionWindow) {
 				t.Errorf("queue %s: duplicate detection window %s in Bicep, %s locally", name, w, l.DuplicateDetectionWindow)
+			}
+			if w := q.str("properties", "lockDuration"); w != isoMinutes(l.LockDuration) {
+				t.Errorf("queue %s: lock duration %s in Bicep, %s locally", name, w, l.LockDuration)
 			}
 		}
 	}
-	if triggers != 2 {
-		t.Errorf("%d Service Bus triggers, want 2 (LedgerIngest, OrderProcessor)", triggers)
+	if triggers != 1+len(domains.All) {
+		t.Errorf("%d Service Bus triggers, want %d (LedgerIngest and a processor per registered domain)", triggers, 1+len(domains.All))
 	}
 }
 
+// isoMinutes writes a whole number of minutes as Bicep does: PT10M.
+func isoMinutes(d time.Duration) string {
+	return "PT" + strings.TrimSuffix(strings.ToUpper(d.String()), "0S")
+}
+
 // TestSettingsAgree: the app settings Bicep gives the function app are read
-// by the program as identity-based connections, with the tables Bicep creates.
+// by the program as identity-based connections, with the queues and tables
+// Bicep creates for each registered domain, under the program's defaults.
 func TestSettingsAgree(t *testing.T) {
-	files := loadBicep(t)
-	app := appSettings(t, files)
-	sample := map[string]string{ // what the expressions evaluate to in Azure
-		"ServiceBusConnection__fullyQualifiedNamespace": "sb-convoy-dev-abc.servicebus.windows.net",
-		"StateStorage__tableServiceUri":                 "https://stconvoydev.table.core.windows.net/",
-		"OrdersMaxMessageBytes":                         "262144",
-	}
+	d := loadDeploy(t)
+	dep := deploy(d, "convoy-dev")
+	app := appSettings(t, d)
 	env := map[string]string{"WEBSITE_SKU": "FlexConsumption"} // Flex may not set WEBSITE_INSTANCE_ID
 	for k, v := range app {
-		if v == "<expr>" {
-			v = sample[k]
-			if v == "" {
+		if v == "<expr>" { // what the expressions evaluate to in Azure
+			switch {
+			case k == "ServiceBusConnection__fullyQualifiedNamespace":
+				v = "sb-convoy-dev-abc.servicebus.windows.net"
+			case k == "StateStorage__tableServiceUri":
+				v = "https://stconvoydev.table.core.windows.net/"
+			case strings.HasSuffix(k, "MaxMessageBytes"):
+				v = "262144"
+			default:
 				v = "00000000-0000-0000-0000-000000000001" // client ids, names
 			}
 		}
@@ -177,14 +151,24 @@ func TestSettingsAgree(t *testing.T) {
 			t.Errorf("Bicep does not set %s", k)
 		}
 	}
-	tables := namedResources(files, "Microsoft.Storage/storageAccounts/tableServices/tables")
-	for _, name := range []string{cfg.OrdersTable, cfg.LedgersTable} {
-		if _, ok := tables[name]; !ok {
-			t.Errorf("table %q (the program's setting) is not created by Bicep", name)
-		}
+	tables := dep.ofType("Microsoft.Storage/storageAccounts/tableServices/tables")
+	queues := dep.ofType("Microsoft.ServiceBus/namespaces/queues")
+	if _, ok := tables[cfg.LedgersTable]; !ok || cfg.LedgersTable != settings.DefaultLedgersTable {
+		t.Errorf("ledgers table %q: created by Bicep %v, the program's default %q", cfg.LedgersTable, ok, settings.DefaultLedgersTable)
 	}
-	if cfg.OrdersTable != settings.DefaultOrdersTable || cfg.LedgersTable != settings.DefaultLedgersTable {
-		t.Errorf("Bicep names tables %s, %s; the program's defaults are %s, %s", cfg.OrdersTable, cfg.LedgersTable, settings.DefaultOrdersTable, settings.DefaultLedgersTable)
+	if len(cfg.Domains) != len(domains.All) {
+		t.Fatalf("the program reads %d domains, %d are registered", len(cfg.Domains), len(domains.All))
+	}
+	for _, dom := range cfg.Domains {
+		if _, ok := tables[dom.Table]; !ok || dom.Table != settings.DefaultTable(dom.Rules) {
+			t.Errorf("domain %s: table %q: created by Bicep %v, the program's default %q", dom.Name(), dom.Table, ok, settings.DefaultTable(dom.Rules))
+		}
+		if _, ok := queues[dom.Queue]; !ok || dom.Queue != settings.DefaultQueue(dom.Rules) {
+			t.Errorf("domain %s: queue %q: created by Bicep %v, the program's default %q", dom.Name(), dom.Queue, ok, settings.DefaultQueue(dom.Rules))
+		}
+		if app[settings.Prefix(dom.Rules)+"MaxMessageBytes"] == "" {
+			t.Errorf("domain %s: Bicep does not set %sMaxMessageBytes (its queue's limit: Premium's is larger)", dom.Name(), settings.Prefix(dom.Rules))
+		}
 	}
 }
 
@@ -200,47 +184,61 @@ var roleIDs = map[string]string{
 
 var roleRef = regexp.MustCompile(`roles\.([A-Za-z]+)`)
 
-// TestRolesAreLeastPrivilege: the function app's identity has exactly the
-// roles its functions need, each on the narrowest scope.
+// TestRolesAreLeastPrivilege: the function app's identity, and the deploying
+// user, have exactly the roles their work needs, each on the narrowest scope:
+// the same on every registered domain's queue and table.
 func TestRolesAreLeastPrivilege(t *testing.T) {
-	files := loadBicep(t)
-	f := files["infra/modules/roles.bicep"]
+	d := loadDeploy(t)
+	f := d.bicep["infra/modules/roles.bicep"]
 	if f == nil {
 		t.Fatal("infra/modules/roles.bicep is missing")
 	}
 	for _, e := range checkRoleIDs(f) {
 		t.Error(e)
 	}
-	got, errs := appRoleAssignments(deployFiles{bicep: files})
+	all, errs := roleAssignments(d)
 	for _, e := range errs {
 		t.Error(e)
 	}
 	want := map[string]bool{
-		"serviceBusDataOwner on ledgers":                                 true, // LedgerIngest's trigger (Manage: target-based scaling)
-		"serviceBusDataOwner on orders":                                  true, // OrderProcessor's trigger, the publisher, ReplayOrder
-		"storageTableDataContributor on " + settings.DefaultOrdersTable:  true,
-		"storageTableDataContributor on " + settings.DefaultLedgersTable: true,
-		"storageBlobDataOwner on <storage account>":                      true,
-		"monitoringMetricsPublisher on <application insights>":           true,
+		"appPrincipalId serviceBusDataOwner on ledgers":                                  true, // LedgerIngest's trigger (Manage: target-based scaling)
+		"appPrincipalId storageTableDataContributor on " + settings.DefaultLedgersTable:  true,
+		"appPrincipalId storageBlobDataOwner on <storage account>":                       true,
+		"appPrincipalId monitoringMetricsPublisher on <application insights>":            true,
+		"userPrincipalId serviceBusDataSender on ledgers":                                true, // convoy publish
+		"userPrincipalId storageTableDataContributor on " + settings.DefaultLedgersTable: true,
 	}
-	for k := range got { // account and component names are parameters
-		if strings.HasPrefix(k, "storageBlobDataOwner on ") && !strings.Contains(k, "Convoy") {
-			delete(got, k)
-			got["storageBlobDataOwner on <storage account>"] = true
+	for _, dom := range domains.All {
+		q, table := settings.DefaultQueue(dom), settings.DefaultTable(dom)
+		want["appPrincipalId serviceBusDataOwner on "+q] = true // its processor's trigger, the publisher, its replay
+		want["appPrincipalId storageTableDataContributor on "+table] = true
+		want["userPrincipalId serviceBusDataSender on "+q] = true            // convoy replay re-sends
+		want["userPrincipalId serviceBusDataReceiver on "+q] = true          // and reads dead letters
+		want["userPrincipalId storageTableDataContributor on "+table] = true // --direct
+	}
+	got := map[string]bool{}
+	for _, a := range all {
+		scope := a.scope
+		switch { // account and component names are known only in Azure
+		case a.role == "storageBlobDataOwner" && strings.HasPrefix(scope, "param:"):
+			scope = "<storage account>"
+		case a.role == "monitoringMetricsPublisher" && strings.HasPrefix(scope, "param:"):
+			scope = "<application insights>"
 		}
-		if strings.HasPrefix(k, "monitoringMetricsPublisher on ") {
-			delete(got, k)
-			got["monitoringMetricsPublisher on <application insights>"] = true
+		k := a.principal + " " + a.role + " on " + scope
+		if got[k] {
+			t.Errorf("%s is assigned twice", k)
 		}
+		got[k] = true
 	}
 	for k := range want {
 		if !got[k] {
-			t.Errorf("the function app lacks %s", k)
+			t.Errorf("missing: %s", k)
 		}
 	}
 	for k := range got {
 		if !want[k] {
-			t.Errorf("the function app has %s, which no function needs", k)
+			t.Errorf("%s, which nothing needs", k)
 		}
 	}
 }

@@ -11,35 +11,48 @@ import (
 	ts "github.com/tree-sitter/go-tree-sitter"
 )
 
-// A small evaluator for the Bicep expressions that compute resource names:
-// string interpolation, the string functions the templates use, variables,
-// parameters, objects, arrays, ternaries, user-defined functions and the
-// iterations of a resource loop ([for x in <array>: …], [for (x, i) in …],
-// range()). Anything else is an error, so a name computed in a way the
-// checks cannot follow fails the checks instead of passing unseen.
+// A small evaluator for the Bicep expressions that compute resource names
+// and the values the checks read: string interpolation (keys of objects
+// too), the functions the templates use, variables, parameters (their
+// defaults when not given), objects, arrays, ternaries, user-defined
+// functions, lambdas (map, reduce), loops ([for x in <array>: …],
+// [for (x, i) in …], range()) of resources and of variables, and references
+// to resources (their name and id). Anything else is an error, so a value
+// computed in a way the checks cannot follow fails the checks instead of
+// passing unseen.
 
 // testToken stands for uniqueString(…): 13 characters of [a-z0-9], as Azure's.
 const testToken = "q7x2m9k4p1z8w"
 
 type evaluator struct {
-	f      *bicepFile
-	params map[string]any      // values of the file's parameters
-	vars   map[string]*ts.Node // variable declarations
-	funcs  map[string]*ts.Node // user-defined functions
-	memo   map[string]any
+	f         *bicepFile
+	params    map[string]any      // values of the file's parameters
+	defaults  map[string]*ts.Node // default values of its parameters, for those not given
+	vars      map[string]*ts.Node // variable declarations
+	funcs     map[string]*ts.Node // user-defined functions
+	resources map[string]resource // resource declarations, by symbol
+	memo      map[string]any
 }
 
 func newEvaluator(f *bicepFile, params map[string]any) *evaluator {
-	e := &evaluator{f: f, params: params, vars: map[string]*ts.Node{}, funcs: map[string]*ts.Node{}, memo: map[string]any{}}
+	e := &evaluator{f: f, params: params, defaults: map[string]*ts.Node{}, vars: map[string]*ts.Node{},
+		funcs: map[string]*ts.Node{}, resources: map[string]resource{}, memo: map[string]any{}}
 	root := f.tree.RootNode()
 	for i := uint(0); i < root.NamedChildCount(); i++ {
 		n := root.NamedChild(i)
 		switch n.Kind() {
 		case "variable_declaration":
 			e.vars[n.NamedChild(0).Utf8Text(f.src)] = n.NamedChild(n.NamedChildCount() - 1)
+		case "parameter_declaration":
+			if n.NamedChildCount() == 3 { // name, type, default
+				e.defaults[n.NamedChild(0).Utf8Text(f.src)] = n.NamedChild(2)
+			}
 		case "user_defined_function":
 			e.funcs[n.ChildByFieldName("name").Utf8Text(f.src)] = n
 		}
+	}
+	for _, r := range f.resources() {
+		e.resources[r.symbol] = r
 	}
 	return e
 }
@@ -53,11 +66,16 @@ func (e *evaluator) eval(n *ts.Node, args map[string]any) (any, error) {
 	switch n.Kind() {
 	case "string":
 		var b strings.Builder
+		multiline := strings.HasPrefix(e.text(n), "'''")
 		for i := uint(0); i < n.NamedChildCount(); i++ {
 			c := n.NamedChild(i)
 			switch c.Kind() {
 			case "string_content":
-				b.WriteString(e.text(c))
+				text := e.text(c)
+				if multiline && i == 0 { // Bicep drops the line break right after '''
+					text = strings.TrimPrefix(strings.TrimPrefix(text, "\r"), "\n")
+				}
+				b.WriteString(text)
 			case "escape_sequence":
 				b.WriteString(unescape(e.text(c)))
 			case "interpolation":
@@ -78,29 +96,26 @@ func (e *evaluator) eval(n *ts.Node, args map[string]any) (any, error) {
 	case "parenthesized_expression":
 		return e.eval(n.NamedChild(0), args)
 	case "identifier":
-		name := e.text(n)
-		if v, ok := args[name]; ok {
-			return v, nil
-		}
-		if v, ok := e.params[name]; ok {
-			return v, nil
-		}
-		if v, ok := e.memo[name]; ok {
-			return v, nil
-		}
-		if d, ok := e.vars[name]; ok {
-			v, err := e.eval(d, nil)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", name, err)
-			}
-			e.memo[name] = v
-			return v, nil
-		}
-		return nil, fmt.Errorf("unknown name %s", name)
+		return e.lookup(e.text(n), args)
 	case "object":
-		// Evaluated member by member when read: a name reads one member
-		// (r.name) of objects whose other members the checks need not follow.
-		return lazyObject{props(n, e.f.src), args}, nil
+		return e.object(n, args)
+	case "lambda_expression":
+		return e.lambda(n, args)
+	case "for_statement":
+		// A variable loop: the array of its body for each iteration.
+		its, err := e.iterations(n, args)
+		if err != nil {
+			return nil, err
+		}
+		out := []any{}
+		for _, it := range its {
+			v, err := e.eval(n.ChildByFieldName("body"), it)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
 	case "array":
 		var out []any
 		for i := uint(0); i < n.NamedChildCount(); i++ {
@@ -112,6 +127,10 @@ func (e *evaluator) eval(n *ts.Node, args map[string]any) (any, error) {
 		}
 		return out, nil
 	case "member_expression":
+		if n.ChildByFieldName("object").Kind() == "lambda_expression" {
+			// The grammar reads x => x.y as (x => x).y, which Bicep does not.
+			return nil, fmt.Errorf("%q: write the lambda's body in parentheses, x => (x.y), or a for-expression", e.text(n))
+		}
 		obj, err := e.eval(n.ChildByFieldName("object"), args)
 		if err != nil {
 			return nil, err
@@ -119,8 +138,8 @@ func (e *evaluator) eval(n *ts.Node, args map[string]any) (any, error) {
 		key := e.text(n.ChildByFieldName("property"))
 		switch o := obj.(type) {
 		case lazyObject:
-			if v := o.members[key]; v != nil {
-				x, err := e.eval(v, o.args)
+			if _, ok := o[key]; ok {
+				x, err := e.member(o, key)
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", key, err)
 				}
@@ -167,14 +186,54 @@ func (e *evaluator) eval(n *ts.Node, args map[string]any) (any, error) {
 	return nil, fmt.Errorf("cannot evaluate %s %q", n.Kind(), clip(e.text(n)))
 }
 
+// lookup is the value of a name: a binding (loop variable, function
+// parameter), a parameter (given, else its default), a variable or a resource.
+func (e *evaluator) lookup(name string, args map[string]any) (any, error) {
+	if v, ok := args[name]; ok {
+		return v, nil
+	}
+	if v, ok := e.params[name]; ok {
+		return v, nil
+	}
+	if v, ok := e.memo[name]; ok {
+		return v, nil
+	}
+	d, ok := e.vars[name]
+	if !ok {
+		d, ok = e.defaults[name]
+	}
+	if ok {
+		v, err := e.eval(d, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		e.memo[name] = v
+		return v, nil
+	}
+	if r, ok := e.resources[name]; ok {
+		if e.memo[" reading "+name] != nil {
+			return nil, fmt.Errorf("resource %s refers to itself", name)
+		}
+		e.memo[" reading "+name] = true
+		v, err := e.resourceValue(r)
+		delete(e.memo, " reading "+name)
+		if err != nil {
+			return nil, fmt.Errorf("resource %s: %w", name, err)
+		}
+		e.memo[name] = v
+		return v, nil
+	}
+	return nil, fmt.Errorf("unknown name %s", name)
+}
+
 // resolve evaluates every member of an object, and every element of an
 // array, all the way down: the value as JSON would hold it.
 func (e *evaluator) resolve(v any) (any, error) {
 	switch x := v.(type) {
 	case lazyObject:
 		out := map[string]any{}
-		for k, n := range x.members {
-			m, err := e.eval(n, x.args)
+		for k := range x {
+			m, err := e.member(x, k)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
@@ -214,12 +273,117 @@ func unescape(s string) string {
 	return strings.TrimPrefix(s, `\`)
 }
 
-// lazyObject is an object literal: its members' expressions, evaluated
-// when read, with the bindings (loop variables, function parameters) in
+// lazyObject is an object: its members' expressions, each evaluated when
+// read (a name reads one member, r.name, of objects whose other members the
+// checks need not follow, or cannot: a module's output), with the bindings
+// (loop variables, function parameters) in force where it was written. The
+// keys are known: an interpolated key is evaluated with the object.
+type lazyObject map[string]lazyMember
+
+type lazyMember struct {
+	e     *evaluator // of the file it was written in: an object may be passed to a module
+	node  *ts.Node
+	args  map[string]any
+	value any // a value already known (union of a resolved object), when node is nil
+}
+
+// object evaluates an object literal's keys.
+func (e *evaluator) object(n *ts.Node, args map[string]any) (any, error) {
+	out := lazyObject{}
+	for i := uint(0); i < n.NamedChildCount(); i++ {
+		p := n.NamedChild(i)
+		if p.Kind() != "object_property" || p.NamedChildCount() < 2 {
+			continue
+		}
+		key := p.NamedChild(0)
+		name := e.text(key)
+		if key.Kind() == "string" {
+			k, err := e.eval(key, args)
+			if err != nil {
+				return nil, fmt.Errorf("key %s: %w", name, err)
+			}
+			name = fmt.Sprint(k)
+		}
+		out[name] = lazyMember{e: e, node: p.NamedChild(p.NamedChildCount() - 1), args: args}
+	}
+	return out, nil
+}
+
+// member evaluates one member of an object.
+func (e *evaluator) member(o lazyObject, key string) (any, error) {
+	m := o[key]
+	if m.node == nil {
+		return m.value, nil
+	}
+	return m.e.eval(m.node, m.args)
+}
+
+// lambda is a lambda expression (x => …, (a, b) => …) with the bindings in
 // force where it was written.
-type lazyObject struct {
-	members map[string]*ts.Node
-	args    map[string]any
+type lambda struct {
+	e      *evaluator
+	params []string
+	body   *ts.Node
+	args   map[string]any
+}
+
+func (e *evaluator) lambda(n *ts.Node, args map[string]any) (any, error) {
+	l := lambda{e: e, body: n.NamedChild(n.NamedChildCount() - 1), args: args}
+	switch p := n.NamedChild(0); p.Kind() {
+	case "identifier":
+		l.params = []string{e.text(p)}
+	case "parenthesized_expression":
+		for i := uint(0); i < p.NamedChildCount(); i++ {
+			l.params = append(l.params, e.text(p.NamedChild(i)))
+		}
+	default:
+		return nil, fmt.Errorf("lambda parameters %q", e.text(p))
+	}
+	return l, nil
+}
+
+// apply calls a lambda with values for its parameters.
+func (e *evaluator) apply(l lambda, in ...any) (any, error) {
+	if len(in) < len(l.params) {
+		return nil, fmt.Errorf("lambda of %d parameters given %d", len(l.params), len(in))
+	}
+	b := map[string]any{}
+	for k, v := range l.args {
+		b[k] = v
+	}
+	for i, p := range l.params {
+		b[p] = in[i]
+	}
+	return l.e.eval(l.body, b)
+}
+
+// resourceValue is what a reference to a resource reads: its name and id
+// (a stand-in of the id's shape), or the list of them for a loop.
+func (e *evaluator) resourceValue(r resource) (any, error) {
+	typ, _, _ := strings.Cut(r.typ, "@")
+	one := func(it map[string]any) (any, error) {
+		name, err := e.eval(r.prop("name"), it)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"name": name, "id": fmt.Sprintf("/%s/%v", typ, name)}, nil
+	}
+	if r.loop == nil {
+		return one(nil)
+	}
+	its, err := e.iterations(r.loop, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []any
+	for _, it := range its {
+		v, err := one(it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // asList is an array's elements (an array literal, split(), range()).
@@ -369,6 +533,12 @@ func (e *evaluator) call(n *ts.Node, args map[string]any) (any, error) {
 		}
 		return e.eval(fn.NamedChild(fn.NamedChildCount()-1), bound)
 	}
+	first := func(in []any) any {
+		if len(in) == 0 {
+			return nil
+		}
+		return in[0]
+	}
 	str := func(i int) string {
 		if i < len(in) {
 			s, _ := in[i].(string)
@@ -421,6 +591,9 @@ func (e *evaluator) call(n *ts.Node, args map[string]any) (any, error) {
 		if k < 0 {
 			k = 0
 		}
+		if a, ok := asList(first(in)); ok {
+			return a[:min(k, len(a))], nil
+		}
 		if k < len(s) {
 			s = s[:k]
 		}
@@ -430,9 +603,81 @@ func (e *evaluator) call(n *ts.Node, args map[string]any) (any, error) {
 	case "startsWith":
 		return strings.HasPrefix(str(0), str(1)), nil
 	case "length":
+		if a, ok := asList(first(in)); ok {
+			return len(a), nil
+		}
 		return len(str(0)), nil
 	case "empty":
+		if a, ok := asList(first(in)); ok {
+			return len(a) == 0, nil
+		}
 		return str(0) == "", nil
+	case "skip":
+		s, k := str(0), num(1)
+		if a, ok := asList(first(in)); ok {
+			return a[min(max(k, 0), len(a)):], nil
+		}
+		return s[min(max(k, 0), len(s)):], nil
+	case "join":
+		a, ok := asList(first(in))
+		if !ok {
+			return nil, fmt.Errorf("join of %v", first(in))
+		}
+		parts := make([]string, len(a))
+		for i, x := range a {
+			s, ok := x.(string)
+			if !ok {
+				return nil, fmt.Errorf("join of a %T", x)
+			}
+			parts[i] = s
+		}
+		return strings.Join(parts, str(1)), nil
+	case "map", "reduce":
+		if len(in) != map[string]int{"map": 2, "reduce": 3}[name] {
+			return nil, fmt.Errorf("%s%v", name, in)
+		}
+		a, ok := asList(in[0])
+		f, isLambda := in[len(in)-1].(lambda)
+		if !ok || !isLambda {
+			return nil, fmt.Errorf("%s%v", name, in)
+		}
+		if name == "map" {
+			out := []any{}
+			for i, x := range a {
+				v, err := e.apply(f, x, i)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, v)
+			}
+			return out, nil
+		}
+		acc := in[1]
+		for i, x := range a {
+			var err error
+			if acc, err = e.apply(f, acc, x, i); err != nil {
+				return nil, err
+			}
+		}
+		return acc, nil
+	case "union":
+		// Objects only: the members of each, a later one's winning.
+		out := lazyObject{}
+		for _, x := range in {
+			switch o := x.(type) {
+			case lazyObject:
+				for k, m := range o {
+					out[k] = m
+				}
+			case map[string]any:
+				for k, v := range o {
+					out[k] = lazyMember{value: v}
+				}
+			default:
+				return nil, fmt.Errorf("union of a %T", x)
+			}
+		}
+		return out, nil
 	case "split":
 		return strings.Split(str(0), str(1)), nil
 	case "range":

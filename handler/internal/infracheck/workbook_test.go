@@ -17,6 +17,7 @@ import (
 
 	"github.com/convoy-dev/convoy/handler"
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/domains"
 	"github.com/convoy-dev/convoy/handler/heal"
 )
 
@@ -109,7 +110,12 @@ func fullSummary() heal.Summary {
 // programLines calls the handler as the host would and returns the Logs of
 // its answers, each under the category the host logs it under.
 var programLines = sync.OnceValues(func() ([]programLine, error) {
-	srv := handler.New(handler.Deps{Processor: fakeProcessor{}, Heal: fakeHealer{}})
+	// Every registered domain, each with the fakes: AutoReplay writes each one's lines.
+	var served []handler.Domain
+	for _, dom := range domains.All {
+		served = append(served, handler.Domain{Rules: dom, Processor: fakeProcessor{}, Heal: fakeHealer{}})
+	}
+	srv := handler.New(handler.Deps{Domains: served})
 	var out []programLine
 	for fn, payload := range map[string]string{
 		handler.FnOrderProcessor: "servicebus-batch.json",
@@ -353,27 +359,12 @@ func checkWorkbook(d deployFiles) []string {
 // checkAlertDescriptions: every alert rule's description sends the reader
 // to the workbook, by its display name, in the Application Insights resource.
 func checkAlertDescriptions(d deployFiles) []string {
-	f := d.bicep["infra/modules/alerts.bicep"]
-	if f == nil {
-		return []string{"infra/modules/alerts.bicep is missing"}
-	}
-	e := newEvaluator(f, map[string]any{"namePrefix": "alert-x", "blockedAlertMinutes": 30, "alertEmail": "",
-		"workbookDisplayName": "convoy: convoy-dev", "applicationInsightsName": "appi-convoy-dev"})
-	var out []string
-	for _, r := range f.resources() {
-		if !strings.HasPrefix(r.typ, "Microsoft.Insights/scheduledQueryRules@") || r.loop == nil {
-			continue
-		}
-		its, err := e.iterations(r.loop, nil)
-		if err != nil {
-			return []string{"alerts.bicep: " + err.Error()}
-		}
-		for i, it := range its {
-			v, err := e.eval(r.prop("properties", "description"), it)
-			s, _ := v.(string)
-			if err != nil || !strings.Contains(s, `workbook "convoy: convoy-dev"`) || !strings.Contains(s, "appi-convoy-dev") {
-				out = append(out, fmt.Sprintf("alerts.bicep: rule %d: the description %q (%v) does not name the workbook and its Application Insights resource", i, s, err))
-			}
+	rules, _, out := alertRules(d)
+	for i, in := range rules {
+		v, err := in.value("properties", "description")
+		s, _ := v.(string)
+		if err != nil || !strings.Contains(s, `workbook "convoy: convoy-dev"`) || !strings.Contains(s, "appi-convoy-dev") {
+			out = append(out, fmt.Sprintf("alerts.bicep: rule %d: the description %q (%v) does not name the workbook and its Application Insights resource", i, s, err))
 		}
 	}
 	return out

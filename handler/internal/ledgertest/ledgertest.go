@@ -417,3 +417,112 @@ func testRace(t *testing.T, s ledger.Store, prefix string) {
 		}
 	}
 }
+
+// Scopes checks two scopes of one table (tablestore.Ledgers and its
+// Keys("account")): they share the ledger records, but the same key id is
+// two keys, each with its own seqs, allocations, active entry and notes.
+func Scopes(t *testing.T, orders, accounts ledger.Store) {
+	ctx := context.Background()
+	prefix := fmt.Sprintf("sc%d", time.Now().UnixNano())
+	key, ledgerID := prefix+"-k", prefix+"-L"
+	rec := &ledger.Record{ID: ledgerID, Hash: "h", Status: ledger.StatusPublishing, Transactions: 3, Orders: 1, Keys: map[string]int{"accounts": 1},
+		UpdatedAt: time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)}
+	if err := orders.CreateLedger(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := accounts.GetLedger(ctx, ledgerID); err != nil || !reflect.DeepEqual(got, rec) {
+		t.Fatalf("the record read through the other scope: %+v, %v; want %+v", got, err, rec)
+	}
+	if err := accounts.CreateLedger(ctx, &ledger.Record{ID: ledgerID, Hash: "h", Status: ledger.StatusPublishing}); !errors.Is(err, ledger.ErrLedgerExists) {
+		t.Fatalf("creating the record again through the other scope: %v, want ErrLedgerExists", err)
+	}
+
+	// The same ledger allocates to the same id in both: each starts at 1.
+	for _, c := range []struct {
+		s     ledger.Store
+		count int
+	}{{orders, 2}, {accounts, 3}} {
+		if first, err := c.s.Allocate(ctx, ledgerID, "h", key, c.count); err != nil || first != 1 {
+			t.Fatalf("the first allocation of %d seqs: %d, %v; want 1", c.count, first, err)
+		}
+	}
+	if first, err := orders.Allocate(ctx, prefix+"-L2", "h2", key, 1); err != nil || first != 3 {
+		t.Fatalf("the order's next allocation: %d, %v; want 3 (after its 2, whatever the account took)", first, err)
+	}
+	if first, err := accounts.Allocate(ctx, prefix+"-L2", "h2", key, 1); err != nil || first != 4 {
+		t.Fatalf("the account's next allocation: %d, %v; want 4 (after its 3)", first, err)
+	}
+	if _, err := accounts.Allocate(ctx, ledgerID, "h", key, 2); !errors.Is(err, ledger.ErrAllocationMismatch) {
+		t.Fatalf("the account asked for the order's count: %v, want a mismatch with its own allocation", err)
+	}
+	oi, ok1 := orders.(convoy.ActiveIndex)
+	ai, ok2 := accounts.(convoy.ActiveIndex)
+	if !ok1 || !ok2 {
+		return
+	}
+	for _, c := range []struct {
+		idx  convoy.ActiveIndex
+		last int64
+	}{{oi, 3}, {ai, 4}} {
+		if p, err := c.idx.Published(ctx, key, 1); err != nil || p.LastSeq != c.last || p.SeqAllocatedAt.IsZero() {
+			t.Fatalf("Published: %+v, %v; want last seq %d", p, err, c.last)
+		}
+	}
+
+	// Active entries: one scope's writes are not the other's.
+	listed := func(idx convoy.ActiveIndex) (convoy.ActiveOrder, bool) {
+		for after := ""; ; {
+			page, more, err := idx.ScanActive(ctx, after, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range page {
+				if e.OrderID == key {
+					return e, true
+				}
+			}
+			if !more {
+				return convoy.ActiveOrder{}, false
+			}
+			after = page[len(page)-1].OrderID
+		}
+	}
+	if err := accounts.Activate(ctx, []string{key}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := listed(oi); ok {
+		t.Fatal("an account's activation made an order's entry")
+	}
+	if _, ok := listed(ai); !ok {
+		t.Fatal("an account's activation made no entry of its own")
+	}
+	at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	if err := oi.MarkActive(ctx, key, convoy.Seen{Seq: 7, At: at}); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok, err := oi.ActiveEntry(ctx, key); err != nil || !ok || e.SeenSeq != 7 {
+		t.Fatalf("the order's entry: %+v (found %v), %v; want seq 7 seen", e, ok, err)
+	}
+	if e, ok, err := ai.ActiveEntry(ctx, key); err != nil || !ok || e.SeenSeq != 0 {
+		t.Fatalf("the account's entry after the order's was marked: %+v (found %v), %v; want it as activated", e, ok, err)
+	}
+	if err := ai.NoteDeadLettered(ctx, key, 2); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := oi.Published(ctx, key, 2); p.DeadLetteredSeq != 0 {
+		t.Fatalf("a note of the account's seq 2 is the order's: %+v", p)
+	}
+	if p, _ := ai.Published(ctx, key, 2); p.DeadLetteredSeq != 2 {
+		t.Fatalf("a note of the account's seq 2 is not its own: %+v", p)
+	}
+	e, _ := listed(ai)
+	if err := ai.Deactivate(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := listed(ai); ok {
+		t.Fatal("the account's entry is listed after its removal")
+	}
+	if _, ok := listed(oi); !ok {
+		t.Fatal("removing the account's entry removed the order's")
+	}
+}

@@ -130,10 +130,10 @@ func ledgerEntity(id, hash, status string) *entity {
 		i32("Transactions").i32("Orders").i32("Sent").i32("ProblemCount").time("UpdatedAt")
 }
 
-// allocationGroup is Allocate's transaction: the alloc row, the seq row and
-// the counter (whose Recent list is bounded: recentAllocations).
-func allocationGroup(ledgerID, hash, orderID string) *group {
-	pk := "order:" + orderID
+// allocationGroup is Allocate's transaction in the partition pk of a key
+// ("order:<id>"): the alloc row, the seq row and the counter (whose Recent
+// list is bounded: recentAllocations).
+func allocationGroup(ledgerID, hash, pk string) *group {
 	g := &group{}
 	g.write(newEntity(pk, "alloc:"+ledgerID).i64("First").i32("Count").str("Hash", hash))
 	g.write(newEntity(pk, "seq:0000000000000000000").i64("First").i32("Count").str("LedgerId", ledgerID).time("At"))
@@ -141,6 +141,8 @@ func allocationGroup(ledgerID, hash, orderID string) *group {
 	return g
 }
 
-func activeEntity(orderID string) *entity {
-	return newEntity("active", orderID).i64("SeenSeq").time("SeenAt").i64("DeadLetteredSeq")
+// activeEntity is a key's entry in the active index of its domain,
+// partition ("active" for orders).
+func activeEntity(partition, key string) *entity {
+	return newEntity(partition, key).i64("SeenSeq").time("SeenAt").i64("DeadLetteredSeq")
 }

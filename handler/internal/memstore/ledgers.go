@@ -12,23 +12,39 @@ import (
 	"github.com/convoy-dev/convoy/handler/ledger"
 )
 
-// Ledgers is an in-memory ledger.Store for tests; it passes ledgertest.Run.
+// Ledgers is an in-memory ledger.Store for tests, as tablestore.Ledgers is
+// on one table; it passes ledgertest.Run. Its records are one per ledger;
+// its seq counters and active index are those of one domain's keys, the
+// order domain's, and Keys gives another domain's, sharing the records.
 type Ledgers struct {
+	*ledgerTable
+	noun string
+	keys *keyScope
+}
+
+// ledgerTable is what the scopes of one Ledgers share.
+type ledgerTable struct {
 	mu      sync.Mutex
 	records map[string]ledger.Record
-	next    map[string]int64                 // order → next seq
-	allocs  map[string]map[string]allocation // order → ledger → its seqs
-	active  map[string]convoy.ActiveOrder    // the active-orders index
-	// activeIDs are active's ids sorted, nil when they changed since.
-	activeIDs []string
-	dead      map[string]int64 // order → its noted dead-lettered seq
-	version   int
+	scopes  map[string]*keyScope // by noun
+	version int
 	// Fail, if set, is called before every operation ("get", "create",
 	// "save", "allocate", "activate", "scan", "deactivate", "note",
-	// "published", "mark"); a non-nil error is returned instead.
+	// "published", "mark"), whatever the scope; a non-nil error is
+	// returned instead.
 	Fail func(op string) error
 	// Now, if set, is the clock of allocations and index entries.
 	Now func() time.Time
+}
+
+// keyScope is one domain's counters and active index.
+type keyScope struct {
+	next   map[string]int64                 // key → its last seq
+	allocs map[string]map[string]allocation // key → ledger → its seqs
+	active map[string]convoy.ActiveOrder    // the active index
+	// activeIDs are active's ids sorted, nil when they changed since.
+	activeIDs []string
+	dead      map[string]int64 // key → its noted dead-lettered seq
 }
 
 var (
@@ -43,26 +59,54 @@ type allocation struct {
 	at    time.Time
 }
 
-// NewLedgers returns an empty Ledgers.
+// NewLedgers returns an empty Ledgers, scoped to the order domain's keys.
 func NewLedgers() *Ledgers {
-	return &Ledgers{records: map[string]ledger.Record{}, next: map[string]int64{}, allocs: map[string]map[string]allocation{}}
+	t := &ledgerTable{records: map[string]ledger.Record{}, scopes: map[string]*keyScope{}}
+	return t.scope("order")
 }
 
-func (s *Ledgers) now() time.Time {
-	if s.Now != nil {
-		return s.Now().UTC()
+// Keys returns the Ledgers of the keys of the domain whose Noun is noun,
+// on the same records (tablestore.Ledgers.Keys).
+func (s *Ledgers) Keys(noun string) *Ledgers { return s.scope(noun) }
+
+func (t *ledgerTable) scope(noun string) *Ledgers {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := t.scopes[noun]
+	if k == nil {
+		k = &keyScope{next: map[string]int64{}, allocs: map[string]map[string]allocation{}, active: map[string]convoy.ActiveOrder{}, dead: map[string]int64{}}
+		t.scopes[noun] = k
+	}
+	return &Ledgers{ledgerTable: t, noun: noun, keys: k}
+}
+
+// partition is a key's partition ("order:o-1"), activePartition the
+// domain's active index (tablestore's layout, whose limits the rows are
+// checked against).
+func (s *Ledgers) partition(key string) string { return s.noun + ":" + key }
+
+func (s *Ledgers) activePartition() string {
+	if s.noun == "order" {
+		return "active"
+	}
+	return "active:" + s.noun
+}
+
+func (t *ledgerTable) now() time.Time {
+	if t.Now != nil {
+		return t.Now().UTC()
 	}
 	return time.Now().UTC()
 }
 
-func (s *Ledgers) fail(op string) error {
-	if s.Fail == nil {
+func (t *ledgerTable) fail(op string) error {
+	if t.Fail == nil {
 		return nil
 	}
-	return s.Fail(op)
+	return t.Fail(op)
 }
 
-// GetLedger implements ledger.Store.
+// GetLedger implements ledger.Records.
 func (s *Ledgers) GetLedger(_ context.Context, id string) (*ledger.Record, error) {
 	if err := s.fail("get"); err != nil {
 		return nil, err
@@ -73,11 +117,11 @@ func (s *Ledgers) GetLedger(_ context.Context, id string) (*ledger.Record, error
 	if !ok {
 		return nil, nil
 	}
-	r.Problems = slices.Clone(r.Problems)
+	r.Problems, r.Keys = slices.Clone(r.Problems), maps.Clone(r.Keys)
 	return &r, nil
 }
 
-// CreateLedger implements ledger.Store.
+// CreateLedger implements ledger.Records.
 func (s *Ledgers) CreateLedger(_ context.Context, r *ledger.Record) error {
 	if err := s.fail("create"); err != nil {
 		return err
@@ -95,15 +139,15 @@ func (s *Ledgers) CreateLedger(_ context.Context, r *ledger.Record) error {
 }
 
 // store keeps r under a new version; the caller holds mu.
-func (s *Ledgers) store(r *ledger.Record) {
-	s.version++
-	r.ETag = strconv.Itoa(s.version)
+func (t *ledgerTable) store(r *ledger.Record) {
+	t.version++
+	r.ETag = strconv.Itoa(t.version)
 	c := *r
-	c.Problems = slices.Clone(r.Problems)
-	s.records[r.ID] = c
+	c.Problems, c.Keys = slices.Clone(r.Problems), maps.Clone(r.Keys)
+	t.records[r.ID] = c
 }
 
-// SaveLedger implements ledger.Store.
+// SaveLedger implements ledger.Records.
 func (s *Ledgers) SaveLedger(_ context.Context, r *ledger.Record) error {
 	if err := s.fail("save"); err != nil {
 		return err
@@ -120,52 +164,50 @@ func (s *Ledgers) SaveLedger(_ context.Context, r *ledger.Record) error {
 	return nil
 }
 
-// Allocate implements ledger.Store.
-func (s *Ledgers) Allocate(_ context.Context, ledgerID, hash, orderID string, count int) (int64, error) {
+// Allocate implements ledger.Allocator.
+func (s *Ledgers) Allocate(_ context.Context, ledgerID, hash, key string, count int) (int64, error) {
 	if err := s.fail("allocate"); err != nil {
 		return 0, err
 	}
-	if err := allocationGroup(ledgerID, hash, orderID).check(); err != nil {
+	if err := allocationGroup(ledgerID, hash, s.partition(key)).check(); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if a, ok := s.allocs[orderID][ledgerID]; ok {
+	k := s.keys
+	if a, ok := k.allocs[key][ledgerID]; ok {
 		if !ledger.SameAllocation(count, hash, a.count, a.hash) {
-			return 0, ledger.AllocationMismatch(ledgerID, orderID, count, hash, a.count, a.hash)
+			return 0, ledger.AllocationMismatch(s.noun, ledgerID, key, count, hash, a.count, a.hash)
 		}
 		return a.first, nil
 	}
-	first := s.next[orderID] + 1
-	s.next[orderID] += int64(count)
-	if s.allocs[orderID] == nil {
-		s.allocs[orderID] = map[string]allocation{}
+	first := k.next[key] + 1
+	k.next[key] += int64(count)
+	if k.allocs[key] == nil {
+		k.allocs[key] = map[string]allocation{}
 	}
-	s.allocs[orderID][ledgerID] = allocation{first, count, hash, s.now()}
+	k.allocs[key][ledgerID] = allocation{first, count, hash, s.now()}
 	return first, nil
 }
 
-// Activate implements ledger.Store.
-func (s *Ledgers) Activate(_ context.Context, orderIDs []string) error {
+// Activate implements ledger.Allocator.
+func (s *Ledgers) Activate(_ context.Context, keys []string) error {
 	if err := s.fail("activate"); err != nil {
 		return err
 	}
-	for _, id := range orderIDs { // tablestore writes them 100 to a transaction
-		if err := activeEntity(id).check(); err != nil {
+	for _, id := range keys { // tablestore writes them 100 to a transaction
+		if err := activeEntity(s.activePartition(), id).check(); err != nil {
 			return err
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.active == nil {
-		s.active = map[string]convoy.ActiveOrder{}
-	}
-	for _, id := range orderIDs {
+	for _, id := range keys {
 		s.version++
-		if _, ok := s.active[id]; !ok {
-			s.activeIDs = nil
+		if _, ok := s.keys.active[id]; !ok {
+			s.keys.activeIDs = nil
 		}
-		s.active[id] = convoy.ActiveOrder{OrderID: id, PublishedAt: s.now(), ETag: strconv.Itoa(s.version)}
+		s.keys.active[id] = convoy.ActiveOrder{OrderID: id, PublishedAt: s.now(), ETag: strconv.Itoa(s.version)}
 	}
 	return nil
 }
@@ -178,26 +220,27 @@ func (s *Ledgers) ScanActive(_ context.Context, after string, limit int) ([]conv
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.activeIDs == nil {
-		s.activeIDs = slices.Sorted(maps.Keys(s.active))
+	k := s.keys
+	if k.activeIDs == nil {
+		k.activeIDs = slices.Sorted(maps.Keys(k.active))
 	}
-	ids := s.activeIDs[afterKey(s.activeIDs, after):]
+	ids := k.activeIDs[afterKey(k.activeIDs, after):]
 	more := len(ids) > limit
 	var out []convoy.ActiveOrder
 	for _, id := range ids[:min(limit, len(ids))] {
-		out = append(out, s.active[id])
+		out = append(out, k.active[id])
 	}
 	return out, more, nil
 }
 
 // ActiveEntry implements convoy.Allocations.
-func (s *Ledgers) ActiveEntry(_ context.Context, orderID string) (convoy.ActiveOrder, bool, error) {
+func (s *Ledgers) ActiveEntry(_ context.Context, key string) (convoy.ActiveOrder, bool, error) {
 	if err := s.fail("active entry"); err != nil {
 		return convoy.ActiveOrder{}, false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.active[orderID]
+	e, ok := s.keys.active[key]
 	return e, ok, nil
 }
 
@@ -208,70 +251,66 @@ func (s *Ledgers) Deactivate(_ context.Context, e convoy.ActiveOrder) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur, ok := s.active[e.OrderID]; ok && cur.ETag == e.ETag {
-		delete(s.active, e.OrderID)
-		s.activeIDs = nil
+	if cur, ok := s.keys.active[e.OrderID]; ok && cur.ETag == e.ETag {
+		delete(s.keys.active, e.OrderID)
+		s.keys.activeIDs = nil
 	}
 	return nil
 }
 
 // MarkActive implements convoy.ActiveMarker.
-func (s *Ledgers) MarkActive(_ context.Context, orderID string, seen convoy.Seen) error {
+func (s *Ledgers) MarkActive(_ context.Context, key string, seen convoy.Seen) error {
 	if err := s.fail("mark"); err != nil {
 		return err
 	}
-	if err := activeEntity(orderID).check(); err != nil {
+	if err := activeEntity(s.activePartition(), key).check(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.active == nil {
-		s.active = map[string]convoy.ActiveOrder{}
-	}
-	e, ok := s.active[orderID] // merged: a dead-lettered seq noted in it stays
+	e, ok := s.keys.active[key] // merged: a dead-lettered seq noted in it stays
 	if !ok {
-		s.activeIDs = nil
+		s.keys.activeIDs = nil
 	}
 	s.version++
-	e.OrderID, e.PublishedAt, e.ETag, e.SeenSeq, e.SeenAt = orderID, s.now(), strconv.Itoa(s.version), seen.Seq, seen.At.UTC()
-	s.active[orderID] = e
+	e.OrderID, e.PublishedAt, e.ETag, e.SeenSeq, e.SeenAt = key, s.now(), strconv.Itoa(s.version), seen.Seq, seen.At.UTC()
+	s.keys.active[key] = e
 	return nil
 }
 
 // NoteDeadLettered implements convoy.ActiveIndex.
-func (s *Ledgers) NoteDeadLettered(_ context.Context, orderID string, seq int64) error {
+func (s *Ledgers) NoteDeadLettered(_ context.Context, key string, seq int64) error {
 	if err := s.fail("note"); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.next[orderID]; !ok {
-		if e, ok := s.active[orderID]; ok { // nothing published to it: noted in its entry
+	k := s.keys
+	if _, ok := k.next[key]; !ok {
+		if e, ok := k.active[key]; ok { // nothing published to it: noted in its entry
 			s.version++
 			e.DeadLetteredSeq, e.ETag = seq, strconv.Itoa(s.version)
-			s.active[orderID] = e
+			k.active[key] = e
 		}
 		return nil
 	}
-	if s.dead == nil {
-		s.dead = map[string]int64{}
-	}
-	s.dead[orderID] = seq
+	k.dead[key] = seq
 	return nil
 }
 
 // Published implements convoy.Allocations.
-func (s *Ledgers) Published(_ context.Context, orderID string, seq int64) (convoy.Published, error) {
+func (s *Ledgers) Published(_ context.Context, key string, seq int64) (convoy.Published, error) {
 	if err := s.fail("published"); err != nil {
 		return convoy.Published{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.next[orderID]; !ok { // nothing published to it: convoy.PublishedTo reads its entry
+	k := s.keys
+	if _, ok := k.next[key]; !ok { // nothing published to it: convoy.PublishedTo reads its entry
 		return convoy.Published{}, nil
 	}
-	out := convoy.Published{LastSeq: s.next[orderID], DeadLetteredSeq: s.dead[orderID]}
-	for _, a := range s.allocs[orderID] {
+	out := convoy.Published{LastSeq: k.next[key], DeadLetteredSeq: k.dead[key]}
+	for _, a := range k.allocs[key] {
 		if a.first <= seq && seq < a.first+int64(a.count) {
 			out.SeqAllocatedAt = a.at
 		}

@@ -16,7 +16,7 @@ import (
 
 // breakOrders creates, against the emulation running from app, one blocked
 // order of each kind, as the end-to-end tests do (e2e_heal_test.go's
-// poison, e2e_replay_test.go's failed deliveries):
+// poison, e2e_replay_test.go's failed deliveries), and one blocked account:
 //
 //   - practice-transient-<time>: its seq 2 is readable, but its deliveries
 //     ran out (a receiver that holds the order's session abandons it
@@ -27,6 +27,10 @@ import (
 //   - practice-poison-<time>: its seq 2 can never be read (its amount is
 //     text); the handler refuses it until Service Bus dead-letters it, seq 3
 //     parks. A permanent cause: replay leaves it; skip seq 2.
+//   - practice-account-<time>: the same poison on the accounts queue (its
+//     seq 2, a deposit, has a text amount): each domain has its own queue,
+//     table and dead letters, and is healed the same way, with --domain
+//     accounts (or under /api/accounts/).
 func breakOrders(ctx context.Context, app string, port int) error {
 	st, err := readState(app, port)
 	if err != nil {
@@ -53,8 +57,14 @@ func breakOrders(ctx context.Context, app string, port int) error {
 	}
 	defer sender.Close(context.Background())
 
+	accountQueue, err := client.NewSender("accounts", nil)
+	if err != nil {
+		return err
+	}
+	defer accountQueue.Close(context.Background())
+
 	stamp := time.Now().UTC().Format("150405")
-	transient, poison := "practice-transient-"+stamp, "practice-poison-"+stamp
+	transient, poison, account := "practice-transient-"+stamp, "practice-poison-"+stamp, "practice-account-"+stamp
 	tx := func(order, op, extra string) string {
 		return fmt.Sprintf(`{"transaction":{"orderId":%q,"op":%q%s}}`, order, op, extra)
 	}
@@ -113,27 +123,35 @@ func breakOrders(ctx context.Context, app string, port int) error {
 		}
 	}
 
-	// Both are blocked once each is listed missing seq 2, and seq 2 of each
-	// is in the dead-letter queue (peeked here: the blocked list says where
-	// a missing message is only once an AutoReplay run has looked, and with
-	// AutoReplay on, that run replays the transient one).
-	dlq, err := client.NewReceiverForQueue("orders", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
-	if err != nil {
-		return err
+	fmt.Printf("breaking %s: its seq 2 cannot be read (amount \"a lot\"); the handler refuses it until it is dead-lettered\n", account)
+	command := func(kind, fields string) string {
+		return fmt.Sprintf(`{"command":{"accountId":%q,"kind":%q%s}}`, account, kind, fields)
 	}
-	defer dlq.Close(context.Background())
-	var listed, dead map[string]bool
-	for {
-		listed, err = blockedAt(ctx, st.URL, 2)
-		if err == nil {
-			dead, err = deadLettered(ctx, dlq, 2)
+	for _, m := range []struct {
+		seq  int64
+		body string
+	}{{1, command("open", `,"currency":"EUR"`)}, {2, command("deposit", `,"amount":"a lot","reference":"dep-1"`)},
+		{3, command("deposit", `,"amount":50,"reference":"dep-2"`)}} {
+		if err := send(ctx, accountQueue, account, m.seq, m.body); err != nil {
+			return err
 		}
-		if err == nil && listed[transient] && listed[poison] && dead[transient] && dead[poison] {
+	}
+
+	// They are blocked once each is listed missing seq 2, and seq 2 of each
+	// is in its queue's dead-letter queue (peeked here: the blocked list
+	// says where a missing message is only once an AutoReplay run has
+	// looked, and with AutoReplay on, that run replays the transient one).
+	want := []practice{{"orders", "orderId", transient}, {"orders", "orderId", poison}, {"accounts", "accountId", account}}
+	var broken []string
+	for {
+		broken, err = blockedWithDeadLetter(ctx, client, st.URL, want)
+		if err == nil && len(broken) == len(want) {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the orders were not blocked with seq 2 dead-lettered in time (blocked: %v, dead-lettered: %v, %v): see %s/api/orders?blocked=true", listed, dead, err, st.URL)
+			return fmt.Errorf("not all of %v were blocked with seq 2 dead-lettered in time (so far: %v, %v): see %s/api/orders?blocked=true and %[4]s/api/accounts?blocked=true",
+				want, broken, err, st.URL)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -142,8 +160,9 @@ func breakOrders(ctx context.Context, app string, port int) error {
 		auto = "AutoReplay is off (AutoReplayEnabled=false): it stays blocked until you replay it"
 	}
 	fmt.Printf(`
-Two orders are blocked, each missing its seq 2 (seq 1 applied, seq 3 parked):
+Two orders and an account are blocked, each missing its seq 2 (seq 1 applied, seq 3 parked):
   see them:  %[1]s/api/orders?blocked=true   (or the dashboard: %[1]s/api/dashboard)
+             %[1]s/api/accounts?blocked=true
 
   %[2]s: seq 2 dead-lettered for MaxDeliveryCountExceeded, readable: a transient cause.
     %[4]s.
@@ -157,46 +176,79 @@ Two orders are blocked, each missing its seq 2 (seq 1 applied, seq 3 parked):
          or  convoy skip %[3]s 2        (with StateStorage from the banner)
     then:    curl %[1]s/api/orders/%[3]s    (seq 2 rejected "skipped by operator", seq 3 applied)
 
+  %[5]s: the same on the accounts queue, its own queue, table and dead letters
+    (the commands take --domain accounts; the routes are under /api/accounts/):
+    skip:    curl -X POST '%[1]s/api/accounts/%[5]s/skip?seq=2'
+         or  convoy skip --domain accounts %[5]s 2        (with StateStorage from the banner)
+    then:    curl %[1]s/api/accounts/%[5]s    (seq 2 rejected "skipped by operator", seq 3 applied)
+
 Keys are not checked by the emulation; in Azure add -H "x-functions-key: <admin key>" to replay and skip.
-`, st.URL, transient, poison, auto)
+`, st.URL, transient, poison, auto, account)
 	return nil
 }
 
-// send sends one message of order as LedgerIngest would (MessageId
-// <ledgerId>:<index>, application properties ledgerId and seq).
-func send(ctx context.Context, s *azservicebus.Sender, order string, seq int64, body string) error {
-	ledgerID := order // a ledger of its own per practice order
-	id := fmt.Sprintf("%s:%d", ledgerID, seq-1)
-	contentType := "application/json"
-	err := s.SendMessage(ctx, &azservicebus.Message{MessageID: &id, SessionID: &order, ContentType: &contentType,
-		ApplicationProperties: map[string]any{"ledgerId": ledgerID, "seq": seq}, Body: []byte(body)}, nil)
-	if err != nil {
-		return fmt.Errorf("send seq %d of %s: %w", seq, order, err)
-	}
-	return nil
-}
+// practice is a key break blocks: its domain (Name), the name of its id in
+// the domain's blocked list, its id.
+type practice struct{ domain, idName, id string }
 
-// blockedAt lists the blocked orders whose missing seq is seq.
-func blockedAt(ctx context.Context, url string, seq int64) (map[string]bool, error) {
-	var page struct {
-		Orders []struct {
-			OrderID    string `json:"orderId"`
-			MissingSeq int64  `json:"missingSeq"`
-		} `json:"orders"`
-	}
-	if err := getJSON(ctx, url+"/api/orders?blocked=true&pageSize=500", &page); err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	for _, o := range page.Orders {
-		if o.MissingSeq == seq {
-			out[o.OrderID] = true
+func (p practice) String() string { return p.domain + "/" + p.id }
+
+// blockedWithDeadLetter lists the keys of want that are blocked missing
+// their seq 2 with that seq in their queue's dead-letter queue (each
+// domain's queue is named as the domain, as the emulation has them).
+func blockedWithDeadLetter(ctx context.Context, client *azservicebus.Client, url string, want []practice) ([]string, error) {
+	var out []string
+	for _, p := range want {
+		listed, err := blockedAt(ctx, url, p, 2)
+		if err != nil {
+			return out, err
+		}
+		dlq, err := client.NewReceiverForQueue(p.domain, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+		if err != nil {
+			return out, err
+		}
+		dead, err := deadLettered(ctx, dlq, 2)
+		dlq.Close(context.Background())
+		if err != nil {
+			return out, err
+		}
+		if listed[p.id] && dead[p.id] {
+			out = append(out, p.String())
 		}
 	}
 	return out, nil
 }
 
-// deadLettered lists the orders with a dead letter of seq seq (a peek of
+// send sends one message of key as LedgerIngest would (MessageId
+// <ledgerId>:<index>, application properties ledgerId and seq).
+func send(ctx context.Context, s *azservicebus.Sender, key string, seq int64, body string) error {
+	ledgerID := key // a ledger of its own per practice key
+	id := fmt.Sprintf("%s:%d", ledgerID, seq-1)
+	contentType := "application/json"
+	err := s.SendMessage(ctx, &azservicebus.Message{MessageID: &id, SessionID: &key, ContentType: &contentType,
+		ApplicationProperties: map[string]any{"ledgerId": ledgerID, "seq": seq}, Body: []byte(body)}, nil)
+	if err != nil {
+		return fmt.Errorf("send seq %d of %s: %w", seq, key, err)
+	}
+	return nil
+}
+
+// blockedAt lists the blocked keys of p's domain whose missing seq is seq.
+func blockedAt(ctx context.Context, url string, p practice, seq int64) (map[string]bool, error) {
+	var page map[string][]map[string]any // {"<domain>": [{"<idName>": …, "missingSeq": …}]}
+	if err := getJSON(ctx, url+"/api/"+p.domain+"?blocked=true&pageSize=500", &page); err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, k := range page[p.domain] {
+		if id, _ := k[p.idName].(string); id != "" && k["missingSeq"] == float64(seq) {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
+// deadLettered lists the keys with a dead letter of seq seq (a peek of
 // the whole dead-letter queue, locking nothing).
 func deadLettered(ctx context.Context, dlq *azservicebus.Receiver, seq int64) (map[string]bool, error) {
 	out := map[string]bool{}

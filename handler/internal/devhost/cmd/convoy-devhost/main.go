@@ -6,7 +6,7 @@
 //	convoy-devhost stage       lay the function app out in -app, as published (make stage)
 //	convoy-devhost demo        the whole pipeline on the sample ledgers, checked (make demo)
 //	convoy-devhost run         serve until Ctrl-C or SIGTERM, for `convoy publish` and curl (make devhost)
-//	convoy-devhost break       against a running `run`: one blocked order of each kind (make break)
+//	convoy-devhost break       against a running `run`: one blocked order of each kind and a blocked account (make break)
 //	convoy-devhost port-free   fail, saying what to do, when a port is taken (make devhost checks first)
 package main
 
@@ -36,7 +36,8 @@ commands:
   run         serve the staged app under the emulated Functions host and Service Bus, with
               Azurite, until Ctrl-C or SIGTERM (make devhost)
   break       against a running 'run': create one blocked order of each kind, a poison message
-              (permanent cause) and a transient failure, to practise replay and skip (make break)
+              (permanent cause) and a transient failure, and a blocked account, to practise
+              replay and skip (make break)
   port-free   exit 1, saying how to choose another, when a port is taken (make devhost)
 
 convoy-devhost COMMAND -h lists the command's flags.

@@ -22,6 +22,7 @@ func TestAppSettings(t *testing.T) {
 		"OrdersQueueName":    "orders-x",      // the file replaces the default
 		"HOME":               "/root",         // the host reads its whole environment
 		"LedgersQueueName":   "ledgers",       // a default
+		"AccountsQueueName":  "accounts",      // a default: every registered domain's queue
 		"AutoReplaySchedule": "0 */1 * * * *", // a default
 	}
 	for k, v := range want {

@@ -37,12 +37,11 @@ type state struct {
 // the environment say: its Service Bus (set by devhost.Start) and its Azurite.
 var emulated = []string{"ServiceBusConnection", "StateStorage", "AzureWebJobsStorage"}
 
-// defaults fill in settings that neither the file nor the environment set.
-var defaults = map[string]string{
+// defaults fill in settings that neither the file nor the environment set:
+// the queue settings of every registered domain too (devhost.QueueSettings).
+var defaults = devhost.WithQueueSettings(map[string]string{
 	"AutoReplaySchedule": "0 */1 * * * *", // AutoReplay: every minute, as deployed
-	"OrdersQueueName":    "orders",
-	"LedgersQueueName":   "ledgers",
-}
+})
 
 // appSettings are the app settings as Core Tools gives them to the host: the
 // Values of local.settings.json, each replaced by the environment variable

@@ -24,9 +24,9 @@ import (
 // TestRunBreakAndStop runs the command as make devhost and make break do:
 // run serves the staged app with the settings of local.settings.json, a
 // second run on the same port is refused without touching the first one's
-// files, break leaves one order blocked by a poison message (permanent) and
-// one by a transient failure (the oracle: the blocked list and a peek of the
-// dead-letter queue),
+// files, break leaves one order blocked by a poison message (permanent), one
+// by a transient failure, and one account by a poison message (the oracle:
+// each domain's blocked list and a peek of its queue's dead-letter queue),
 // and SIGTERM stops the emulation, the handler and Azurite: their processes
 // exit and their ports are free.
 func TestRunBreakAndStop(t *testing.T) {
@@ -117,9 +117,9 @@ func TestRunBreakAndStop(t *testing.T) {
 		t.Errorf("the running app's files after a second run: %v", err)
 	}
 
-	// break: one blocked order of each kind.
+	// break: one blocked order of each kind, and a blocked account.
 	out, err = exec.Command(self, args("break")...).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "Two orders are blocked") || !strings.Contains(string(out), "AutoReplay is off") {
+	if err != nil || !strings.Contains(string(out), "Two orders and an account are blocked") || !strings.Contains(string(out), "AutoReplay is off") {
 		t.Fatalf("break: %v\n%s", err, out)
 	}
 	var page struct {
@@ -166,6 +166,35 @@ func TestRunBreakAndStop(t *testing.T) {
 	}
 	if len(dead) != 2 || !strings.Contains(bodies["poison"], `"a lot"`) || bodies["transient"] == "" || strings.Contains(bodies["transient"], `"a lot"`) {
 		t.Errorf("dead letters after break: %d, bodies %v; want seq 2 of each order, the poison one unreadable", len(dead), bodies)
+	}
+	// The account: blocked missing its seq 2, which is in the accounts
+	// queue's dead letters, unreadable.
+	var accounts struct {
+		Accounts []struct {
+			AccountID  string `json:"accountId"`
+			MissingSeq int64  `json:"missingSeq"`
+		} `json:"accounts"`
+	}
+	resp, err = http.Get(url + "/api/accounts?blocked=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&accounts)
+	resp.Body.Close()
+	if len(accounts.Accounts) != 1 || !strings.HasPrefix(accounts.Accounts[0].AccountID, "practice-account-") || accounts.Accounts[0].MissingSeq != 2 {
+		t.Errorf("blocked accounts after break: %+v, want practice-account-… missing seq 2", accounts.Accounts)
+	}
+	accountDLQ, err := client.NewReceiverForQueue("accounts", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAccounts, err := accountDLQ.PeekMessages(context.Background(), 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(deadAccounts) != 1 || deadAccounts[0].SessionID == nil || !strings.HasPrefix(*deadAccounts[0].SessionID, "practice-account-") ||
+		deadAccounts[0].ApplicationProperties["seq"] != int64(2) || !strings.Contains(string(deadAccounts[0].Body), `"a lot"`) {
+		t.Errorf("account dead letters after break: %d %+v; want seq 2 of practice-account-…, unreadable", len(deadAccounts), deadAccounts)
 	}
 
 	// SIGTERM stops everything.

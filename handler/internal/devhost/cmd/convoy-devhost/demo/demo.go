@@ -1,7 +1,7 @@
 // Package demo is what `make demo` runs (convoy-devhost demo): the whole
 // pipeline on this machine, and the checks the end-to-end tests share with
-// it (an order as the handler answers it against the fold of its
-// transactions).
+// it: an order as the handler answers it against the fold of its
+// transactions, an account against the fold of its commands.
 package demo
 
 import (
@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -23,10 +24,12 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/convoy-dev/convoy/handler/convoy"
+	"github.com/convoy-dev/convoy/handler/domains"
 	"github.com/convoy-dev/convoy/handler/internal/azurite"
 	"github.com/convoy-dev/convoy/handler/internal/convoytest"
 	"github.com/convoy-dev/convoy/handler/internal/devbus"
 	"github.com/convoy-dev/convoy/handler/internal/devhost"
+	"github.com/convoy-dev/convoy/handler/keyed"
 	"github.com/convoy-dev/convoy/handler/ledger"
 	"github.com/convoy-dev/convoy/handler/orders"
 	"github.com/convoy-dev/convoy/handler/servicebus"
@@ -47,7 +50,8 @@ type Options struct {
 // Run runs the whole pipeline locally: Azurite, the host and queue
 // emulation, the real handler; it publishes the sample ledgers, one pair out
 // of order, waits until everything is processed, prints every order and
-// checks it against the fold of its transactions in seq order.
+// every account and checks each against the fold of its commands in seq
+// order.
 func Run(ctx context.Context, o Options) error {
 	out := o.Out
 	files, _ := filepath.Glob(filepath.Join(o.LedgersDir, "*.json"))
@@ -64,8 +68,8 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer az.Stop()
-	appSettings := map[string]string{"StateStorage": az.ConnectionString(), "AzureWebJobsStorage": az.ConnectionString(),
-		"OrdersQueueName": "orders", "LedgersQueueName": "ledgers", "LogLevel": "info"}
+	appSettings := devhost.WithQueueSettings(map[string]string{"StateStorage": az.ConnectionString(), "AzureWebJobsStorage": az.ConnectionString(),
+		"LogLevel": "info"})
 	h, err := devhost.Start(devhost.Options{AppDir: o.AppDir, Settings: appSettings, Queues: queues, Log: o.Log})
 	if err != nil {
 		return err
@@ -90,7 +94,7 @@ func Run(ctx context.Context, o Options) error {
 		if err != nil {
 			return err
 		}
-		l, err := ledger.Parse(doc, ledger.Limits{})
+		l, err := ledger.Parse(doc, ledger.Limits{}, ledgerDomains())
 		if err != nil {
 			return fmt.Errorf("%s: %w", file, err)
 		}
@@ -100,7 +104,7 @@ func Run(ctx context.Context, o Options) error {
 			if late, err = stallPublisher(ctx, az, bus, doc); err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "%-20s a second publisher allocated its seqs for %d orders, then stalled before sending\n", name, len(l.Orders()))
+			fmt.Fprintf(out, "%-20s a second publisher allocated its seqs for %s, then stalled before sending\n", name, keysOf(l))
 			continue
 		}
 		if err := ledgersQueue.SendLedger(ctx, l.ID, l.Stream, doc); err != nil {
@@ -109,9 +113,9 @@ func Run(ctx context.Context, o Options) error {
 		if err := h.WaitIdle(ctx, 300*time.Millisecond); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "%-20s published through the ledgers queue: %d transactions for %d orders\n", name, len(l.Entries), len(l.Orders()))
+		fmt.Fprintf(out, "%-20s published through the ledgers queue: %d transactions for %s\n", name, len(l.Entries), keysOf(l))
 		if late != nil {
-			if err := showBlocked(ctx, out, h.URL(), allOrders(docs)); err != nil {
+			if err := showBlocked(ctx, out, h.URL(), docs); err != nil {
 				return err
 			}
 		}
@@ -129,9 +133,38 @@ func Run(ctx context.Context, o Options) error {
 	return report(ctx, out, h, docs)
 }
 
+// ledgerDomains are the registered domains, as the app reads a ledger's
+// entries: the sample ledgers hold orders and accounts.
+func ledgerDomains() []ledger.Domain {
+	ds := make([]ledger.Domain, len(domains.All))
+	for i, d := range domains.All {
+		ds[i] = ledger.Domain{Rules: d}
+	}
+	return ds
+}
+
+// keysOf says how many keys of each domain a ledger holds entries of: "4
+// orders and 2 accounts".
+func keysOf(l *ledger.Ledger) string {
+	var parts []string
+	for _, d := range domains.All {
+		switch n := len(l.Keys(d.Name())); n {
+		case 0:
+		case 1:
+			parts = append(parts, "1 "+d.Noun())
+		default:
+			parts = append(parts, fmt.Sprintf("%d %s", n, d.Name()))
+		}
+	}
+	if len(parts) < 2 {
+		return strings.Join(parts, "")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
 // lateLedger is a ledger whose publisher waits, after allocating its seqs,
 // until release is closed: the messages of the ledger after it, published
-// later but sent first, arrive before its own.
+// later but sent first, arrive before its own (orders and accounts alike).
 type lateLedger struct {
 	release chan struct{}
 	done    chan error
@@ -143,47 +176,58 @@ func stallPublisher(ctx context.Context, az *azurite.Server, bus *azservicebus.C
 		return nil, err
 	}
 	late := &lateLedger{release: make(chan struct{}), done: make(chan error, 1)}
-	allocated := make(chan struct{})
-	orders, err := servicebus.NewSender(bus, "orders")
-	if err != nil {
-		return nil, err
+	g := &gate{reached: make(chan struct{}), release: late.release}
+	ledgers := tablestore.NewLedgers(svc.NewClient(settings.DefaultLedgersTable))
+	var routes []ledger.Route
+	for _, d := range ledgerDomains() {
+		queue, err := servicebus.NewSender(bus, settings.DefaultQueue(d.Rules))
+		if err != nil {
+			return nil, err
+		}
+		routes = append(routes, ledger.Route{Domain: d, Allocator: ledgers.Keys(d.Rules.Noun()), Sender: &gatedSender{Sender: queue, gate: g}})
 	}
-	sender := &gatedSender{Sender: orders, reached: allocated, release: late.release}
-	pub := ledger.NewPublisher(tablestore.NewLedgers(svc.NewClient(settings.DefaultLedgersTable)), sender, ledger.PublisherOptions{})
+	pub := ledger.NewPublisher(ledgers, routes, ledger.PublisherOptions{})
 	go func() {
 		_, err := pub.Publish(ctx, doc)
 		late.done <- err
 	}()
 	select {
-	case <-allocated:
+	case <-g.reached:
 		return late, nil
 	case err := <-late.done:
 		return nil, fmt.Errorf("the stalled publisher ended early: %v", err)
 	}
 }
 
-// gatedSender signals when the publisher first wants a batch (its seqs are
-// allocated by then) and holds it until release.
-type gatedSender struct {
-	*servicebus.Sender
+// gate is passed once, by the publisher's first batch of any domain (every
+// seq is allocated by then): it signals reached, and holds that batch until
+// release.
+type gate struct {
+	once    sync.Once
 	reached chan struct{}
 	release chan struct{}
-	once    bool
+}
+
+// gatedSender is a domain's queue behind the ledger's gate.
+type gatedSender struct {
+	*servicebus.Sender
+	gate *gate
 }
 
 func (g *gatedSender) NewBatch(ctx context.Context) (convoy.Batch, error) {
-	if !g.once {
-		g.once = true
-		close(g.reached)
-		<-g.release
-	}
+	g.gate.once.Do(func() {
+		close(g.gate.reached)
+		<-g.gate.release
+	})
 	return g.Sender.NewBatch(ctx)
 }
 
-func allOrders(docs []*ledger.Ledger) []string {
+// allKeys are the keys of domain (a Name) the ledgers hold entries of,
+// sorted.
+func allKeys(docs []*ledger.Ledger, domain string) []string {
 	var ids []string
 	for _, l := range docs {
-		for _, id := range l.Orders() {
+		for _, id := range l.Keys(domain) {
 			if !slices.Contains(ids, id) {
 				ids = append(ids, id)
 			}
@@ -196,26 +240,34 @@ func allOrders(docs []*ledger.Ledger) []string {
 // GetOrder reads an order's state through the front end, as a user would.
 func GetOrder(ctx context.Context, base, id string) (orders.View, error) {
 	var v orders.View
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/orders/"+id, nil)
+	return v, getJSON(ctx, base+"/api/orders/"+id, &v)
+}
+
+func getJSON(ctx context.Context, url string, v any) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return v, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return v, fmt.Errorf("GET /api/orders/%s: %s", id, resp.Status)
+		_, path, _ := strings.Cut(strings.TrimPrefix(url, "http://"), "/")
+		return fmt.Errorf("GET /%s: %s", path, resp.Status)
 	}
-	return v, json.NewDecoder(resp.Body).Decode(&v)
+	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-func showBlocked(ctx context.Context, out io.Writer, base string, ids []string) error {
-	for _, id := range ids {
-		v, err := GetOrder(ctx, base, id)
-		if err != nil {
-			return err
-		}
-		if v.Parked > 0 {
-			fmt.Fprintf(out, "%-20s   %s is blocked: %d message(s) parked, waiting for seq %d\n", "", id, v.Parked, v.MissingSeq)
+// showBlocked prints the keys of every domain that wait behind a gap.
+func showBlocked(ctx context.Context, out io.Writer, base string, docs []*ledger.Ledger) error {
+	for _, d := range domains.All {
+		for _, id := range allKeys(docs, d.Name()) {
+			var v struct{ Parked, MissingSeq int64 }
+			if err := getJSON(ctx, base+"/api/"+d.Name()+"/"+id, &v); err != nil {
+				return err
+			}
+			if v.Parked > 0 {
+				fmt.Fprintf(out, "%-20s   %s is blocked: %d message(s) parked, waiting for seq %d\n", "", id, v.Parked, v.MissingSeq)
+			}
 		}
 	}
 	return nil
@@ -226,10 +278,32 @@ func showBlocked(ctx context.Context, out io.Writer, base string, ids []string) 
 // seqs are those the order messages actually carried (sent: the orders
 // queue's journal), since ledgers published concurrently allocate in any order.
 func ExpectedOrders(ledgers []*ledger.Ledger, sent []devbus.Message) (map[string]convoytest.Expected, error) {
+	byKey, err := inSeqOrder(ledgers, orders.Domain, sent)
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]convoytest.Expected{}
+	for id, txs := range byKey {
+		msgs := make([]convoy.Message, len(txs))
+		for i, e := range txs {
+			msgs[i] = convoy.Message{Seq: int64(i) + 1, Last: e.Last, Command: e.Command}
+		}
+		want[id] = convoytest.Fold(msgs)
+	}
+	return want, nil
+}
+
+// inSeqOrder is each key of domain with the ledger entries its messages
+// carried, in the order of the seqs they carried (sent: the domain queue's
+// journal, which keeps no bodies: a message is known by its MessageId,
+// ledgerId:index), from seq 1 without a hole.
+func inSeqOrder(ledgers []*ledger.Ledger, domain keyed.Domain, sent []devbus.Message) (map[string][]ledger.Entry, error) {
 	entries := map[string]ledger.Entry{}
 	for _, l := range ledgers {
 		for i, e := range l.Entries {
-			entries[convoy.MessageID(l.ID, i)] = e
+			if e.Domain == domain.Name() {
+				entries[convoy.MessageID(l.ID, i)] = e
+			}
 		}
 	}
 	bySeq := map[string]map[int64]ledger.Entry{}
@@ -242,27 +316,25 @@ func ExpectedOrders(ledgers []*ledger.Ledger, sent []devbus.Message) (map[string
 		if !ok {
 			return nil, fmt.Errorf("message %s has no seq", m.MessageID)
 		}
-		if bySeq[e.OrderID] == nil {
-			bySeq[e.OrderID] = map[int64]ledger.Entry{}
+		if bySeq[e.Key] == nil {
+			bySeq[e.Key] = map[int64]ledger.Entry{}
 		}
-		bySeq[e.OrderID][seq] = e
+		bySeq[e.Key][seq] = e
 	}
-	want := map[string]convoytest.Expected{}
-	for id, txs := range bySeq {
-		var msgs []convoy.Message
-		for _, seq := range slices.Sorted(maps.Keys(txs)) {
-			if seq != int64(len(msgs))+1 {
-				return nil, fmt.Errorf("order %s: no message carried seq %d", id, len(msgs)+1)
+	out := map[string][]ledger.Entry{}
+	for id, es := range bySeq {
+		for _, seq := range slices.Sorted(maps.Keys(es)) {
+			if seq != int64(len(out[id]))+1 {
+				return nil, fmt.Errorf("%s %s: no message carried seq %d", domain.Noun(), id, len(out[id])+1)
 			}
-			msgs = append(msgs, convoy.Message{Seq: seq, Last: txs[seq].Last, Command: txs[seq].Transaction})
+			out[id] = append(out[id], es[seq])
 		}
-		want[id] = convoytest.Fold(msgs)
 	}
-	return want, nil
+	return out, nil
 }
 
-// report prints every order and compares it with the fold of its
-// transactions in seq order (ledgers in allocation order).
+// report prints every order and every account and compares each with the
+// fold of its commands in seq order (ledgers in allocation order).
 func report(ctx context.Context, out io.Writer, h *devhost.Host, docs []*ledger.Ledger) error {
 	expected, err := ExpectedOrders(docs, h.Queue("orders").Sent())
 	if err != nil {
@@ -272,7 +344,7 @@ func report(ctx context.Context, out io.Writer, h *devhost.Host, docs []*ledger.
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ORDER\tSTATUS\tCOMPLETE\tAPPLIED SEQ\tTOTAL (minor units)\tTRANSACTIONS\tREJECTED\tPARKED\tMATCHES FOLD")
 	var mismatches, rejections []string
-	for _, id := range allOrders(docs) {
+	for _, id := range allKeys(docs, orders.Domain.Name()) {
 		v, err := GetOrder(ctx, h.URL(), id)
 		if err != nil {
 			return err
@@ -290,17 +362,32 @@ func report(ctx context.Context, out io.Writer, h *devhost.Host, docs []*ledger.
 		}
 	}
 	tw.Flush()
+	printRejections(out, rejections)
+	accountMismatches, nAccounts, err := reportAccounts(ctx, out, h.URL(), docs, h.Queue("accounts").Sent())
+	if err != nil {
+		return err
+	}
+	deadLettered := 0
+	for _, d := range domains.All {
+		deadLettered += h.Queue(settings.DefaultQueue(d)).Stats().DeadLettered
+	}
+	fmt.Fprintf(out, "\n%d handler invocations, %d failed, %d handler restarts; dead-lettered: %d\n",
+		h.Invocations(), h.Failures(), h.Restarts(), deadLettered)
+	if len(mismatches) > 0 || len(accountMismatches) > 0 {
+		return fmt.Errorf("%d order(s) and %d account(s) differ from the expected fold:\n  %s", len(mismatches), len(accountMismatches),
+			strings.Join(append(mismatches, accountMismatches...), "\n  "))
+	}
+	fmt.Fprintf(out, "All %d orders match the fold of their transactions in seq order.\n", len(expected))
+	fmt.Fprintf(out, "All %d accounts match the fold of their commands in seq order.\n", nAccounts)
+	return nil
+}
+
+// printRejections lists the commands a table's keys rejected, if any.
+func printRejections(out io.Writer, rejections []string) {
 	if len(rejections) > 0 {
 		fmt.Fprintln(out, "\nRejected (business rules; each consumed its seq, nothing was lost):")
 		fmt.Fprintln(out, strings.Join(rejections, "\n"))
 	}
-	fmt.Fprintf(out, "\n%d handler invocations, %d failed, %d handler restarts; dead-lettered: %d\n",
-		h.Invocations(), h.Failures(), h.Restarts(), h.Queue("orders").Stats().DeadLettered)
-	if len(mismatches) > 0 {
-		return fmt.Errorf("%d order(s) differ from the expected fold:\n  %s", len(mismatches), strings.Join(mismatches, "\n  "))
-	}
-	fmt.Fprintf(out, "All %d orders match the fold of their transactions in seq order.\n", len(expected))
-	return nil
 }
 
 func yesNo(b bool) string {
