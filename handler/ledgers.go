@@ -60,7 +60,7 @@ func (s *server) ingestOne(ctx context.Context, c *call, m invocation.Message) (
 	pub := s.publishers[FnLedgerIngest]
 	switch fault.CodeOf(err) {
 	case "":
-		pub.Ledger(ctx, sum.Outcome, sentBy(sum))
+		pub.Ledger(ctx, sum.Outcome, s.sentBy(sum))
 		c.outcome(slog.LevelInfo, "ledger "+sum.Outcome, append([]any{"ledgerId", sum.LedgerID, "stream", m.SessionID, "messageId", m.MessageID,
 			"transactions", sum.Transactions, "orders", sum.Orders, "messages", sum.Messages}, ids()...)...)
 	case fault.Invalid, fault.TooLarge:
@@ -68,11 +68,11 @@ func (s *server) ingestOne(ctx context.Context, c *call, m invocation.Message) (
 		if rerr != nil {
 			return rerr
 		}
-		pub.Ledger(ctx, ledger.OutcomeRejected, 0)
+		pub.Ledger(ctx, ledger.OutcomeRejected, nil)
 		c.outcome(slog.LevelWarn, "ledger rejected", append([]any{"ledgerId", rec.ID, "stream", m.SessionID, "messageId", m.MessageID,
 			"problems", len(rec.Problems), "error", fault.MessageOf(err)}, ids()...)...)
 	case fault.Conflict:
-		pub.Ledger(ctx, outcomeConflict, 0)
+		pub.Ledger(ctx, outcomeConflict, nil)
 		c.outcome(slog.LevelError, "ledger rejected: its id was used for other content", append([]any{"ledgerId", sum.LedgerID,
 			"messageId", m.MessageID, "error", fault.MessageOf(err)}, ids()...)...)
 	default:
@@ -101,9 +101,9 @@ func (s *server) uploadLedger(ctx context.Context, r httpRequest) (int, any, err
 	ledger.EndPublish(span, sum, err)
 	traceID := ledger.TraceIDOf(ctx)
 	if out := uploadOutcome(err); out != "" {
-		s.publishers[FnLedgerUpload].Ledger(ctx, out, 0)
+		s.publishers[FnLedgerUpload].Ledger(ctx, out, nil)
 	} else if err == nil {
-		s.publishers[FnLedgerUpload].Ledger(ctx, sum.Outcome, sentBy(sum))
+		s.publishers[FnLedgerUpload].Ledger(ctx, sum.Outcome, s.sentBy(sum))
 	}
 	if err != nil {
 		s.Logger.Warn("ledger upload failed", "function", FnLedgerUpload, "invocationId", invocationID, "error", fault.MessageOf(err), "traceId", traceID)
@@ -135,13 +135,17 @@ func uploadOutcome(err error) string {
 	return ""
 }
 
-// sentBy is the number of order messages publishing sum's ledger sent: all
-// of them when it was published now (a resumed publish re-sends what it had
-// sent, which Service Bus's duplicate detection drops), none when it had
-// been already.
-func sentBy(sum ledger.Summary) int {
-	if sum.Outcome == ledger.OutcomePublished {
-		return sum.Messages
+// sentBy is the number of messages publishing sum's ledger sent, by queue:
+// all of them when it was published now (a resumed publish re-sends what it
+// had sent, which Service Bus's duplicate detection drops), none when it
+// had been already.
+func (s *server) sentBy(sum ledger.Summary) map[string]int {
+	if sum.Outcome != ledger.OutcomePublished {
+		return nil
 	}
-	return 0
+	sent := map[string]int{}
+	for _, d := range s.domains {
+		sent[d.Queue] += sum.Sent[d.fns.Name]
+	}
+	return sent
 }

@@ -2,8 +2,10 @@ package handler_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -18,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/convoy-dev/convoy/handler"
+	"github.com/convoy-dev/convoy/handler/accounts"
 	"github.com/convoy-dev/convoy/handler/convoy"
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/heal"
@@ -355,5 +358,62 @@ func TestMetricsOff(t *testing.T) {
 	}
 	if got, _ := recv.instruments(t); len(got) != 0 || len(recv.requests) != 0 {
 		t.Fatalf("the receiver got %d exports", len(recv.requests))
+	}
+}
+
+// TestSentMessagesByQueue: a ledger that mixes orders and accounts counts
+// each message sent on its own domain's queue, as many as the document has
+// entries of that domain (counted here from the document).
+func TestSentMessagesByQueue(t *testing.T) {
+	t.Parallel()
+	recv := &metricsReceiver{}
+	otlp := httptest.NewServer(recv)
+	t.Cleanup(otlp.Close)
+	rec, _, shutdown, err := metrics.Setup(context.Background(), metricsSettings(otlp.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledgers := memstore.NewLedgers()
+	pub := ledgertest.MixedPublisher(ledgers, ledgers.Keys("account"), &ledgertest.Sender{}, &ledgertest.Sender{}, ledger.PublisherOptions{Retry: fault.RetryPolicy{MaxAttempts: 1}})
+	store := memstore.New()
+	srv := handler.New(handler.Deps{Ledgers: pub, Metrics: rec, Domains: []handler.Domain{
+		{Rules: orders.Domain, Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: orders.Domain}), Keys: store, Blocked: store, Queue: "orders-q"},
+		{Rules: accounts.Domain, Processor: convoy.NewProcessor(store, convoy.ProcessorOptions{Domain: accounts.Domain}), Keys: store, Blocked: store, Queue: "accounts-q"},
+	}})
+	doc := ledgertest.MixedDoc("L-mixed", 12, []string{"k-1", "k-2", "k-3"}, 0)
+	var parsed struct {
+		Transactions []map[string]any `json:"transactions"`
+	}
+	if err := json.Unmarshal(doc, &parsed); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{}
+	for _, e := range parsed.Transactions {
+		queue := "orders-q"
+		if e["domain"] == "accounts" {
+			queue = "accounts-q"
+		}
+		want["faas.name=LedgerUpload messaging.destination.name="+queue+" messaging.operation.name=send messaging.operation.type=send messaging.system=servicebus"]++
+	}
+	if len(want) != 2 {
+		t.Fatalf("the document mixes no domains: %s", doc)
+	}
+	w := httptest.NewRecorder()
+	srv.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/api/ledgers", strings.NewReader(string(doc))))
+	if w.Code != http.StatusAccepted {
+		t.Fatalf("upload: %d %s", w.Code, w.Body)
+	}
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := recv.instruments(t)
+	sent := map[string]int64{}
+	if in := got[metrics.SentMessages]; in != nil {
+		for attrs, p := range in.points {
+			sent[attrs] = p.value
+		}
+	}
+	if !maps.Equal(sent, want) {
+		t.Errorf("sent messages %v, want %v", sent, want)
 	}
 }

@@ -102,15 +102,14 @@ func New(d Deps) *echo.Echo {
 	}
 	maps.Copy(all, d.Deadlines)
 	s.Deadlines = all
-	// A ledger's messages go to the queues of their domains: the publishers'
-	// metrics name the default domain's queue for all of them.
-	queue := ""
-	if len(s.domains) > 0 {
-		queue = s.domains[0].Queue
+	// A ledger's messages go to the queues of their domains.
+	queues := make([]string, len(s.domains))
+	for i, sd := range s.domains {
+		queues[i] = sd.Queue
 	}
 	s.publishers = map[string]*metrics.Publisher{
-		FnLedgerIngest: d.Metrics.Publisher(FnLedgerIngest, queue),
-		FnLedgerUpload: d.Metrics.Publisher(FnLedgerUpload, queue),
+		FnLedgerIngest: d.Metrics.Publisher(FnLedgerIngest, queues...),
+		FnLedgerUpload: d.Metrics.Publisher(FnLedgerUpload, queues...),
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

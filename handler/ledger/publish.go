@@ -120,9 +120,12 @@ type Summary struct {
 	// Orders counts the keys of the default domain (orders, the only one
 	// before ledgers carried others), Keys those of each other domain the
 	// ledger holds entries of, by its Name: Ledger.KeyCounts.
-	Orders   int             `json:"orders"`
-	Keys     map[string]int  `json:"keys,omitempty"`
-	Messages int             `json:"messages"`
+	Orders   int            `json:"orders"`
+	Keys     map[string]int `json:"keys,omitempty"`
+	Messages int            `json:"messages"`
+	// Sent counts the ledger's messages by their domain's Name (their
+	// queue's), when it was published now.
+	Sent     map[string]int  `json:"-"`
 	Outcome  string          `json:"outcome"`
 	Error    string          `json:"error,omitempty"`
 	Problems []fault.Problem `json:"problems,omitempty"`
@@ -219,6 +222,10 @@ func (p *Publisher) PublishQueued(ctx context.Context, doc []byte, sessionID str
 	if rec.Status == StatusPublished {
 		sum.Outcome = OutcomeAlreadyPublished
 		return sum, nil
+	}
+	sum.Sent = map[string]int{}
+	for _, e := range l.Entries {
+		sum.Sent[e.Domain]++
 	}
 	plan, err := p.allocate(ctx, l)
 	if err != nil {

@@ -365,35 +365,42 @@ func (c *Consumer) CriticalTime(ctx context.Context, d time.Duration) {
 	c.r.critical.Record(ctx, d.Seconds(), c.crit)
 }
 
-// Publisher records what the publisher sends to one queue.
+// Publisher records what a publishing function sends to the queues of
+// the domains.
 type Publisher struct {
 	r    *Recorder
-	sent metric.AddOption
 	fn   attribute.KeyValue
+	sent map[string]metric.AddOption // by queue
 }
 
-// Publisher is the recorder of function's ledgers, published to queue; nil
-// when r is.
-func (r *Recorder) Publisher(function, queue string) *Publisher {
+// Publisher is the recorder of function's ledgers, whose messages go to
+// queues; nil when r is.
+func (r *Recorder) Publisher(function string, queues ...string) *Publisher {
 	if r == nil {
 		return nil
 	}
-	return &Publisher{r: r, fn: attribute.String("faas.name", function), sent: metric.WithAttributeSet(attribute.NewSet(
-		attribute.String("messaging.system", "servicebus"),
-		attribute.String("messaging.operation.name", "send"),
-		attribute.String("messaging.operation.type", "send"),
-		attribute.String("messaging.destination.name", queue),
-		attribute.String("faas.name", function)))}
+	p := &Publisher{r: r, fn: attribute.String("faas.name", function), sent: map[string]metric.AddOption{}}
+	for _, q := range queues {
+		p.sent[q] = metric.WithAttributeSet(attribute.NewSet(
+			attribute.String("messaging.system", "servicebus"),
+			attribute.String("messaging.operation.name", "send"),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.destination.name", q),
+			attribute.String("faas.name", function)))
+	}
+	return p
 }
 
-// Ledger records one ledger handled with outcome, and the order messages
-// its publishing sent.
-func (p *Publisher) Ledger(ctx context.Context, outcome string, sent int) {
+// Ledger records one ledger handled with outcome, and the messages its
+// publishing sent, by queue (one of the Publisher's queues).
+func (p *Publisher) Ledger(ctx context.Context, outcome string, sent map[string]int) {
 	if p == nil {
 		return
 	}
 	p.r.ledgers.Add(ctx, 1, metric.WithAttributes(p.fn, attribute.String(AttrOutcome, outcome)))
-	if sent > 0 {
-		p.r.sent.Add(ctx, int64(sent), p.sent)
+	for q, n := range sent {
+		if opt, ok := p.sent[q]; ok && n > 0 {
+			p.r.sent.Add(ctx, int64(n), opt)
+		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 // calls per message and per invocation allocates nothing.
 func TestOffCostsNothing(t *testing.T) {
 	var r *metrics.Recorder
-	c, p := r.Consumer("OrderProcessor", "orders"), r.Publisher("LedgerIngest", "orders")
+	c, p := r.Consumer("OrderProcessor", "orders"), r.Publisher("LedgerIngest", "orders", "accounts")
 	if c != nil || p != nil {
 		t.Fatalf("off: consumer %v, publisher %v, want nil", c, p)
 	}
@@ -27,7 +27,7 @@ func TestOffCostsNothing(t *testing.T) {
 		c.CriticalTime(ctx, time.Second)
 		c.Processed(ctx, 1, time.Millisecond, "")
 		c.Processed(ctx, 1, time.Millisecond, "invalid")
-		p.Ledger(ctx, "published", 5)
+		p.Ledger(ctx, "published", map[string]int{"orders": 5})
 		r.AutoReplayed(ctx, "orders", "replayed", 1)
 		r.SetFigures(metrics.Figures{BlockedOrders: 1})
 	})
