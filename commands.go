@@ -31,7 +31,7 @@ func publish(args []string) error {
 	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
 	direct := fs.Bool("direct", false, "de-batch the ledger here, onto the orders queue (needs StateStorage), instead of sending it to the ledgers queue")
 	stream := fs.String("stream", "", "the ledger's stream (its SessionId on the ledgers queue), replacing the document's own; default: the document's, else \"default\"")
-	return userCommand(fs, args, "ledger file (or - for stdin)", func() string {
+	return userCommand(fs, args, "ledger file (or - for stdin)", false, func() string {
 		if *direct {
 			return "publish --direct allocates seqs and checkpoints in the ledgers table"
 		}
@@ -148,7 +148,7 @@ func replayOrders(args []string) error {
 			return err
 		}
 	}
-	return userCommand(fs, nil, "id", func() string { return replayNeedsStorage },
+	return userCommand(fs, nil, "id", false, func() string { return replayNeedsStorage },
 		func(ctx context.Context, cfg settings.Settings, c *clients, id string, out *json.Encoder) error {
 			d := domainOf(cfg, *domain)
 			r, err := operatorReplayer(d, cfg, c)
@@ -311,7 +311,7 @@ func withoutServiceBus(lookup func(string) (string, bool)) func(string) (string,
 // duration) up to lockWaits times in a row.
 func replayAll(fs *flag.FlagSet, domain string, max int) error {
 	const lockWaits, lockWait = 12, 10 * time.Second
-	return userCommand(fs, nil, "", func() string { return replayNeedsStorage },
+	return userCommand(fs, nil, "", false, func() string { return replayNeedsStorage },
 		func(ctx context.Context, cfg settings.Settings, c *clients, _ string, out *json.Encoder) error {
 			r := allReplayer(domainOf(cfg, domain), cfg, c)
 			token, waits := "", 0
@@ -348,8 +348,9 @@ func replayAll(fs *flag.FlagSet, domain string, max int) error {
 
 // userCommand runs a command a user types: it parses the flags, reads the
 // settings (environment, then --settings), builds the clients, and calls
-// each with every argument, printing JSON results on stdout.
-func userCommand(fs *flag.FlagSet, args []string, what string, needStorage func() string,
+// each with every argument, printing JSON results on stdout. A command
+// that reads its tables only (tablesOnly) needs no Service Bus setting.
+func userCommand(fs *flag.FlagSet, args []string, what string, tablesOnly bool, needStorage func() string,
 	each func(ctx context.Context, cfg settings.Settings, c *clients, arg string, out *json.Encoder) error, parsed ...string) error {
 	settingsFile := fs.Lookup("settings")
 	if settingsFile == nil {
@@ -368,6 +369,9 @@ func userCommand(fs *flag.FlagSet, args []string, what string, needStorage func(
 	lookup, err := withSettingsFile(settingsFile.Value.String())
 	if err != nil {
 		return err
+	}
+	if tablesOnly {
+		lookup = withoutServiceBus(lookup)
 	}
 	why := needStorage()
 	cfg, err := settings.LoadForClient(lookup, why != "")

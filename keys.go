@@ -91,7 +91,7 @@ func keyStatus(args []string) error {
 	if *pageSize < 1 || *pageSize > convoy.MaxHistoryPageSize {
 		return usageErrorf("status", "--page-size %d is not between 1 and %d", *pageSize, convoy.MaxHistoryPageSize)
 	}
-	return userCommand(fs, nil, "id", func() string { return "the state is read there" },
+	return userCommand(fs, nil, "id", true, func() string { return "the state is read there" },
 		func(ctx context.Context, cfg settings.Settings, c *clients, id string, out *json.Encoder) error {
 			d := domainOf(cfg, *domain)
 			if err := checkKey("status", d.Rules, id); err != nil {
@@ -121,7 +121,7 @@ func blockedKeys(args []string) error {
 	if fs.NArg() > 0 {
 		return usageErrorf("blocked", "blocked takes no arguments (got %q): choose the domain with --domain", fs.Args())
 	}
-	return userCommand(fs, nil, "", func() string { return "the blocked index is read there" },
+	return userCommand(fs, nil, "", true, func() string { return "the blocked index is read there" },
 		func(ctx context.Context, cfg settings.Settings, c *clients, _ string, out *json.Encoder) error {
 			d := domainOf(cfg, *domain)
 			store := c.operatorStore(d.Table)
