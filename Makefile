@@ -123,17 +123,18 @@ break: $(DEVHOST_CMD) ## against a running make devhost (same PORT): a blocked o
 
 # make soak SEEDS=20000, or DURATION=30m: the healing simulation
 # (handler/internal/healsim) over as many seeds as asked, and beside it the
-# order domain through the rules harness (keyedtest.Simulate, handler/orders)
-# for as long; a failing seed prints the command that replays it.
+# order and the account domains through the rules harness
+# (keyedtest.Simulate, handler/orders and handler/accounts) for as long; a
+# failing seed prints the command that replays it.
 SEEDS    ?= 5000
 DURATION ?= 0
 FIRST    ?= 1
 
 .PHONY: soak
-soak: ## the healing simulation and the order rules' simulation for as long as asked: make soak SEEDS=20000 (or DURATION=30m; FIRST= the first seed)
-	@go test -count=1 -timeout 0 -run TestOrderRulesSimulated ./handler/orders -v -first=$(FIRST) -duration=$(DURATION) & rules=$$!; \
+soak: ## the healing simulation and the order and account rules' simulations for as long as asked: make soak SEEDS=20000 (or DURATION=30m; FIRST= the first seed)
+	@go test -count=1 -timeout 0 -p 2 -run 'Test(Order|Account)RulesSimulated' ./handler/orders ./handler/accounts -v -first=$(FIRST) -duration=$(DURATION) & rules=$$!; \
 	go test -count=1 -timeout 0 -run TestHealingSimulation ./handler/internal/healsim -v -seeds=$(SEEDS) -duration=$(DURATION) -first=$(FIRST); heal=$$?; \
-	wait $$rules || { echo "the order rules' simulation failed"; exit 1; }; exit $$heal
+	wait $$rules || { echo "the rules' simulations failed"; exit 1; }; exit $$heal
 
 # make mutants ONLY=resume-dropped,skip-accepts-parked JOBS=2: the mutation
 # check of the healing path (handler/internal/mutants/mutants.txt), each

@@ -1,6 +1,7 @@
 package accounts_test
 
 import (
+	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -98,12 +99,18 @@ func TestAccountRulesConform(t *testing.T) {
 	keyedtest.Conformance(t, accounts.Rules{}, genAccount, keyedtest.Options{})
 }
 
+// The soak's flags (make soak): seeds from -first on, for -duration.
+var (
+	soakFirst    = flag.Int64("first", 1, "TestAccountRulesSimulated: the first seed")
+	soakDuration = flag.Duration("duration", 0, "TestAccountRulesSimulated: run seeds for this long (make soak)")
+)
+
 func TestAccountRulesSimulated(t *testing.T) {
 	seeds := 40
 	if testing.Short() {
 		seeds = 10
 	}
-	keyedtest.Simulate(t, accounts.Rules{}, genAccount, convoytest.FoldAccount, keyedtest.Options{Seeds: seeds})
+	keyedtest.Simulate(t, accounts.Rules{}, genAccount, convoytest.FoldAccount, keyedtest.Options{Seeds: seeds, FirstSeed: *soakFirst, Duration: *soakDuration})
 }
 
 // TestGeneratorMakesEveryMistake: the generated commands, folded by the
