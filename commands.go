@@ -81,7 +81,7 @@ func publish(args []string) error {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			defaults, others := l.KeyCounts()
-			answer := map[string]any{"ledgerId": l.ID, "stream": l.Stream, "queue": cfg.LedgersQueue, "transactions": len(l.Entries),
+			answer := map[string]any{"ledgerId": l.ID, "stream": l.Stream, "queue": cfg.LedgersQueue, "transactions": l.Len(),
 				"orders": defaults, "bytes": len(doc), "outcome": d.Outcome}
 			if others != nil {
 				answer["keys"] = others

@@ -34,6 +34,20 @@ type Domain interface {
 	Publishes() bool
 	ReadEntry(index int, raw []byte, extra ...string) (key string, c any, extras map[string]json.RawMessage, problems []fault.Problem)
 	Body(c any) ([]byte, error)
+	// Commands returns an empty list of the domain's commands with room
+	// for capacity of them.
+	Commands(capacity int) CommandList
+}
+
+// CommandList holds commands of one domain in one slice of their type: a
+// ledger of a million entries keeps its commands there, not each boxed in
+// an any (an allocation of its own).
+type CommandList interface {
+	// Append adds c, a command of the domain (it panics on any other
+	// value), and returns its index.
+	Append(c any) int
+	// At returns a copy of the i-th command, boxed.
+	At(i int) any
 }
 
 // Erase returns r as a Domain.
@@ -189,3 +203,17 @@ func (e erased[S, C]) Body(c any) (_ []byte, err error) {
 	}
 	return p.Body(c.(C))
 }
+
+func (e erased[S, C]) Commands(capacity int) CommandList {
+	l := make(commandList[C], 0, capacity)
+	return &l
+}
+
+type commandList[C any] []C
+
+func (l *commandList[C]) Append(c any) int {
+	*l = append(*l, c.(C))
+	return len(*l) - 1
+}
+
+func (l *commandList[C]) At(i int) any { return (*l)[i] }

@@ -152,3 +152,27 @@ func TestErasePublisher(t *testing.T) {
 		t.Fatalf("Body of rules that are no Publisher: %v", err)
 	}
 }
+
+// TestEraseCommands: the erased domain's list of commands gives back each
+// command appended, at the index Append returned, and refuses a value of
+// another type.
+func TestEraseCommands(t *testing.T) {
+	l := keyed.Erase[int, int](publishes{}).Commands(1)
+	want := []int{7, 3, 7, 11} // beyond the capacity given
+	for i, c := range want {
+		if got := l.Append(c); got != i {
+			t.Fatalf("Append(%d) = %d, want index %d", c, got, i)
+		}
+	}
+	for i, c := range want {
+		if got := l.At(i); got != c {
+			t.Fatalf("At(%d) = %v, want %d", i, got, c)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Append of a string to a list of ints did not panic")
+		}
+	}()
+	l.Append("7")
+}

@@ -10,7 +10,8 @@ import (
 )
 
 // Domain is a domain a ledger's entries may be commands of: its rules
-// read an entry (keyed.Domain.ReadEntry) and write its message body (Body).
+// read an entry (keyed.Domain.ReadEntry), keep the commands read (Commands)
+// and write their message bodies (Body).
 type Domain struct {
 	Rules keyed.Domain
 	// MaxMessageBytes is its queue's message size limit (Premium: up to
@@ -53,13 +54,18 @@ func newReader(domains []Domain) (*reader, error) {
 	return r, nil
 }
 
-// domain is the domain of an entry read (its Name is one of the reader's).
-func (r *reader) domain(name string) Domain { return r.domains[r.byName[name]] }
-
 var (
 	extraLast       = []string{"last"}
 	extraLastDomain = []string{"last", domainField}
 )
+
+// read is what a reader read of an entry.
+type read struct {
+	domain  int // its index in the reader's domains
+	key     string
+	command any
+	last    bool
+}
 
 // entry reads the i-th entry of a ledger with its domain's rules (the same
 // problems on every path as a message body's), with its "last". Its domain
@@ -68,36 +74,36 @@ var (
 // before ledgers carried others, and told the same problems. A "domain"
 // spelt with escapes is no domain member: the rules reading the entry tell
 // it an unknown field.
-func (r *reader) entry(i int, raw json.RawMessage) (Entry, []fault.Problem) {
-	d, extra := r.domains[0], extraLast
+func (r *reader) entry(i int, raw json.RawMessage) (read, []fault.Problem) {
+	k, extra := 0, extraLast
 	if bytes.Contains(raw, []byte(`"`+domainField+`"`)) {
 		extra = extraLastDomain
 		name, named, why := domainMember(raw)
 		if why != "" {
-			return Entry{}, []fault.Problem{{Index: i, Field: domainField, Reason: why}}
+			return read{}, []fault.Problem{{Index: i, Field: domainField, Reason: why}}
 		}
 		if named {
-			k, ok := r.byName[name]
-			if !ok {
-				return Entry{}, []fault.Problem{{Index: i, Field: domainField, Reason: keyed.Quote(name) + " is not one of " + r.publishing}}
+			var ok bool
+			if k, ok = r.byName[name]; !ok {
+				return read{}, []fault.Problem{{Index: i, Field: domainField, Reason: keyed.Quote(name) + " is not one of " + r.publishing}}
 			}
-			d = r.domains[k]
-			if !d.Rules.Publishes() {
-				return Entry{}, []fault.Problem{{Index: i, Field: domainField, Reason: keyed.Quote(name) +
+			if !r.domains[k].Rules.Publishes() {
+				return read{}, []fault.Problem{{Index: i, Field: domainField, Reason: keyed.Quote(name) +
 					" takes no ledger entries (the domains that do: " + r.publishing + ")"}}
 			}
 		}
 	}
+	d := r.domains[k]
 	if !d.Rules.Publishes() {
-		return Entry{}, []fault.Problem{{Index: i, Field: domainField, Reason: "is required: the default domain " +
+		return read{}, []fault.Problem{{Index: i, Field: domainField, Reason: "is required: the default domain " +
 			keyed.Quote(d.Rules.Name()) + " takes no ledger entries (the domains that do: " + r.publishing + ")"}}
 	}
 	key, c, extras, ps := d.Rules.ReadEntry(i, raw, extra...)
-	e := Entry{Domain: d.Rules.Name(), Key: key, Command: c}
-	if v, ok := extras["last"]; ok && json.Unmarshal(v, &e.Last) != nil {
+	rd := read{domain: k, key: key, command: c}
+	if v, ok := extras["last"]; ok && json.Unmarshal(v, &rd.last) != nil {
 		ps = append(ps, fault.Problem{Index: i, Field: "last", Reason: "must be true or false"})
 	}
-	return e, ps
+	return rd, ps
 }
 
 // domainMember returns the value of the first "domain" member of the
@@ -128,20 +134,23 @@ type otherEntry struct {
 	Last   bool            `json:"last"`
 }
 
-// hashEntry writes e's canonical content to enc, buf being scratch space:
-// an order's transaction as before ledgers carried other domains
-// (orderEntry), so that the hash recorded of an order ledger is its hash
-// still; any other entry as otherEntry, its body being what is sent.
-func (r *reader) hashEntry(enc *json.Encoder, buf *bytes.Buffer, e Entry) {
+// hashEntry writes the i-th entry's canonical content to enc, buf being
+// scratch space: an order's transaction as before ledgers carried other
+// domains (orderEntry), so that the hash recorded of an order ledger is its
+// hash still; any other entry as otherEntry, its body being what is sent.
+func (l *Ledger) hashEntry(enc *json.Encoder, buf *bytes.Buffer, i int) {
 	buf.Reset()
-	if o, ok := asOrderEntry(e); ok {
+	e := l.entries[i]
+	c := l.command(e)
+	if o, ok := asOrderEntry(c, e.last); ok {
 		if len(o.Data) > 0 && canonicalJSON(json.NewDecoder(bytes.NewReader(o.Data)), buf) == nil {
 			o.Data = buf.Bytes()
 		}
 		_ = enc.Encode(o)
 		return
 	}
-	body, _ := r.domain(e.Domain).Rules.Body(e.Command) // measured before: it encodes
+	d := l.domains[l.key(i).domain].Rules
+	body, _ := d.Body(c) // measured before: it encodes
 	_ = canonicalJSON(json.NewDecoder(bytes.NewReader(body)), buf)
-	_ = enc.Encode(otherEntry{Domain: e.Domain, Body: buf.Bytes(), Last: e.Last})
+	_ = enc.Encode(otherEntry{Domain: d.Name(), Body: buf.Bytes(), Last: e.last})
 }

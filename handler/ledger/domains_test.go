@@ -125,7 +125,7 @@ func TestMixedLedger(t *testing.T) {
 			t.Fatal(err, fault.ProblemsOf(err))
 		}
 		l, _ := ledger.Parse(doc, ledger.Limits{}, ledgertest.OrdersAndAccounts)
-		if sum.Messages != len(l.Entries) || sum.Orders != len(l.Keys("orders")) || !reflect.DeepEqual(sum.Keys, map[string]int{"accounts": len(l.Keys("accounts"))}) {
+		if sum.Messages != l.Len() || sum.Orders != len(l.Keys("orders")) || !reflect.DeepEqual(sum.Keys, map[string]int{"accounts": len(l.Keys("accounts"))}) {
 			t.Fatalf("ledger %d: %+v", i+1, sum)
 		}
 	}

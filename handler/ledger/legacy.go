@@ -15,30 +15,30 @@ type orderEntry struct {
 	Last bool
 }
 
-// asOrderEntry returns e as an orderEntry if its command is an order's.
-func asOrderEntry(e Entry) (orderEntry, bool) {
-	t, ok := e.Command.(orders.Transaction)
-	return orderEntry{t, e.Last}, ok
+// asOrderEntry returns an entry's command c and its mark last as an
+// orderEntry if c is an order's.
+func asOrderEntry(c any, last bool) (orderEntry, bool) {
+	t, ok := c.(orders.Transaction)
+	return orderEntry{t, last}, ok
 }
 
 // sizeField is the field a problem names of an entry whose message is too
 // large: an order's data, which is what makes it large; none of any other.
-func sizeField(e Entry) string {
-	if o, ok := asOrderEntry(e); ok && len(o.Data) > 0 {
+func sizeField(c any) string {
+	if t, ok := c.(orders.Transaction); ok && len(t.Data) > 0 {
 		return "data"
 	}
 	return ""
 }
 
-// share returns key and the command c of an entry with one copy of each
-// string that entries repeat (ids.get): an order's id (its key) and op,
-// which a large ledger of orders repeats many times. Any other command is
-// kept as read.
-func (ids interner) share(key string, c any) (string, any) {
-	key = ids.get(key)
+// share returns the command c of an entry of key (the ledger's copy) with
+// one copy of each string that entries repeat: an order's id (its key) and
+// op, which a large ledger of orders repeats many times. Any other command
+// is kept as read.
+func (ids *interner) share(key string, c any) any {
 	if t, ok := c.(orders.Transaction); ok {
 		t.OrderID, t.Op = key, orders.Op(ids.get(string(t.Op)))
-		return key, t
+		return t
 	}
-	return key, c
+	return c
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/big"
 	"slices"
 	"strings"
@@ -35,15 +36,6 @@ type Limits struct {
 	MaxTransactions int
 }
 
-// Entry is one transaction of a ledger: a command of one key of one domain,
-// with its end-of-sequence mark.
-type Entry struct {
-	Domain  string // its domain's Name
-	Key     string // the key it is for: its messages' SessionId
-	Command any    // as its domain's ReadEntry read it (orders: an orders.Transaction)
-	Last    bool
-}
-
 // DefaultStream is the stream of a ledger that names none.
 const DefaultStream = "default"
 
@@ -53,12 +45,15 @@ type Ledger struct {
 	// Stream orders ledgers: sent to the ledgers queue it is the message's
 	// SessionId, so the ledgers of one stream are de-batched one at a time,
 	// in the order they were sent. DefaultStream when the document has none.
-	Stream  string
-	Entries []Entry
-	Hash    string // of the canonical content (hashVersion): the idempotency check
+	Stream string
+	Hash   string // of the canonical content (hashVersion): the idempotency check
 	// Default is the Name of the default domain (the first Parse was
 	// given): the one of the entries that name none.
 	Default string
+	// The entries, kept compact (entry): Len, Entry and Entries give them.
+	entries []entry
+	keys    []keyOf    // the entries' keys, in order of first appearance
+	domains []commands // by domain, in the order Parse was given them
 }
 
 // Parse validates a whole ledger document whose entries are commands of
@@ -70,6 +65,7 @@ func Parse(doc []byte, limits Limits, domains []Domain) (*Ledger, error) {
 	if limits.MaxTransactions <= 0 {
 		limits.MaxTransactions = DefaultMaxTransactions
 	}
+	limits.MaxTransactions = min(limits.MaxTransactions, math.MaxInt32) // entry's indexes
 	r, err := newReader(domains)
 	if err != nil {
 		return nil, err
@@ -80,12 +76,15 @@ func Parse(doc []byte, limits Limits, domains []Domain) (*Ledger, error) {
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil, notObject(doc)
 	}
-	l := &Ledger{Default: r.domains[0].Rules.Name()}
+	l := &Ledger{Default: r.domains[0].Rules.Name(), domains: make([]commands, len(r.domains))}
+	for i, d := range r.domains {
+		l.domains[i].Domain = d
+	}
 	var ledgerFaults []string
 	var problems []fault.Problem
 	var faulty []int // entries with problems (ascending), not worth measuring
 	seen := map[string]bool{}
-	ids := interner{}
+	ids := newInterner()
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
@@ -129,7 +128,11 @@ func Parse(doc []byte, limits Limits, domains []Domain) (*Ledger, error) {
 				}
 				continue
 			}
-			l.Entries = make([]Entry, 0, min(countItems(doc), limits.MaxTransactions))
+			n := min(countItems(doc), limits.MaxTransactions)
+			l.entries = make([]entry, 0, n)
+			// The first domain to appear gets room for every command: a
+			// ledger is mostly of one domain (a large one, of orders).
+			room := n
 			for i := 0; dec.More(); i++ {
 				if i == limits.MaxTransactions {
 					return nil, fault.Errorf(fault.TooLarge, "the ledger has more than %d transactions", limits.MaxTransactions)
@@ -138,18 +141,20 @@ func Parse(doc []byte, limits Limits, domains []Domain) (*Ledger, error) {
 				if dec.Decode(&item) != nil {
 					return nil, notObject(doc)
 				}
-				e, ps := r.entry(i, item)
+				rd, ps := r.entry(i, item)
+				var e entry // of a faulty entry, the zero value: the ledger is refused, its entries never read
 				if len(ps) > 0 {
 					faulty = append(faulty, i)
+				} else {
+					e, room = l.add(rd, ids, room), 0
 				}
-				e.Key, e.Command = ids.share(e.Key, e.Command)
-				l.Entries = append(l.Entries, e)
+				l.entries = append(l.entries, e)
 				problems = append(problems, ps...)
 			}
 			if _, err := dec.Token(); err != nil { // ]
 				return nil, notObject(doc)
 			}
-			if len(l.Entries) == 0 {
+			if len(l.entries) == 0 {
 				ledgerFaults = append(ledgerFaults, "transactions is empty")
 			}
 		default:
@@ -177,12 +182,12 @@ func Parse(doc []byte, limits Limits, domains []Domain) (*Ledger, error) {
 	}
 	if len(ledgerFaults) == 0 {
 		// Measured once the ledgerId is known: it is part of every message.
-		for i, e := range l.Entries {
+		for i := range l.entries {
 			if len(faulty) > 0 && faulty[0] == i {
 				faulty = faulty[1:]
 				continue
 			}
-			problems = append(problems, r.measure(l.ID, i, e)...)
+			problems = append(problems, l.measure(i)...)
 		}
 		slices.SortStableFunc(problems, func(a, b fault.Problem) int { return a.Index - b.Index })
 	}
@@ -201,22 +206,23 @@ func Parse(doc []byte, limits Limits, domains []Domain) (*Ledger, error) {
 		}
 		return nil, err
 	}
-	l.Hash = l.canonicalHash(r)
+	l.Hash = l.canonicalHash()
 	return l, nil
 }
 
 // measure: the entry's message, exactly as it will be sent (whatever its
 // seq), must fit its domain's queue. Checked before any seq is allocated,
 // so a refused ledger leaves no gap.
-func (r *reader) measure(ledgerID string, i int, e Entry) []fault.Problem {
-	d := r.domain(e.Domain)
-	body, err := d.Rules.Body(e.Command)
+func (l *Ledger) measure(i int) []fault.Problem {
+	e, k := l.entries[i], l.key(i)
+	d, c := l.domains[k.domain], l.command(e)
+	body, err := d.Rules.Body(c)
 	if err != nil {
 		return []fault.Problem{{Index: i, Reason: "cannot be encoded as its " + d.Rules.Noun() + " message: " + keyed.Cut(err.Error())}}
 	}
-	size := convoy.MeasureMessage(ledgerID, i, e.Last, e.Key, body)
+	size := convoy.MeasureMessage(l.ID, i, e.last, k.id, body)
 	if size > d.MaxMessageBytes {
-		return []fault.Problem{{Index: i, Field: sizeField(e), Reason: fmt.Sprintf(
+		return []fault.Problem{{Index: i, Field: sizeField(c), Reason: fmt.Sprintf(
 			"its %s message takes %d bytes as sent, more than the %s queue accepts (%d)", d.Rules.Noun(), size, d.Rules.Name(), d.MaxMessageBytes)}}
 	}
 	return nil
@@ -266,18 +272,6 @@ func countItems(doc []byte) int {
 	return n
 }
 
-// interner shares one copy of each repeated string (keys, an order's op):
-// a large ledger repeats each many times.
-type interner map[string]string
-
-func (in interner) get(s string) string {
-	if v, ok := in[s]; ok {
-		return v
-	}
-	in[s] = s
-	return s
-}
-
 // CheckStream returns why s is not a valid stream name ("" when it is): the
 // alphabet and length of every id (it becomes a SessionId).
 func CheckStream(s string) string { return keyed.CheckID(s) }
@@ -289,14 +283,14 @@ const hashVersion = "v2:"
 // canonicalHash hashes the parsed content, so that whitespace, key order and
 // number spelling do not make the same ledger look different, in the
 // entries' data too (hashEntry); the stream is part of the content.
-func (l *Ledger) canonicalHash(r *reader) string {
+func (l *Ledger) canonicalHash() string {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
 	_ = enc.Encode(l.ID)
 	_ = enc.Encode(l.Stream)
 	var buf bytes.Buffer
-	for _, e := range l.Entries {
-		r.hashEntry(enc, &buf, e)
+	for i := range l.entries {
+		l.hashEntry(enc, &buf, i)
 	}
 	return hashVersion + hex.EncodeToString(h.Sum(nil))
 }
@@ -308,8 +302,8 @@ func (l *Ledger) legacyHash() string {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
 	_ = enc.Encode(l.ID)
-	for _, e := range l.Entries {
-		o, ok := asOrderEntry(e)
+	for _, e := range l.entries {
+		o, ok := asOrderEntry(l.command(e), e.last)
 		if !ok {
 			return ""
 		}
@@ -428,43 +422,6 @@ func canonicalNumber(s string) string {
 		sign = "-"
 	}
 	return sign + trimmed + "e" + e.String()
-}
-
-// Keys returns the distinct keys of the entries of domain (a Name), in
-// order of first appearance.
-func (l *Ledger) Keys(domain string) []string {
-	seen := map[string]bool{}
-	var ids []string
-	for _, e := range l.Entries {
-		if e.Domain == domain && !seen[e.Key] {
-			seen[e.Key] = true
-			ids = append(ids, e.Key)
-		}
-	}
-	return ids
-}
-
-// KeyCounts counts the distinct keys of the ledger's entries: those of the
-// default domain (Summary.Orders, which predates the other domains), and
-// those of each other domain the ledger holds entries of, by its Name (nil
-// when none).
-func (l *Ledger) KeyCounts() (defaults int, others map[string]int) {
-	seen := map[[2]string]bool{}
-	for _, e := range l.Entries {
-		if seen[[2]string{e.Domain, e.Key}] {
-			continue
-		}
-		seen[[2]string{e.Domain, e.Key}] = true
-		if e.Domain == l.Default {
-			defaults++
-			continue
-		}
-		if others == nil {
-			others = map[string]int{}
-		}
-		others[e.Domain]++
-	}
-	return defaults, others
 }
 
 // notObject says why doc, which the streaming decode gave up on, is not a

@@ -32,8 +32,8 @@ func TestParseContractExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.ID != "L-2026-11-21-0001" || len(l.Entries) != 5 || !l.Entries[4].Last || *l.Entries[3].Command.(orders.Transaction).Amount != 1200 ||
-		l.Entries[3].Domain != "orders" || l.Entries[3].Key != "o-1" || l.Default != "orders" {
+	if l.ID != "L-2026-11-21-0001" || l.Len() != 5 || !l.Entry(4).Last || *l.Entry(3).Command.(orders.Transaction).Amount != 1200 ||
+		l.Entry(3).Domain != "orders" || l.Entry(3).Key != "o-1" || l.Default != "orders" {
 		t.Fatalf("parsed %+v", l)
 	}
 	if got := l.Keys("orders"); len(got) != 2 || got[0] != "o-1" || got[1] != "o-2" {
@@ -151,7 +151,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if len(l.Entries) == 0 || l.Hash == "" {
+		if l.Len() == 0 || l.Hash == "" {
 			t.Fatalf("parsed an empty ledger: %+v", l)
 		}
 		// The stream becomes a SessionId: 1-100 characters of [A-Za-z0-9._-].
@@ -174,10 +174,10 @@ func FuzzParse(f *testing.F) {
 		}
 		dec := json.NewDecoder(bytes.NewReader(doc))
 		dec.UseNumber()
-		if err := dec.Decode(&generic); err != nil || len(generic.Transactions) != len(l.Entries) {
+		if err := dec.Decode(&generic); err != nil || len(generic.Transactions) != l.Len() {
 			t.Fatalf("accepted a document encoding/json reads otherwise (%v): %q", err, doc)
 		}
-		for i, e := range l.Entries {
+		for i, e := range l.Entries() {
 			switch c := e.Command.(type) {
 			case orders.Transaction:
 				amount, written := generic.Transactions[i]["amount"]

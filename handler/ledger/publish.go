@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -164,9 +165,8 @@ type Route struct {
 // Publisher de-batches ledgers onto the queues of their entries' domains.
 type Publisher struct {
 	records Records
-	routes  []Route
-	domains []Domain
-	byName  map[string]int // routes by domain Name
+	routes  []Route  // a key's domain (keyOf.domain) indexes them
+	domains []Domain // the routes', for Parse
 	opts    PublisherOptions
 }
 
@@ -180,10 +180,9 @@ func NewPublisher(records Records, routes []Route, opts PublisherOptions) *Publi
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	p := &Publisher{records: records, routes: routes, byName: map[string]int{}, opts: opts}
-	for i, r := range routes {
+	p := &Publisher{records: records, routes: routes, opts: opts}
+	for _, r := range routes {
 		p.domains = append(p.domains, r.Domain)
-		p.byName[r.Rules.Name()] = i
 	}
 	if _, err := newReader(p.domains); err != nil {
 		panic("ledger.NewPublisher: " + err.Error())
@@ -218,14 +217,14 @@ func (p *Publisher) PublishQueued(ctx context.Context, doc []byte, sessionID str
 	if err := p.retry(ctx, func(ctx context.Context) (err error) { rec, err = p.begin(ctx, l); return err }); err != nil {
 		return Summary{LedgerID: l.ID}, err
 	}
-	sum := Summary{LedgerID: l.ID, Transactions: len(l.Entries), Orders: rec.Orders, Keys: rec.Keys, Messages: len(l.Entries), Outcome: OutcomePublished}
+	sum := Summary{LedgerID: l.ID, Transactions: l.Len(), Orders: rec.Orders, Keys: rec.Keys, Messages: l.Len(), Outcome: OutcomePublished}
 	if rec.Status == StatusPublished {
 		sum.Outcome = OutcomeAlreadyPublished
 		return sum, nil
 	}
 	sum.Sent = map[string]int{}
-	for _, e := range l.Entries {
-		sum.Sent[e.Domain]++
+	for i := range l.entries {
+		sum.Sent[l.domains[l.key(i).domain].Rules.Name()]++
 	}
 	plan, err := p.allocate(ctx, l)
 	if err != nil {
@@ -305,7 +304,7 @@ func (p *Publisher) begin(ctx context.Context, l *Ledger) (*Record, error) {
 	}
 	fresh := func(etag string) *Record {
 		defaults, others := l.KeyCounts()
-		return &Record{ID: l.ID, Hash: l.Hash, Status: StatusPublishing, Transactions: len(l.Entries),
+		return &Record{ID: l.ID, Hash: l.Hash, Status: StatusPublishing, Transactions: l.Len(),
 			Orders: defaults, Keys: others, UpdatedAt: p.opts.Now().UTC(), ETag: etag}
 	}
 	switch {
@@ -338,50 +337,62 @@ func (p *Publisher) begin(ctx context.Context, l *Ledger) (*Record, error) {
 // pure function of the ledger, whatever the order the domains are
 // registered in, so a checkpoint (a count) resumes it exactly.
 type plan struct {
-	index []int   // ledger index of each message, in send order
-	seq   []int64 // its seq
+	keys  []int32 // the ledger's keys (Ledger.keys) in send order
+	index []int32 // the ledger index of each message, in send order
+	// By key: how many messages it has, the position of its first one, and
+	// its first seq (once allocated).
+	count, start []int32
+	first        []int64
 }
 
-// keyEntries are the entries of one key of one domain, in ledger order.
-type keyEntries struct {
-	route   int
-	key     string
-	entries []int
-	first   int64 // its first seq, once allocated
-}
-
-// group returns the ledger's keys in plan order, each with its entries.
-func (p *Publisher) group(l *Ledger) []*keyEntries {
-	var domains []string                   // in order of first appearance
-	byDomain := map[string][]*keyEntries{} // keys in order of first appearance
-	byKey := map[[2]string]*keyEntries{}
-	for i, e := range l.Entries {
-		k := byKey[[2]string{e.Domain, e.Key}]
-		if k == nil {
-			if byDomain[e.Domain] == nil {
-				domains = append(domains, e.Domain)
-			}
-			k = &keyEntries{route: p.byName[e.Domain], key: e.Key}
-			byKey[[2]string{e.Domain, e.Key}] = k
-			byDomain[e.Domain] = append(byDomain[e.Domain], k)
+// newPlan orders the ledger's messages.
+func newPlan(l *Ledger) plan {
+	pl := plan{keys: make([]int32, 0, len(l.keys)), index: make([]int32, len(l.entries)),
+		count: make([]int32, len(l.keys)), start: make([]int32, len(l.keys)), first: make([]int64, len(l.keys))}
+	// The keys are in order of first appearance, so the domains' first keys are too.
+	var domains []int
+	for _, k := range l.keys {
+		if !slices.Contains(domains, k.domain) {
+			domains = append(domains, k.domain)
 		}
-		k.entries = append(k.entries, i)
 	}
-	var keys []*keyEntries
 	for _, d := range domains {
-		keys = append(keys, byDomain[d]...)
+		for k, key := range l.keys {
+			if key.domain == d {
+				pl.keys = append(pl.keys, int32(k))
+			}
+		}
 	}
-	return keys
+	for _, e := range l.entries {
+		pl.count[e.key]++
+	}
+	var pos int32
+	for _, k := range pl.keys {
+		pl.start[k], pos = pos, pos+pl.count[k]
+	}
+	next := slices.Clone(pl.start)
+	for i, e := range l.entries {
+		pl.index[next[e.key]] = int32(i)
+		next[e.key]++
+	}
+	return pl
+}
+
+// seq returns the seq of the message at position pos.
+func (pl plan) seq(l *Ledger, pos int) int64 {
+	k := l.entries[pl.index[pos]].key
+	return pl.first[k] + int64(pos-int(pl.start[k]))
 }
 
 func (p *Publisher) allocate(ctx context.Context, l *Ledger) (plan, error) {
-	keys := p.group(l)
+	pl := newPlan(l)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(p.opts.AllocParallelism)
-	for _, k := range keys {
+	for _, k := range pl.keys {
+		key := l.keys[k]
 		g.Go(func() error {
 			return p.retry(gctx, func(ctx context.Context) (err error) {
-				k.first, err = p.routes[k.route].Allocator.Allocate(ctx, l.ID, l.Hash, k.key, len(k.entries))
+				pl.first[k], err = p.routes[key.domain].Allocator.Allocate(ctx, l.ID, l.Hash, key.id, int(pl.count[k]))
 				return err
 			})
 		})
@@ -389,21 +400,15 @@ func (p *Publisher) allocate(ctx context.Context, l *Ledger) (plan, error) {
 	if err := g.Wait(); err != nil {
 		return plan{}, fmt.Errorf("allocate seqs for ledger %q: %w", l.ID, err)
 	}
-	for from := 0; from < len(keys); { // a domain's keys are together
-		route := p.routes[keys[from].route]
+	for from := 0; from < len(pl.keys); { // a domain's keys are together
+		d := l.keys[pl.keys[from]].domain
 		var ids []string
-		for next := keys[from].route; from < len(keys) && keys[from].route == next; from++ {
-			ids = append(ids, keys[from].key)
+		for ; from < len(pl.keys) && l.keys[pl.keys[from]].domain == d; from++ {
+			ids = append(ids, l.keys[pl.keys[from]].id)
 		}
+		route := p.routes[d]
 		if err := p.retry(ctx, func(ctx context.Context) error { return route.Allocator.Activate(ctx, ids) }); err != nil {
 			return plan{}, fmt.Errorf("index the %s of ledger %q as active: %w", route.Rules.Name(), l.ID, err)
-		}
-	}
-	pl := plan{index: make([]int, 0, len(l.Entries)), seq: make([]int64, 0, len(l.Entries))}
-	for _, k := range keys {
-		for j, i := range k.entries {
-			pl.index = append(pl.index, i)
-			pl.seq = append(pl.seq, k.first+int64(j))
 		}
 	}
 	return pl, nil
@@ -447,22 +452,21 @@ func (p *Publisher) send(ctx context.Context, l *Ledger, pl plan, rec *Record) e
 // sent. A batch holds one domain's messages (one queue's), and with
 // BatchPerSession one key's.
 func (p *Publisher) sendBatch(ctx context.Context, l *Ledger, pl plan, from int) (int, error) {
-	first := l.Entries[pl.index[from]]
-	route := p.routes[p.byName[first.Domain]]
+	domain := l.key(int(pl.index[from])).domain
+	route := p.routes[domain]
 	b, err := route.Sender.NewBatch(ctx)
 	if err != nil {
 		return from, err
 	}
 	i := from
 	for ; i < len(pl.index); i++ {
-		e := l.Entries[pl.index[i]]
-		if e.Domain != first.Domain {
+		if l.key(int(pl.index[i])).domain != domain {
 			break
 		}
-		if route.BatchPerSession && i > from && l.Entries[pl.index[i-1]].Key != e.Key {
+		if route.BatchPerSession && i > from && l.entries[pl.index[i-1]].key != l.entries[pl.index[i]].key {
 			break
 		}
-		m, err := l.message(route, pl.index[i], pl.seq[i])
+		m, err := l.message(route, int(pl.index[i]), pl.seq(l, i))
 		if err != nil {
 			return from, err
 		}
@@ -485,12 +489,12 @@ func (p *Publisher) sendBatch(ctx context.Context, l *Ledger, pl plan, from int)
 
 // message builds the message of the i-th entry, for its domain's queue.
 func (l *Ledger) message(route Route, i int, seq int64) (convoy.Envelope, error) {
-	e := l.Entries[i]
-	body, err := route.Rules.Body(e.Command)
+	e := l.entries[i]
+	body, err := route.Rules.Body(l.command(e))
 	if err != nil {
 		return convoy.Envelope{}, fault.Wrap(fault.Internal, err, "encode message body")
 	}
-	return convoy.NewMessage(l.ID, i, seq, e.Last, e.Key, body), nil
+	return convoy.NewMessage(l.ID, i, seq, e.last, l.key(i).id, body), nil
 }
 
 func (p *Publisher) retry(ctx context.Context, fn func(context.Context) error) error {

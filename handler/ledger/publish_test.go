@@ -31,7 +31,8 @@ func TestPublishContractExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(sum, ledger.Summary{LedgerID: "L-2026-11-21-0001", Transactions: 5, Orders: 2, Messages: 5, Outcome: ledger.OutcomePublished}) {
+	if !reflect.DeepEqual(sum, ledger.Summary{LedgerID: "L-2026-11-21-0001", Transactions: 5, Orders: 2, Messages: 5,
+		Sent: map[string]int{"orders": 5}, Outcome: ledger.OutcomePublished}) {
 		t.Fatalf("summary %+v", sum)
 	}
 	want := []struct {

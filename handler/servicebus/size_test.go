@@ -135,7 +135,7 @@ func TestLedgerMeasuredAsSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := orders.NewOrderMessage(l.ID, 1, 300, false, l.Entries[1].Command.(orders.Transaction))
+	m, _ := orders.NewOrderMessage(l.ID, 1, 300, false, l.Entry(1).Command.(orders.Transaction))
 	m.TraceParent, m.DiagnosticID = tracing.Stamp("", "", trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}}))
 	b, _ := alone.NewBatch(ctx)
 	if err := b.Add(m); err != nil {

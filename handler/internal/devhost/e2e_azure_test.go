@@ -155,7 +155,7 @@ func TestExpiredSession(t *testing.T) {
 		return nil
 	})
 	var msgs []devbus.Message
-	for i, entry := range l.Entries {
+	for i, entry := range l.Entries() {
 		body, _ := orders.EncodeBody(entry.Command.(orders.Transaction))
 		m := devbus.Message{MessageID: convoy.MessageID(l.ID, i), SessionID: "expiring", ContentType: "application/json", Body: body,
 			Properties: map[string]any{"ledgerId": l.ID, "seq": int64(i + 1), "last": entry.Last}}
@@ -204,7 +204,7 @@ func TestLogsReachApplicationInsights(t *testing.T) {
 	doc := genLedger(rand.New(rand.NewPCG(13, 14)), "L-logs", 4, []string{"logged"}, true)
 	l, _ := ledger.Parse(doc, ledger.Limits{}, ledgertest.Orders)
 	var msgs []devbus.Message
-	for i, entry := range l.Entries {
+	for i, entry := range l.Entries() {
 		body, _ := orders.EncodeBody(entry.Command.(orders.Transaction))
 		msgs = append(msgs, devbus.Message{MessageID: convoy.MessageID(l.ID, i), SessionID: "logged", ContentType: "application/json",
 			Body: body, Properties: map[string]any{"ledgerId": l.ID, "seq": int64(i + 1), "last": entry.Last}})

@@ -48,7 +48,7 @@ func streamLedgers(seed uint64, stream string, count, n, orders int) [][]byte {
 func foldInOrder(ledgers []*ledger.Ledger) map[string]convoytest.Expected {
 	msgs := map[string][]convoy.Message{}
 	for _, l := range ledgers {
-		for _, e := range l.Entries {
+		for _, e := range l.Entries() {
 			msgs[e.Key] = append(msgs[e.Key], convoy.Message{Seq: int64(len(msgs[e.Key]) + 1), Last: e.Last, Command: e.Command})
 		}
 	}

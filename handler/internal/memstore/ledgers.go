@@ -39,9 +39,9 @@ type ledgerTable struct {
 
 // keyScope is one domain's counters and active index.
 type keyScope struct {
-	next   map[string]int64                 // key → its last seq
-	allocs map[string]map[string]allocation // key → ledger → its seqs
-	active map[string]convoy.ActiveOrder    // the active index
+	next   map[string]int64              // key → its last seq
+	allocs map[string][]allocation       // key → its ledgers' seqs
+	active map[string]convoy.ActiveOrder // the active index
 	// activeIDs are active's ids sorted, nil when they changed since.
 	activeIDs []string
 	dead      map[string]int64 // key → its noted dead-lettered seq
@@ -53,10 +53,11 @@ var (
 )
 
 type allocation struct {
-	first int64
-	count int
-	hash  string
-	at    time.Time
+	ledger string
+	first  int64
+	count  int
+	hash   string
+	at     time.Time
 }
 
 // NewLedgers returns an empty Ledgers, scoped to the order domain's keys.
@@ -74,7 +75,7 @@ func (t *ledgerTable) scope(noun string) *Ledgers {
 	defer t.mu.Unlock()
 	k := t.scopes[noun]
 	if k == nil {
-		k = &keyScope{next: map[string]int64{}, allocs: map[string]map[string]allocation{}, active: map[string]convoy.ActiveOrder{}, dead: map[string]int64{}}
+		k = &keyScope{next: map[string]int64{}, allocs: map[string][]allocation{}, active: map[string]convoy.ActiveOrder{}, dead: map[string]int64{}}
 		t.scopes[noun] = k
 	}
 	return &Ledgers{ledgerTable: t, noun: noun, keys: k}
@@ -175,7 +176,10 @@ func (s *Ledgers) Allocate(_ context.Context, ledgerID, hash, key string, count 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := s.keys
-	if a, ok := k.allocs[key][ledgerID]; ok {
+	for _, a := range k.allocs[key] {
+		if a.ledger != ledgerID {
+			continue
+		}
 		if !ledger.SameAllocation(count, hash, a.count, a.hash) {
 			return 0, ledger.AllocationMismatch(s.noun, ledgerID, key, count, hash, a.count, a.hash)
 		}
@@ -183,10 +187,7 @@ func (s *Ledgers) Allocate(_ context.Context, ledgerID, hash, key string, count 
 	}
 	first := k.next[key] + 1
 	k.next[key] += int64(count)
-	if k.allocs[key] == nil {
-		k.allocs[key] = map[string]allocation{}
-	}
-	k.allocs[key][ledgerID] = allocation{first, count, hash, s.now()}
+	k.allocs[key] = append(k.allocs[key], allocation{ledgerID, first, count, hash, s.now()})
 	return first, nil
 }
 

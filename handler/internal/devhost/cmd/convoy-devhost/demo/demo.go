@@ -113,7 +113,7 @@ func Run(ctx context.Context, o Options) error {
 		if err := h.WaitIdle(ctx, 300*time.Millisecond); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "%-20s published through the ledgers queue: %d transactions for %s\n", name, len(l.Entries), keysOf(l))
+		fmt.Fprintf(out, "%-20s published through the ledgers queue: %d transactions for %s\n", name, l.Len(), keysOf(l))
 		if late != nil {
 			if err := showBlocked(ctx, out, h.URL(), docs); err != nil {
 				return err
@@ -300,7 +300,7 @@ func ExpectedOrders(ledgers []*ledger.Ledger, sent []devbus.Message) (map[string
 func inSeqOrder(ledgers []*ledger.Ledger, domain keyed.Domain, sent []devbus.Message) (map[string][]ledger.Entry, error) {
 	entries := map[string]ledger.Entry{}
 	for _, l := range ledgers {
-		for i, e := range l.Entries {
+		for i, e := range l.Entries() {
 			if e.Domain == domain.Name() {
 				entries[convoy.MessageID(l.ID, i)] = e
 			}
