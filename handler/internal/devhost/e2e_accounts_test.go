@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -131,54 +130,6 @@ func accountMessages(l *ledger.Ledger, messageID func(i int) string) []*azservic
 	return msgs
 }
 
-// expectedAccounts is demo.ExpectedAccounts keeping every command: each
-// account's commands, taken from the ledgers (never from the bodies the
-// product sent), in the seq order the account messages carried (sent: the
-// accounts queue's journal), expected by the independent fold entry by
-// entry and rejection by rejection (convoytest.ExpectAccount), where the
-// demo's report compares counts.
-func expectedAccounts(ledgers []*ledger.Ledger, sent []devbus.Message) (map[string]convoytest.AccountExpected, error) {
-	type entry struct {
-		key string
-		cmd accounts.Command
-	}
-	entries := map[string]entry{}
-	for _, l := range ledgers {
-		for i, e := range l.Entries() {
-			if e.Domain == accounts.Domain.Name() {
-				entries[convoy.MessageID(l.ID, i)] = entry{e.Key, e.Command.(accounts.Command)}
-			}
-		}
-	}
-	bySeq := map[string]map[int64]accounts.Command{}
-	for _, m := range sent {
-		e, ok := entries[m.MessageID]
-		if !ok {
-			continue // not a ledger's message (a test's re-send)
-		}
-		seq, ok := convoy.IntProperty(m.Properties[convoy.PropSeq])
-		if !ok {
-			return nil, fmt.Errorf("message %s has no seq", m.MessageID)
-		}
-		if bySeq[e.key] == nil {
-			bySeq[e.key] = map[int64]accounts.Command{}
-		}
-		bySeq[e.key][seq] = e.cmd
-	}
-	want := map[string]convoytest.AccountExpected{}
-	for id, cmds := range bySeq {
-		var inOrder []accounts.Command
-		for _, seq := range slices.Sorted(maps.Keys(cmds)) {
-			if seq != int64(len(inOrder))+1 {
-				return nil, fmt.Errorf("account %s: no message carried seq %d", id, len(inOrder)+1)
-			}
-			inOrder = append(inOrder, cmds[seq])
-		}
-		want[id] = convoytest.ExpectAccount(inOrder)
-	}
-	return want, nil
-}
-
 // checkAccounts is checkFold's counterpart: every account of the ledgers
 // equals the fold of its commands in the seq order of the messages sent
 // (the accounts queue's journal unless given), and no account message was
@@ -188,7 +139,7 @@ func (e *env) checkAccounts(ctx context.Context, ledgers []*ledger.Ledger, sent 
 	if sent == nil {
 		sent = e.host.Queue("accounts").Sent()
 	}
-	want, err := expectedAccounts(ledgers, sent)
+	want, err := demo.ExpectedAccounts(ledgers, sent)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -514,7 +465,7 @@ func TestAccountsNeverHoldUpOrders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := expectedAccounts(ledgers, e.host.Queue("accounts").Sent())
+	want, err := demo.ExpectedAccounts(ledgers, e.host.Queue("accounts").Sent())
 	if err != nil {
 		t.Fatal(err)
 	}

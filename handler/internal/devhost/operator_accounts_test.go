@@ -1,12 +1,9 @@
 package devhost_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -37,18 +34,7 @@ func TestAccountCommands(t *testing.T) {
 	storage := "StateStorage=" + e.storage.ConnectionString()
 	convoyCmd := func(args ...string) (string, string, int) {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, binary, args...)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), storage}
-		cmd.Dir = t.TempDir() // no local.settings.json
-		var out, errs bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errs
-		err := cmd.Run()
-		if exit, ok := err.(*exec.ExitError); ok {
-			return out.String(), errs.String(), exit.ExitCode()
-		} else if err != nil {
-			t.Fatalf("convoy %v: %v", args, err)
-		}
-		return out.String(), errs.String(), 0
+		return runConvoy(ctx, t, []string{storage}, args...)
 	}
 	const id = "acc-ops"
 	e.send(ctx, "accounts",

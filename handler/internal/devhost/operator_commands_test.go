@@ -47,23 +47,7 @@ func TestOperatorCommands(t *testing.T) {
 	storage := "StateStorage=" + e.storage.ConnectionString()
 	convoyCmd := func(env []string, args ...string) (string, string, int) {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, binary, args...)
-		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
-		cmd.Dir = t.TempDir() // no local.settings.json
-		var out, errs bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errs
-		began := time.Now()
-		err := cmd.Run()
-		t.Logf("convoy %s: %.2f s", strings.Join(args, " "), time.Since(began).Seconds()) // a figure to read, not a check
-		var exit *exec.ExitError
-		switch {
-		case err == nil:
-			return out.String(), errs.String(), 0
-		case errors.As(err, &exit):
-			return out.String(), errs.String(), exit.ExitCode()
-		}
-		t.Fatalf("convoy %v: %v", args, err)
-		return "", "", -1
+		return runConvoy(ctx, t, env, args...)
 	}
 	orders := e.host.Queue("orders")
 	deadLettered := func(order string) []int64 {
@@ -202,4 +186,28 @@ func TestOperatorCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"duplicates":[{"seq":2`) || resent("poisoned") != 0 || len(deadLettered("poisoned")) != 0 {
 		t.Fatalf("replay of a skipped seq: exit %d, %d re-sent, dead letters %v\n%s%s", code, resent("poisoned"), deadLettered("poisoned"), out, stderr)
 	}
+}
+
+// runConvoy runs the convoy binary with args and only env (and PATH), in a
+// folder with no local.settings.json: its stdout, its stderr and its exit
+// code.
+func runConvoy(ctx context.Context, t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Dir = t.TempDir()
+	var out, errs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	began := time.Now()
+	err := cmd.Run()
+	t.Logf("convoy %s: %.2f s", strings.Join(args, " "), time.Since(began).Seconds()) // a figure to read, not a check
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), errs.String(), 0
+	case errors.As(err, &exit):
+		return out.String(), errs.String(), exit.ExitCode()
+	}
+	t.Fatalf("convoy %v: %v", args, err)
+	return "", "", -1
 }

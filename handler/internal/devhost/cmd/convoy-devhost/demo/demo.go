@@ -278,7 +278,7 @@ func showBlocked(ctx context.Context, out io.Writer, base string, docs []*ledger
 // seqs are those the order messages actually carried (sent: the orders
 // queue's journal), since ledgers published concurrently allocate in any order.
 func ExpectedOrders(ledgers []*ledger.Ledger, sent []devbus.Message) (map[string]convoytest.Expected, error) {
-	byKey, err := inSeqOrder(ledgers, orders.Domain, sent)
+	byKey, err := InSeqOrder(ledgers, orders.Domain, sent)
 	if err != nil {
 		return nil, err
 	}
@@ -293,11 +293,11 @@ func ExpectedOrders(ledgers []*ledger.Ledger, sent []devbus.Message) (map[string
 	return want, nil
 }
 
-// inSeqOrder is each key of domain with the ledger entries its messages
+// InSeqOrder is each key of domain with the ledger entries its messages
 // carried, in the order of the seqs they carried (sent: the domain queue's
 // journal, which keeps no bodies: a message is known by its MessageId,
 // ledgerId:index), from seq 1 without a hole.
-func inSeqOrder(ledgers []*ledger.Ledger, domain keyed.Domain, sent []devbus.Message) (map[string][]ledger.Entry, error) {
+func InSeqOrder(ledgers []*ledger.Ledger, domain keyed.Domain, sent []devbus.Message) (map[string][]ledger.Entry, error) {
 	entries := map[string]ledger.Entry{}
 	for _, l := range ledgers {
 		for i, e := range l.Entries() {
