@@ -1080,27 +1080,42 @@ func moduleParam(f *bicepFile, module, param string) string {
 	if f == nil {
 		return ""
 	}
+	for _, m := range modules(f) {
+		if m.path == module {
+			if v := props(props(m.body, f.src)["params"], f.src)[param]; v != nil {
+				return v.Utf8Text(f.src)
+			}
+		}
+	}
+	return ""
+}
+
+// moduleUse is a module declaration of a file: the module's path, as
+// written, and its body.
+type moduleUse struct {
+	path string
+	body *ts.Node
+}
+
+// modules are the module declarations of f, in order.
+func modules(f *bicepFile) []moduleUse {
+	var out []moduleUse
 	root := f.tree.RootNode()
 	for i := uint(0); i < root.NamedChildCount(); i++ {
 		m := root.NamedChild(i)
 		if m.Kind() != "module_declaration" {
 			continue
 		}
-		var path string
-		var body *ts.Node
+		var use moduleUse
 		for j := uint(0); j < m.NamedChildCount(); j++ {
 			switch c := m.NamedChild(j); c.Kind() {
 			case "string":
-				path, _ = literal(c, f.src)
+				use.path, _ = literal(c, f.src)
 			case "object":
-				body = c
+				use.body = c
 			}
 		}
-		if path == module {
-			if v := props(props(body, f.src)["params"], f.src)[param]; v != nil {
-				return v.Utf8Text(f.src)
-			}
-		}
+		out = append(out, use)
 	}
-	return ""
+	return out
 }

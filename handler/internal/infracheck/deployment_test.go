@@ -6,8 +6,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-
-	ts "github.com/tree-sitter/go-tree-sitter"
 )
 
 // The deployment as the checks see it: main.bicep and the modules it calls,
@@ -89,29 +87,14 @@ func deploy(d deployFiles, env string) deployment {
 		if depth > 3 {
 			return
 		}
-		root := f.tree.RootNode()
-		for i := uint(0); i < root.NamedChildCount(); i++ {
-			m := root.NamedChild(i)
-			if m.Kind() != "module_declaration" {
-				continue
-			}
-			var path string
-			var body *ts.Node
-			for j := uint(0); j < m.NamedChildCount(); j++ {
-				switch c := m.NamedChild(j); c.Kind() {
-				case "string":
-					path, _ = literal(c, f.src)
-				case "object":
-					body = c
-				}
-			}
-			child := d.bicep[filepath.ToSlash(filepath.Join(filepath.Dir(f.path), path))]
+		for _, m := range modules(f) {
+			child := d.bicep[filepath.ToSlash(filepath.Join(filepath.Dir(f.path), m.path))]
 			if child == nil {
-				dep.errs = append(dep.errs, fmt.Sprintf("%s: module %s not found", f.path, path))
+				dep.errs = append(dep.errs, fmt.Sprintf("%s: module %s not found", f.path, m.path))
 				continue
 			}
 			childParams := map[string]any{}
-			for k, v := range props(props(body, f.src)["params"], f.src) {
+			for k, v := range props(props(m.body, f.src)["params"], f.src) {
 				if x, err := e.eval(v, nil); err == nil {
 					childParams[k] = x
 				}
