@@ -8,8 +8,8 @@
 // The AutoReplay timer function always succeeds and writes its lines there:
 // "metrics domain=<name> key=value …" for each domain every run,
 // "auto-replay paused domain=<name> reason=…" and "auto-replay failed
-// domain=<name> orderId=… error=…" when it cannot replay. The queries below
-// match those lines exactly (handler/autoreplay.go; the devhost test
+// domain=<name> <noun>Id=… error=…" (orderId, accountId) when it cannot
+// replay. The queries below match those lines exactly (handler/autoreplay.go; the devhost test
 // TestAlertQueriesMatchWhatArrives runs the *Query ones against the
 // emulation's telemetry). Those rules need lines to fire; the heartbeat rule
 // fires on their absence, so a stopped or never-deployed app raises an alert.
