@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/keyed"
@@ -62,8 +61,6 @@ const (
 // Quote returns s quoted for an error, cut short (keyed.Quote).
 func Quote(s string) string { return keyed.Quote(s) }
 
-func cut(s string) string { return keyed.Cut(s) }
-
 // checkID returns why s is not an id (keyed.CheckID: account ids and
 // references, a reference being a row id), or "".
 func checkID(s string) string { return keyed.CheckID(s) }
@@ -92,15 +89,10 @@ func limitProblem(n int64) string {
 	return ""
 }
 
-// problems returns every problem of c's values, each naming index, skipping
-// the fields in done (a problem was reported for them already).
-func (c Command) problems(index int, done map[string]bool) []fault.Problem {
+// problems returns every problem of c's values, each naming index.
+func (c Command) problems(index int) []fault.Problem {
 	var ps []fault.Problem
-	bad := func(field, reason string) {
-		if !done[field] {
-			ps = append(ps, fault.Problem{Index: index, Field: field, Reason: reason})
-		}
-	}
+	bad := func(field, reason string) { ps = append(ps, fault.Problem{Index: index, Field: field, Reason: reason}) }
 	if why := checkID(c.AccountID); why != "" {
 		bad("accountId", why)
 	}
@@ -157,57 +149,18 @@ func readInt(raw json.RawMessage) (int64, string) { return keyed.ReadAmount(raw)
 // case, a quoted amount, bytes that are not UTF-8, a field the kind does not
 // take.
 func readCommand(index int, raw []byte, extra ...string) (c Command, extras map[string]json.RawMessage, problems []fault.Problem) {
-	ms, err := keyed.Members(raw)
-	if err != nil {
-		return Command{}, nil, []fault.Problem{{Index: index, Reason: "is not a JSON object"}}
-	}
-	reported := map[string]bool{} // fields with a problem: nothing more is said of them
-	bad := func(field, reason string) {
-		problems = append(problems, fault.Problem{Index: index, Field: field, Reason: reason})
-		reported[field] = true
-	}
-	known := slices.Concat([]string{"accountId", "kind", "currency", "limit", "amount", "reference", "reverses"}, extra)
-	fields := make(map[string]json.RawMessage, len(ms))
-	for _, m := range ms {
-		_, twice := fields[m.Key]
-		switch {
-		case reported[m.Key]:
-		case !slices.Contains(known, m.Key):
-			bad(cut(m.Key), "is not a known field ("+strings.Join(known, ", ")+")")
-			reported[m.Key] = true
-		case twice:
-			bad(m.Key, "appears twice")
-		}
-		if !twice {
-			fields[m.Key] = m.Value
-		}
-	}
-	if !utf8.Valid(raw) {
-		inValue := false
-		for _, m := range ms {
-			if !utf8.Valid(m.Value) {
-				inValue = true
-				if !reported[m.Key] {
-					bad(m.Key, "is not valid UTF-8")
-				}
-			}
-		}
-		if !inValue {
-			bad("", "has a field name that is not valid UTF-8")
-		}
-	}
-	value := func(field string) (json.RawMessage, bool) {
-		v, ok := fields[field]
-		return v, ok && !reported[field]
+	o, ok := keyed.ReadObject(index, raw, slices.Concat([]string{"accountId", "kind", "currency", "limit", "amount", "reference", "reverses"}, extra)...)
+	if !ok {
+		return Command{}, nil, o.Problems
 	}
 	var kind string
 	for _, f := range []struct {
 		name string
 		dst  *string
 	}{{"accountId", &c.AccountID}, {"kind", &kind}, {"currency", &c.Currency}, {"reference", &c.Reference}, {"reverses", &c.Reverses}} {
-		if v, ok := value(f.name); ok {
+		if v, ok := o.Value(f.name); ok {
 			if s, why := readString(v); why != "" {
-				bad(f.name, why)
+				o.Bad(f.name, why)
 			} else {
 				*f.dst = s
 			}
@@ -218,41 +171,34 @@ func readCommand(index int, raw []byte, extra ...string) (c Command, extras map[
 		name string
 		dst  *int64
 	}{{"limit", &c.Limit}, {"amount", &c.Amount}} {
-		if v, ok := value(f.name); ok {
+		if v, ok := o.Value(f.name); ok {
 			if n, why := readInt(v); why != "" {
-				bad(f.name, why)
+				o.Bad(f.name, why)
 			} else {
 				*f.dst = n
 			}
 		}
 	}
-	for _, f := range extra {
-		if v, ok := value(f); ok {
-			if extras == nil {
-				extras = map[string]json.RawMessage{}
-			}
-			extras[f] = v
-		}
-	}
+	extras = o.Extras(extra)
 	// What the kind takes: no other field, and each it needs.
-	if takes, ok := fieldsOf[c.Kind]; ok && !reported["kind"] {
+	if takes, ok := fieldsOf[c.Kind]; ok && !o.Reported("kind") {
 		for _, f := range []string{"currency", "limit", "amount", "reference", "reverses"} {
-			_, given := fields[f]
+			given := o.Given(f)
 			switch {
-			case reported[f]:
+			case o.Reported(f):
 			case given && !slices.Contains(takes, f):
-				bad(f, fmt.Sprintf("is not a field of %s (it takes %s)", c.Kind, takesList(takes)))
+				o.Bad(f, fmt.Sprintf("is not a field of %s (it takes %s)", c.Kind, takesList(takes)))
 			case !given && slices.Contains(takes, f) && !slices.Contains(optional, f):
-				bad(f, "is required for "+string(c.Kind))
+				o.Bad(f, "is required for "+string(c.Kind))
 			}
 		}
 	}
-	if _, given := fields["accountId"]; !given {
-		bad("accountId", "is required")
+	if !o.Given("accountId") {
+		o.Bad("accountId", "is required")
 	}
 	// Rules on the values (alphabets, bounds), for fields without a problem yet.
-	problems = append(problems, c.problems(index, reported)...)
-	return c, extras, problems
+	o.Add(c.problems(index))
+	return c, extras, o.Problems
 }
 
 func takesList(takes []string) string {
@@ -300,7 +246,7 @@ func DecodeBody(data []byte) (Command, error) {
 // EncodeBody returns the message body of c: compact JSON, no HTML escaping,
 // no trailing newline. A command with a problem has no body.
 func EncodeBody(c Command) ([]byte, error) {
-	if ps := c.problems(0, nil); len(ps) > 0 {
+	if ps := c.problems(0); len(ps) > 0 {
 		return nil, &fault.Error{Code: fault.Invalid, Message: "the command is invalid: " + describe(ps), Problems: ps}
 	}
 	var buf bytes.Buffer

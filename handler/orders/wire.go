@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/convoy-dev/convoy/handler/fault"
 	"github.com/convoy-dev/convoy/handler/keyed"
@@ -32,53 +30,13 @@ func Members(doc []byte) ([]Member, error) { return keyed.Members(doc) }
 // extras, unless a problem was already reported for them (written twice, not
 // UTF-8). Any other field is a problem.
 func ReadTransaction(index int, raw []byte, extra ...string) (t Transaction, extras map[string]json.RawMessage, problems []fault.Problem) {
-	members, err := Members(raw)
-	if err != nil {
-		return Transaction{}, nil, []fault.Problem{{Index: index, Reason: "is not a JSON object"}}
-	}
-	bad := func(field, reason string) {
-		problems = append(problems, fault.Problem{Index: index, Field: field, Reason: reason})
-	}
-	known := slices.Concat([]string{"orderId", "op", "txId", "amount", "currency"}, extra, []string{"data"})
-	fields := make(map[string]json.RawMessage, len(members))
-	reported := map[string]bool{} // fields with a problem: nothing more is said of them
-	for _, m := range members {
-		_, twice := fields[m.Key]
-		switch {
-		case reported[m.Key]:
-		case !slices.Contains(known, m.Key):
-			bad(cut(m.Key), "is not a known field ("+strings.Join(known, ", ")+")")
-			reported[m.Key] = true
-		case twice:
-			bad(m.Key, "appears twice")
-			reported[m.Key] = true
-		}
-		if !twice {
-			fields[m.Key] = m.Value
-		}
-	}
-	if !utf8.Valid(raw) {
-		inValue := false
-		for _, m := range members {
-			if !utf8.Valid(m.Value) {
-				inValue = true
-				if !reported[m.Key] {
-					bad(m.Key, "is not valid UTF-8")
-					reported[m.Key] = true
-				}
-			}
-		}
-		if !inValue {
-			bad("", "has a field name that is not valid UTF-8")
-		}
-	}
-	value := func(field string) (json.RawMessage, bool) {
-		v, ok := fields[field]
-		return v, ok && !reported[field]
+	o, ok := keyed.ReadObject(index, raw, slices.Concat([]string{"orderId", "op", "txId", "amount", "currency"}, extra, []string{"data"})...)
+	if !ok {
+		return Transaction{}, nil, o.Problems
 	}
 	str := func(field string, dst *string) {
-		if v, ok := value(field); ok && json.Unmarshal(v, dst) != nil {
-			bad(field, "must be a string")
+		if v, ok := o.Value(field); ok && json.Unmarshal(v, dst) != nil {
+			o.Bad(field, "must be a string")
 		}
 	}
 	str("orderId", &t.OrderID)
@@ -87,42 +45,28 @@ func ReadTransaction(index int, raw []byte, extra ...string) (t Transaction, ext
 	t.Op = Op(op)
 	str("txId", &t.TxID)
 	str("currency", &t.Currency)
-	if v, ok := value("amount"); ok {
+	if v, ok := o.Value("amount"); ok {
 		if n, why := ReadAmount(v); why != "" {
-			bad("amount", why)
+			o.Bad("amount", why)
 		} else {
 			t.Amount = &n
 		}
 	}
-	if v, ok := value("data"); ok && string(bytes.TrimSpace(v)) != "null" {
+	if v, ok := o.Value("data"); ok && string(bytes.TrimSpace(v)) != "null" {
 		var compact bytes.Buffer
 		if key, err := duplicateKey(v); err != nil {
-			bad("data", "is not valid JSON")
+			o.Bad("data", "is not valid JSON")
 		} else if key != "" {
-			bad("data", "has the key "+Quote(key)+" twice in one object")
+			o.Bad("data", "has the key "+Quote(key)+" twice in one object")
 		} else if json.Compact(&compact, v) == nil {
 			t.Data = compact.Bytes()
 		}
 	}
-	for _, f := range extra {
-		if v, ok := value(f); ok {
-			if extras == nil {
-				extras = map[string]json.RawMessage{}
-			}
-			extras[f] = v
-		}
-	}
+	extras = o.Extras(extra)
 	// Type problems first; Validate adds the rules (required fields,
 	// alphabet, …), skipping fields already reported.
-	for _, p := range problems {
-		reported[p.Field] = true
-	}
-	for _, p := range t.Validate(index) {
-		if !reported[p.Field] {
-			problems = append(problems, p)
-		}
-	}
-	return t, extras, problems
+	o.Add(t.Validate(index))
+	return t, extras, o.Problems
 }
 
 // ReadAmount reads an amount as written in JSON (keyed.ReadAmount).
@@ -169,6 +113,3 @@ func duplicateKeyIn(dec *json.Decoder) (string, error) {
 	_, err = dec.Token() // the closing delimiter
 	return "", err
 }
-
-// cut shortens user input named in a problem, unquoted (see Quote).
-func cut(s string) string { return keyed.Cut(s) }
